@@ -1,0 +1,18 @@
+// Picks a Backend by name ("cpu", "cuda"). The only place that knows which backends exist.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bufferlab/core/backend.h"
+
+namespace bufferlab {
+
+// Throws BackendUnavailable when the backend is not built or cannot run here (no GPU or
+// driver: the message says why), Error for an unknown name.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+std::vector<std::string> backend_names();  // the names this build knows
+bool cuda_backend_built();
+
+}  // namespace bufferlab

@@ -1,0 +1,67 @@
+// BufferSizes: the byte count of every workspace buffer for one (config, run shape, target,
+// sizing) — spec/buffers.md §2–§3 — plus the sub-layout parameters of that sizing (§2
+// "Layout parameters belong to the layout under test").
+#pragma once
+
+#include <cstdint>
+
+#include "bufferlab/core/buffer_registry.h"
+#include "bufferlab/core/model_config.h"
+#include "bufferlab/core/run_shape.h"
+#include "bufferlab/core/sizing.h"
+#include "bufferlab/core/target.h"
+
+namespace bufferlab {
+
+// The parameters a sizing fixes for the sub-layouts of spec §4. Verifiers and kernels read
+// these from the sizing under test, never recompute them.
+struct SubLayoutParams {
+  uint64_t m = 0;              // max_batch_tokens
+  uint64_t m_pad = 0;          // ceil16(m): rows the FP8 block-scaled GEMM writes
+  uint64_t k_max = 0;          // ceil16(max(m, 3))
+  uint64_t R = 0;              // decode-metadata rows
+  uint64_t max_blocks = 0;     // block-table entries per sequence
+  uint64_t pos_streams = 0;    // position streams the sizing provides (1 or 3)
+  uint64_t moe_scratch = 0;    // base of the prefill metadata inside scratch (§4.1)
+  uint64_t meta_base = 32768;  // base of decode/verify metadata inside scratch (§4.2)
+  uint64_t verify_rows = 160;  // VERIFY_ROW_CAP
+  uint64_t logits_tokens = 0;  // rows of `logits`
+  uint64_t splitk_splits = 0;  // split count of split-K decode (pure function of target)
+  uint64_t splitk_slots = 0;   // slots `splitk_workspace` holds
+  uint64_t gdn_chunks = 0;     // nt of §4.5 (0 when gdn_fla_scratch is null)
+  uint64_t ssd_chunks = 0;     // nc of §4.6 (0 when ssd_scratch is null)
+  uint64_t expert_width = 0;   // columns of expert_gate_out / expert_up_out rows
+
+  friend bool operator==(const SubLayoutParams&, const SubLayoutParams&) = default;
+};
+
+struct BufferSizes {
+#define BUFFERLAB_SIZE_FIELD(name, type, doc) uint64_t name = 0;
+  BUFFERLAB_BUFFERS(BUFFERLAB_SIZE_FIELD)
+#undef BUFFERLAB_SIZE_FIELD
+
+  SubLayoutParams params;
+  Sizing sizing;
+
+  // The engine's entry point. Validates the config, run shape and sizing; throws Error
+  // naming the field (and the formula's operands) when a size overflows 64 bits.
+  static BufferSizes from_config(const ModelConfig& config, uint64_t max_batch_tokens,
+                                 uint64_t max_seq_len, uint64_t kv_block_size,
+                                 uint64_t max_batch_size, const Target& target = Target{},
+                                 Sizing sizing = Sizing::spec());
+  static BufferSizes from_config(const ModelConfig& config, const RunShape& shape,
+                                 const Target& target = Target{}, Sizing sizing = Sizing::spec());
+
+  uint64_t bytes(BufferId id) const;
+  uint64_t& bytes(BufferId id);
+
+  // The ledger: Σ of ALL fields, checked (throws Error on overflow).
+  uint64_t total_bytes() const;
+};
+
+// Formulas shared by the sizing and by the consumers that must agree with it.
+uint64_t padded_batch_rung(uint64_t n);  // smallest rung ≥ n, or n above 128
+// q12_bytes(n, L, top_k, pos_streams) of spec §4.4 (co-dispatched staging), checked.
+uint64_t q12_bytes(uint64_t n, uint64_t L, uint64_t top_k, uint64_t pos_streams);
+
+}  // namespace bufferlab

@@ -1,0 +1,51 @@
+// FusedAddRmsNormOp: residual = bf16(residual + x); norm_output = bf16(RMSNorm(residual))
+// in the offset-from-1 convention y = r · rsqrt(mean(r²) + eps) · (1 + w), FP32 math
+// (spec/numerics.md §1). The FP32 variant also writes the FP32 normed row, before BF16
+// rounding, into moe_router_in_f32. An unweighted norm reads the zero `norm_unit_w`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bufferlab/core/model_config.h"
+#include "bufferlab/core/tensor_ref.h"
+
+namespace bufferlab {
+
+struct RmsNormVariant {
+  bool add_residual = true;  // false: plain RMSNorm of `residual` (no add, residual untouched)
+  bool write_f32 = false;    // also write moe_router_in_f32 (FP32-routing path)
+  bool unit_weight = false;  // read the zero norm_unit_w instead of a weight tensor
+};
+
+struct FusedAddRmsNormOp {
+  struct Shape {
+    uint64_t rows = 0;   // tokens of the pass
+    uint64_t width = 0;  // hidden_size
+  };
+
+  Shape dims;
+  double eps = 1e-6;
+  RmsNormVariant variant;
+
+  // Operands, all derived from `dims` by make(): the ONE source of their extents.
+  TensorRef input;       // hidden_states bf16 [rows, width] (read when add_residual)
+  TensorRef residual;    // residual bf16 [rows, width] (read, then written when add_residual)
+  TensorRef weight;      // weights pool bf16 [width], or norm_unit_w bf16 [width]
+  TensorRef output;      // norm_output bf16 [rows, width]
+  TensorRef output_f32;  // moe_router_in_f32 f32 [rows, width] (write_f32 only)
+
+  // Builds the op for `rows` tokens of `config`; the weight (when not unit) sits at offset 0
+  // of the weight pool.
+  static FusedAddRmsNormOp make(const ModelConfig& config, uint64_t rows, RmsNormVariant variant);
+
+  const Shape& shape() const { return dims; }
+  // Bytes of the weight pool this op needs (0 for a unit weight).
+  uint64_t weight_pool_bytes() const;
+  std::vector<Access> accesses() const;
+  // A printable parameter string that says exactly what to re-run.
+  std::string params() const;
+};
+
+}  // namespace bufferlab

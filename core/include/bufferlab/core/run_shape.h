@@ -1,0 +1,20 @@
+// RunShape: the engine's run limits that size the per-pass arena (spec/buffers.md §2).
+#pragma once
+
+#include <cstdint>
+
+namespace bufferlab {
+
+struct RunShape {
+  uint64_t max_batch_tokens = 8192;  // m ≥ 1
+  uint64_t max_seq_len = 32768;
+  uint64_t kv_block_size = 16;  // 0 = no paged KV (max_blocks = 256)
+  uint64_t max_batch_size = 32;
+
+  // Throws Error when m = 0 or max_batch_size = 0.
+  void validate() const;
+
+  friend bool operator==(const RunShape&, const RunShape&) = default;
+};
+
+}  // namespace bufferlab

@@ -1,0 +1,39 @@
+// Target: the GPU the workspace is sized for (spec/buffers.md §2). Explicit by design: the
+// library never reads the environment; the CLI maps flags onto a Target.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bufferlab {
+
+enum class SplitKPolicy { legacy, automatic, pinned };
+
+struct Target {
+  std::string name = "h200";
+  uint64_t sm_count = 132;
+  SplitKPolicy splitk_policy = SplitKPolicy::automatic;
+  uint64_t splitk_pinned = 0;  // the n of "pinned n"; used only with SplitKPolicy::pinned
+  bool q2_dequant = false;     // opt-in Q2 dequant path (q2_dequant_scratch)
+  bool q2_mmq = false;         // opt-in Q2 MMQ path (q2_act_q8)
+
+  // Named targets: h200 (default), h100, b200, gb10. Throws Error on an unknown name.
+  static Target named(const std::string& name);
+  static std::vector<std::string> names();
+
+  // "legacy", "auto" or the pinned count as a decimal string.
+  std::string splitk_string() const;
+  // Parses "legacy" | "auto" | N (N ≥ 1) onto this target; throws Error otherwise.
+  void set_splitk(const std::string& policy);
+
+  friend bool operator==(const Target&, const Target&) = default;
+};
+
+// The number of split-K splits: ONE pure function of (target, nq, R), used by the sizing and
+// by the decode launch alike — never of the live batch (numerics.md §8).
+uint64_t splitk_splits(const Target& target, uint64_t num_attention_heads, uint64_t R);
+// Split-K slots the workspace provides room for (spec §2).
+uint64_t splitk_slots(const Target& target, uint64_t num_attention_heads, uint64_t R);
+
+}  // namespace bufferlab

@@ -1,0 +1,57 @@
+// FusedAddRmsNormOp: operands and footprint from op semantics (rows, width), never from
+// BufferSizes — the verifier compares the two.
+#include "bufferlab/core/ops/fused_add_rmsnorm.h"
+
+#include <cstdio>
+
+namespace bufferlab {
+namespace {
+
+TensorRef arena(BufferId id, std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::arena, id, 0, std::move(shape), t};
+}
+
+}  // namespace
+
+FusedAddRmsNormOp FusedAddRmsNormOp::make(const ModelConfig& config, uint64_t rows,
+                                          RmsNormVariant variant) {
+  FusedAddRmsNormOp op;
+  op.dims = Shape{rows, config.hidden_size};
+  op.eps = config.rms_norm_eps;
+  op.variant = variant;
+  const uint64_t w = op.dims.width;
+  op.input = arena(BufferId::hidden_states, {rows, w}, DType::bf16);
+  op.residual = arena(BufferId::residual, {rows, w}, DType::bf16);
+  op.weight = variant.unit_weight
+                  ? arena(BufferId::norm_unit_w, {w}, DType::bf16)
+                  : TensorRef{Space::weights, BufferId::hidden_states, 0, {w}, DType::bf16};
+  op.output = arena(BufferId::norm_output, {rows, w}, DType::bf16);
+  op.output_f32 = arena(BufferId::moe_router_in_f32, {rows, w}, DType::f32);
+  return op;
+}
+
+uint64_t FusedAddRmsNormOp::weight_pool_bytes() const {
+  return variant.unit_weight ? 0 : weight.bytes();
+}
+
+std::vector<Access> FusedAddRmsNormOp::accesses() const {
+  std::vector<Access> out;
+  if (variant.add_residual) out.push_back({input, AccessKind::read});
+  out.push_back({residual, AccessKind::read});
+  if (variant.add_residual) out.push_back({residual, AccessKind::write});
+  out.push_back({weight, AccessKind::read});
+  out.push_back({output, AccessKind::write});
+  if (variant.write_f32) out.push_back({output_f32, AccessKind::write});
+  return out;
+}
+
+std::string FusedAddRmsNormOp::params() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "rmsnorm(rows=%llu,width=%llu,eps=%g,add=%d,f32=%d,unit_w=%d)",
+                static_cast<unsigned long long>(dims.rows),
+                static_cast<unsigned long long>(dims.width), eps, variant.add_residual ? 1 : 0,
+                variant.write_f32 ? 1 : 0, variant.unit_weight ? 1 : 0);
+  return buf;
+}
+
+}  // namespace bufferlab
