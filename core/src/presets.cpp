@@ -1,0 +1,296 @@
+// The presets of spec/buffers.md §1.2. Real models come from their config.json (embedded at
+// build time, single source of truth) through the loader; qwen3-next-80b (the §6 reference)
+// and the tiny family configs are written out here.
+#include "bufferlab/core/presets.h"
+
+#include <string>
+
+#include "bufferlab/core/config_json.h"
+#include "bufferlab/core/error.h"
+#include "embedded_configs.h"
+
+namespace bufferlab {
+namespace {
+
+// ---- real models: one per config.json of data/configs ----
+
+struct FilePreset {
+  const char* name;
+  const char* file;
+  const char* family;
+  const char* description;
+};
+
+constexpr FilePreset kFilePresets[] = {
+    {"qwen3-8b", "Qwen3-8B.json", "dense", "Qwen3-8B: dense GQA"},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B.json", "moe", "Qwen3-30B-A3B: MoE, 128 experts, top-8"},
+    {"qwen3-next-80b-thinking", "Qwen3-Next-80B-A3B-Thinking.json", "gdn",
+     "Qwen3-Next-80B-A3B-Thinking: GDN hybrid + MoE (512 experts, top-10)"},
+    {"deepseek-v3.2", "DeepSeek-V3.2.json", "mla",
+     "DeepSeek-V3.2: MLA + MoE (sigmoid, bias) + sparse-attention indexer"},
+    {"deepseek-v4-flash", "DeepSeek-V4-Flash.json", "mhc",
+     "DeepSeek-V4-Flash: mHC (hc_mult 4) + grouped O + hash routing + sqrtsoftplus"},
+    {"nemotron-h-56b", "Nemotron-H-56B-Base-8K.json", "mamba",
+     "Nemotron-H-56B-Base-8K: Mamba-2 hybrid"},
+    {"qwen2.5-vl-7b", "Qwen2.5-VL-7B-Instruct.json", "dense",
+     "Qwen2.5-VL-7B-Instruct: dense GQA, multimodal RoPE (sectioned)"},
+    {"llama-3.1-8b", "Meta-Llama-3.1-8B.json", "dense", "Meta-Llama-3.1-8B: dense GQA"},
+    {"mixtral-8x7b", "Mixtral-8x7B-v0.1.json", "moe", "Mixtral-8x7B-v0.1: MoE, 8 experts, top-2"},
+    {"gpt-oss-20b", "gpt-oss-20b.json", "moe",
+     "gpt-oss-20b: MoE (32 experts, top-4), sliding/full attention, SwiGLU clamp"},
+};
+
+const char* embedded_text(const char* file) {
+  for (std::size_t i = 0; i < detail::kEmbeddedConfigFileCount; ++i)
+    if (std::string(detail::kEmbeddedConfigFiles[i].name) == file)
+      return detail::kEmbeddedConfigFiles[i].text;
+  throw Error(std::string("config file ") + file + " was not embedded at build time " +
+              "(is it missing from data/configs?)");
+}
+
+// ---- configs written out here ----
+
+// spec/buffers.md §6.
+ModelConfig qwen3_next_80b() {
+  ModelConfig c;
+  c.hidden_size = 2048;
+  c.num_hidden_layers = 48;
+  c.full_attention_interval = 4;
+  c.intermediate_size = 5120;
+  c.vocab_size = 151936;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 2;
+  c.head_dim = 256;
+  c.attn_gated = true;
+  c.linear_num_key_heads = 16;
+  c.linear_key_head_dim = 128;
+  c.linear_num_value_heads = 32;
+  c.linear_value_head_dim = 128;
+  c.linear_conv_kernel_dim = 4;
+  c.num_experts = 512;
+  c.num_experts_per_tok = 10;
+  c.moe_intermediate_size = 512;
+  c.shared_expert_intermediate_size = 512;
+  c.norm_topk_prob = true;
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+// Tiny configs: the structure of their family at dimensions of tens to hundreds, with sizes
+// that are not multiples of 16 wherever the structure allows (kd = vd = 128 for GDN is
+// structural: it selects the chunked scratch).
+ModelConfig tiny_base(uint64_t nq, uint64_t nkv, uint64_t head_dim) {
+  ModelConfig c;
+  c.hidden_size = 136;
+  c.vocab_size = 500;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = nq;
+  c.num_key_value_heads = nkv;
+  c.head_dim = head_dim;
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+// Llama / Qwen3 dense: GQA + SwiGLU FFN.
+ModelConfig tiny_dense() {
+  ModelConfig c = tiny_base(6, 2, 40);
+  c.intermediate_size = 360;
+  return c;
+}
+
+// Qwen-MoE: every layer MoE, softmax router, with a shared expert.
+ModelConfig tiny_moe() {
+  ModelConfig c = tiny_base(6, 2, 40);
+  c.intermediate_size = 296;
+  c.num_experts = 12;
+  c.num_experts_per_tok = 3;
+  c.moe_intermediate_size = 72;
+  c.shared_expert_intermediate_size = 88;
+  c.norm_topk_prob = true;
+  return c;
+}
+
+// Qwen3-Next: GDN layers with gated full attention every 4th layer, MoE + shared expert.
+ModelConfig tiny_gdn() {
+  ModelConfig c = tiny_base(4, 2, 72);
+  c.num_hidden_layers = 8;
+  c.full_attention_interval = 4;
+  c.vocab_size = 300;
+  c.intermediate_size = 200;
+  c.attn_gated = true;
+  c.linear_num_key_heads = 2;
+  c.linear_key_head_dim = 128;
+  c.linear_num_value_heads = 4;
+  c.linear_value_head_dim = 128;
+  c.linear_conv_kernel_dim = 4;
+  c.num_experts = 10;
+  c.num_experts_per_tok = 3;
+  c.moe_intermediate_size = 48;
+  c.shared_expert_intermediate_size = 40;
+  c.norm_topk_prob = true;
+  return c;
+}
+
+// Nemotron-H: hybrid_override_pattern "M-M*-MM-" (Mamba-2, dense MLP and attention layers).
+ModelConfig tiny_mamba() {
+  ModelConfig c = tiny_base(4, 2, 40);
+  c.num_hidden_layers = 8;
+  c.vocab_size = 400;
+  c.intermediate_size = 296;
+  using enum LayerType;
+  c.layer_types = {mamba, mlp, mamba, full_attention, mlp, mamba, mamba, mlp};
+  c.mamba_num_heads = 6;
+  c.mamba_head_dim = 24;
+  c.ssm_state_size = 40;
+  c.n_groups = 2;
+  c.conv_kernel = 4;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+
+// DeepSeek-V3.2: MLA, first_k_dense dense layers, sigmoid + bias routing, shared expert,
+// sparse-attention indexer (no compression).
+ModelConfig tiny_mla() {
+  ModelConfig c = tiny_base(4, 4, 48);
+  c.num_hidden_layers = 5;
+  c.first_k_dense = 2;
+  c.intermediate_size = 168;
+  c.kv_lora_rank = 72;
+  c.q_lora_rank = 48;
+  c.qk_rope_head_dim = 16;
+  c.qk_nope_head_dim = 32;  // head_dim = nope + rope
+  c.v_head_dim = 32;
+  c.num_experts = 12;
+  c.num_experts_per_tok = 4;
+  c.moe_intermediate_size = 40;
+  c.shared_expert_intermediate_size = 40;
+  c.norm_topk_prob = true;
+  c.scoring_func = "sigmoid";
+  c.use_routing_bias = true;
+  c.routed_scaling_factor = 2.5;
+  c.index_n_heads = 4;
+  c.index_head_dim = 32;
+  c.index_topk = 64;
+  return c;
+}
+
+// DeepSeek-V4: MQA (head_dim 64 here), grouped low-rank O, mHC (Sinkhorn), hash routing in
+// the first MoE layers, sqrtsoftplus + bias, SwiGLU clamp, no dense FFN width.
+ModelConfig tiny_mhc() {
+  ModelConfig c = tiny_base(6, 1, 64);
+  c.num_hidden_layers = 5;
+  c.vocab_size = 300;
+  c.q_lora_rank = 48;
+  c.qk_rope_head_dim = 16;
+  c.o_groups = 3;
+  c.o_lora_rank = 40;
+  c.num_experts = 10;
+  c.num_experts_per_tok = 3;
+  c.moe_intermediate_size = 40;
+  c.shared_expert_intermediate_size = 40;
+  c.num_hash_layers = 2;
+  c.norm_topk_prob = true;
+  c.scoring_func = "sqrtsoftplus";
+  c.use_routing_bias = true;
+  c.routed_scaling_factor = 1.5;
+  c.swiglu_limit = 10.0;
+  c.hc_mult = 4;
+  c.hc_sinkhorn_iters = 20;
+  c.hc_eps = 1e-6;
+  c.index_n_heads = 4;
+  c.index_head_dim = 32;
+  c.index_topk = 32;
+  return c;
+}
+
+ModelConfig tiny_mhc_lowrank() {
+  ModelConfig c = tiny_mhc();
+  c.hc_lowrank = 20;
+  return c;
+}
+
+// DeepSeek-V4-style compressed sparse attention: the indexer selects index_topk entries over
+// keys compressed by index_compress_ratio (the selection scratch exists).
+ModelConfig tiny_qsa() {
+  ModelConfig c = tiny_base(6, 1, 64);
+  c.vocab_size = 300;
+  c.num_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 56;
+  c.shared_expert_intermediate_size = 56;
+  c.norm_topk_prob = true;
+  c.scoring_func = "sqrtsoftplus";
+  c.use_routing_bias = true;
+  c.index_n_heads = 4;
+  c.index_head_dim = 32;
+  c.index_topk = 48;
+  c.index_compress_ratio = 4;
+  return c;
+}
+
+// Dense GQA with a LoRA adapter pool.
+ModelConfig tiny_lora() {
+  ModelConfig c = tiny_dense();
+  c.adapter_max_rank = 12;
+  return c;
+}
+
+struct BuiltPreset {
+  const char* name;
+  const char* family;
+  const char* description;
+  bool tiny;
+  ModelConfig (*make)();
+};
+
+constexpr BuiltPreset kBuiltPresets[] = {
+    {"qwen3-next-80b", "gdn", "Qwen3-Next-80B-A3B: the reference of spec §6", false,
+     qwen3_next_80b},
+    {"tiny-dense", "dense", "tiny dense GQA (Llama / Qwen3)", true, tiny_dense},
+    {"tiny-moe", "moe", "tiny MoE with a shared expert (Qwen-MoE)", true, tiny_moe},
+    {"tiny-gdn", "gdn", "tiny GDN hybrid + MoE, full attention every 4th layer (Qwen3-Next)", true,
+     tiny_gdn},
+    {"tiny-mamba", "mamba", "tiny Mamba-2 hybrid, pattern M-M*-MM- (Nemotron-H)", true, tiny_mamba},
+    {"tiny-mla", "mla", "tiny MLA + MoE, sigmoid + bias, first_k_dense, indexer (DeepSeek-V3.2)",
+     true, tiny_mla},
+    {"tiny-mhc", "mhc", "tiny mHC Sinkhorn + grouped O + hash routing (DeepSeek-V4)", true,
+     tiny_mhc},
+    {"tiny-mhc-lowrank", "mhc-lowrank", "tiny mHC in the low-rank form", true, tiny_mhc_lowrank},
+    {"tiny-qsa", "qsa", "tiny compressed sparse-attention indexer (index_compress_ratio 4)", true,
+     tiny_qsa},
+    {"tiny-lora", "lora", "tiny dense GQA with a LoRA adapter pool (rank 12)", true, tiny_lora},
+};
+
+std::string known_names() {
+  std::string names;
+  for (const PresetInfo& p : list_presets()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+}  // namespace
+
+std::vector<PresetInfo> list_presets() {
+  std::vector<PresetInfo> out;
+  out.push_back({kBuiltPresets[0].name, kBuiltPresets[0].family, kBuiltPresets[0].description,
+                 kBuiltPresets[0].tiny});
+  for (const FilePreset& p : kFilePresets)
+    out.push_back({p.name, p.family, std::string(p.description) + " (" + p.file + ")", false});
+  for (std::size_t i = 1; i < std::size(kBuiltPresets); ++i)
+    out.push_back({kBuiltPresets[i].name, kBuiltPresets[i].family, kBuiltPresets[i].description,
+                   kBuiltPresets[i].tiny});
+  return out;
+}
+
+ModelConfig preset(const std::string& name) {
+  for (const FilePreset& p : kFilePresets)
+    if (name == p.name) return config_from_json_text(embedded_text(p.file), p.file);
+  for (const BuiltPreset& p : kBuiltPresets) {
+    if (name != p.name) continue;
+    ModelConfig c = p.make();
+    c.validate();
+    return c;
+  }
+  throw Error("unknown preset \"" + name + "\" (known: " + known_names() + ")");
+}
+
+}  // namespace bufferlab

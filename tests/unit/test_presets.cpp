@@ -1,0 +1,337 @@
+// Presets (spec/buffers.md §1.2) and the layer pattern (§1): every preset loads and
+// validates, real presets equal their config.json, tiny presets keep their family's
+// structure, and the mixer/FFN kind of every layer matches counts derived by hand.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bufferlab/core/config_json.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/presets.h"
+
+namespace bufferlab {
+namespace {
+
+using nlohmann::json;
+
+std::string difference(const ModelConfig& actual, const ModelConfig& expected) {
+  return json::diff(to_normalized_json(expected), to_normalized_json(actual)).dump();
+}
+
+#define EXPECT_CONFIG_EQ(actual, expected) \
+  EXPECT_TRUE((actual) == (expected)) << "differences: " << difference((actual), (expected))
+
+const std::map<std::string, std::string>& real_preset_files() {
+  static const std::map<std::string, std::string> files = {
+      {"qwen3-8b", "Qwen3-8B.json"},
+      {"qwen3-30b-a3b", "Qwen3-30B-A3B.json"},
+      {"qwen3-next-80b-thinking", "Qwen3-Next-80B-A3B-Thinking.json"},
+      {"deepseek-v3.2", "DeepSeek-V3.2.json"},
+      {"deepseek-v4-flash", "DeepSeek-V4-Flash.json"},
+      {"nemotron-h-56b", "Nemotron-H-56B-Base-8K.json"},
+      {"qwen2.5-vl-7b", "Qwen2.5-VL-7B-Instruct.json"},
+      {"llama-3.1-8b", "Meta-Llama-3.1-8B.json"},
+      {"mixtral-8x7b", "Mixtral-8x7B-v0.1.json"},
+      {"gpt-oss-20b", "gpt-oss-20b.json"},
+  };
+  return files;
+}
+
+const std::vector<std::string> kTinyNames = {"tiny-dense",       "tiny-moe", "tiny-gdn",
+                                             "tiny-mamba",       "tiny-mla", "tiny-mhc",
+                                             "tiny-mhc-lowrank", "tiny-qsa", "tiny-lora"};
+
+// How many layers have each mixer / FFN kind.
+std::map<std::string, int> mixer_counts(const ModelConfig& c) {
+  std::map<std::string, int> n;
+  for (uint64_t i = 0; i < c.num_hidden_layers; ++i) ++n[to_string(c.mixer_kind(i))];
+  return n;
+}
+
+std::map<std::string, int> ffn_counts(const ModelConfig& c) {
+  std::map<std::string, int> n;
+  for (uint64_t i = 0; i < c.num_hidden_layers; ++i) ++n[to_string(c.ffn_kind(i))];
+  return n;
+}
+
+using Counts = std::map<std::string, int>;
+
+// ---- the list ----
+
+TEST(Presets, ListHasAllTwentyNames) {
+  std::set<std::string> expected = {"qwen3-next-80b"};
+  for (const auto& [name, file] : real_preset_files()) expected.insert(name);
+  expected.insert(kTinyNames.begin(), kTinyNames.end());
+  ASSERT_EQ(expected.size(), 20u);
+  std::set<std::string> listed;
+  for (const PresetInfo& p : list_presets()) EXPECT_TRUE(listed.insert(p.name).second) << p.name;
+  EXPECT_EQ(listed, expected);
+}
+
+TEST(Presets, InfoIsConsistent) {
+  for (const PresetInfo& p : list_presets()) {
+    EXPECT_FALSE(p.family.empty()) << p.name;
+    EXPECT_FALSE(p.description.empty()) << p.name;
+    EXPECT_EQ(p.tiny, p.name.rfind("tiny-", 0) == 0) << p.name;
+    if (p.tiny) {
+      EXPECT_EQ(p.name, "tiny-" + p.family);
+    }
+  }
+}
+
+TEST(Presets, EveryPresetLoadsAndValidates) {
+  for (const PresetInfo& p : list_presets()) {
+    SCOPED_TRACE(p.name);
+    ModelConfig c;
+    ASSERT_NO_THROW(c = preset(p.name));
+    EXPECT_NO_THROW(c.validate());
+    EXPECT_GT(c.num_hidden_layers, 0u);
+  }
+}
+
+TEST(Presets, RealPresetsEqualTheirFiles) {
+  for (const auto& [name, file] : real_preset_files()) {
+    SCOPED_TRACE(name);
+    const ModelConfig from_file = load_config_file(std::string(BUFFERLAB_CONFIGS_DIR) + "/" + file);
+    EXPECT_CONFIG_EQ(preset(name), from_file);
+  }
+}
+
+// The §6 reference is written out by hand; the Thinking checkpoint's file has the same
+// dimensions, so the two independent sources must agree.
+TEST(Presets, Qwen3Next80bMatchesSpecAndFile) {
+  const ModelConfig c = preset("qwen3-next-80b");
+  EXPECT_EQ(c.hidden_size, 2048u);
+  EXPECT_EQ(c.num_hidden_layers, 48u);
+  EXPECT_EQ(c.full_attention_interval, 4u);
+  EXPECT_EQ(c.intermediate_size, 5120u);
+  EXPECT_EQ(c.vocab_size, 151936u);
+  EXPECT_EQ(c.num_attention_heads, 16u);
+  EXPECT_EQ(c.num_key_value_heads, 2u);
+  EXPECT_EQ(c.head_dim, 256u);
+  EXPECT_TRUE(c.attn_gated);
+  EXPECT_EQ(c.linear_num_key_heads, 16u);
+  EXPECT_EQ(c.linear_key_head_dim, 128u);
+  EXPECT_EQ(c.linear_num_value_heads, 32u);
+  EXPECT_EQ(c.linear_value_head_dim, 128u);
+  EXPECT_EQ(c.linear_conv_kernel_dim, 4u);
+  EXPECT_EQ(c.num_experts, 512u);
+  EXPECT_EQ(c.num_experts_per_tok, 10u);
+  EXPECT_EQ(c.moe_intermediate_size, 512u);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 512u);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_CONFIG_EQ(c, preset("qwen3-next-80b-thinking"));
+}
+
+// ---- tiny presets keep their family's structure ----
+
+TEST(TinyPresets, DimensionsAreSmallAndNotAllMultiplesOf16) {
+  for (const std::string& name : kTinyNames) {
+    SCOPED_TRACE(name);
+    const ModelConfig c = preset(name);
+    const std::vector<uint64_t> dims = {c.hidden_size, c.intermediate_size, c.vocab_size,
+                                        c.head_dim, c.moe_intermediate_size};
+    for (uint64_t d : dims) EXPECT_LE(d, 1024u);
+    EXPECT_GE(c.hidden_size, 10u);
+    EXPECT_TRUE(std::any_of(dims.begin(), dims.end(), [](uint64_t d) { return d % 16 != 0; }));
+  }
+}
+
+TEST(TinyPresets, FamilyStructure) {
+  const ModelConfig moe = preset("tiny-moe");
+  EXPECT_GT(moe.num_experts, 0u);
+  EXPECT_GT(moe.shared_expert_intermediate_size, 0u);
+
+  const ModelConfig gdn = preset("tiny-gdn");
+  EXPECT_EQ(gdn.linear_key_head_dim, 128u) << "the chunked GDN scratch needs kd = vd = 128";
+  EXPECT_EQ(gdn.linear_value_head_dim, 128u);
+  EXPECT_EQ(gdn.full_attention_interval, 4u);
+  EXPECT_TRUE(gdn.attn_gated);
+  EXPECT_GT(gdn.num_experts, 0u);
+
+  const ModelConfig mamba = preset("tiny-mamba");
+  EXPECT_GT(mamba.mamba_num_heads, 0u);
+  EXPECT_GT(mamba.ssm_state_size, 0u);
+  for (LayerType t : {LayerType::mamba, LayerType::full_attention, LayerType::mlp})
+    EXPECT_NE(std::count(mamba.layer_types.begin(), mamba.layer_types.end(), t), 0) << to_string(t);
+
+  const ModelConfig mla = preset("tiny-mla");
+  EXPECT_GT(mla.kv_lora_rank, 0u);
+  EXPECT_EQ(mla.head_dim, mla.qk_nope_head_dim + mla.qk_rope_head_dim);
+  EXPECT_EQ(mla.scoring_func, "sigmoid");
+  EXPECT_TRUE(mla.use_routing_bias);
+  EXPECT_GT(mla.first_k_dense, 0u);
+  EXPECT_GT(mla.index_topk, 0u);
+
+  const ModelConfig mhc = preset("tiny-mhc");
+  EXPECT_EQ(mhc.hc_mult, 4u);
+  EXPECT_EQ(mhc.hc_lowrank, 0u);
+  EXPECT_GT(mhc.o_groups, 0u);
+  EXPECT_GT(mhc.num_hash_layers, 0u);
+  EXPECT_EQ(mhc.scoring_func, "sqrtsoftplus");
+
+  EXPECT_GT(preset("tiny-mhc-lowrank").hc_lowrank, 0u);
+  const ModelConfig qsa = preset("tiny-qsa");
+  EXPECT_GT(qsa.index_topk, 0u);
+  EXPECT_GT(qsa.index_compress_ratio, 0u);
+  const ModelConfig lora = preset("tiny-lora");
+  EXPECT_GT(lora.adapter_max_rank, 0u);
+  EXPECT_EQ(lora.num_experts, 0u);
+}
+
+// ---- layer patterns of the real presets, counted by hand ----
+
+TEST(LayerPattern, Qwen3Next80b) {
+  // Full attention at layers 3, 7, ..., 47 (12 layers), GDN elsewhere; every layer MoE.
+  const ModelConfig c = preset("qwen3-next-80b");
+  EXPECT_EQ(mixer_counts(c), (Counts{{"full", 12}, {"gdn", 36}}));
+  EXPECT_EQ(ffn_counts(c), (Counts{{"moe", 48}}));
+  EXPECT_EQ(c.mixer_kind(0), MixerKind::gdn);
+  EXPECT_EQ(c.mixer_kind(3), MixerKind::full);
+  EXPECT_EQ(c.mixer_kind(47), MixerKind::full);
+}
+
+TEST(LayerPattern, NemotronH56b) {
+  // Pattern: 54 M, 10 *, 54 -; each layer is a mixer or an FFN, never both.
+  const ModelConfig c = preset("nemotron-h-56b");
+  EXPECT_EQ(mixer_counts(c), (Counts{{"mamba2", 54}, {"full", 10}, {"none", 54}}));
+  EXPECT_EQ(ffn_counts(c), (Counts{{"dense", 54}, {"none", 64}}));
+  EXPECT_EQ(c.mixer_kind(0), MixerKind::mamba2);
+  EXPECT_EQ(c.ffn_kind(0), FfnKind::none);
+  EXPECT_EQ(c.mixer_kind(1), MixerKind::none);
+  EXPECT_EQ(c.ffn_kind(1), FfnKind::dense);
+  EXPECT_EQ(c.mixer_kind(7), MixerKind::full);
+  EXPECT_EQ(c.ffn_kind(7), FfnKind::none);
+}
+
+TEST(LayerPattern, DeepSeekV32) {
+  // MLA everywhere; first_k_dense_replace = 3 dense layers, then 58 MoE layers.
+  const ModelConfig c = preset("deepseek-v3.2");
+  EXPECT_EQ(mixer_counts(c), (Counts{{"mla", 61}}));
+  EXPECT_EQ(ffn_counts(c), (Counts{{"dense", 3}, {"moe", 58}}));
+  EXPECT_EQ(c.ffn_kind(2), FfnKind::dense);
+  EXPECT_EQ(c.ffn_kind(3), FfnKind::moe);
+}
+
+TEST(LayerPattern, DeepSeekV4Flash) {
+  // Full attention (MQA) everywhere; the first 3 MoE layers are hash-routed.
+  const ModelConfig c = preset("deepseek-v4-flash");
+  EXPECT_EQ(mixer_counts(c), (Counts{{"full", 43}}));
+  EXPECT_EQ(ffn_counts(c), (Counts{{"hash_moe", 3}, {"moe", 40}}));
+  EXPECT_EQ(c.ffn_kind(2), FfnKind::hash_moe);
+  EXPECT_EQ(c.ffn_kind(3), FfnKind::moe);
+}
+
+TEST(LayerPattern, GptOss20b) {
+  // layer_types alternate sliding (even layers) and full (odd); every layer MoE.
+  const ModelConfig c = preset("gpt-oss-20b");
+  EXPECT_EQ(mixer_counts(c), (Counts{{"sliding", 12}, {"full", 12}}));
+  EXPECT_EQ(ffn_counts(c), (Counts{{"moe", 24}}));
+  EXPECT_EQ(c.mixer_kind(0), MixerKind::sliding);
+  EXPECT_EQ(c.mixer_kind(1), MixerKind::full);
+}
+
+TEST(LayerPattern, DenseAndMoeRealPresets) {
+  EXPECT_EQ(mixer_counts(preset("llama-3.1-8b")), (Counts{{"full", 32}}));
+  EXPECT_EQ(ffn_counts(preset("llama-3.1-8b")), (Counts{{"dense", 32}}));
+  EXPECT_EQ(ffn_counts(preset("qwen3-30b-a3b")), (Counts{{"moe", 48}}));
+  EXPECT_EQ(ffn_counts(preset("mixtral-8x7b")), (Counts{{"moe", 32}}));
+}
+
+TEST(LayerPattern, TinyPresets) {
+  // tiny-mamba "M-M*-MM-"; tiny-gdn: full at 3 and 7; tiny-mla: 2 dense then 3 MoE;
+  // tiny-mhc: 5 MoE layers, the first 2 hash-routed.
+  EXPECT_EQ(mixer_counts(preset("tiny-mamba")), (Counts{{"mamba2", 4}, {"full", 1}, {"none", 3}}));
+  EXPECT_EQ(ffn_counts(preset("tiny-mamba")), (Counts{{"dense", 3}, {"none", 5}}));
+  EXPECT_EQ(mixer_counts(preset("tiny-gdn")), (Counts{{"full", 2}, {"gdn", 6}}));
+  EXPECT_EQ(mixer_counts(preset("tiny-mla")), (Counts{{"mla", 5}}));
+  EXPECT_EQ(ffn_counts(preset("tiny-mla")), (Counts{{"dense", 2}, {"moe", 3}}));
+  EXPECT_EQ(ffn_counts(preset("tiny-mhc")), (Counts{{"hash_moe", 2}, {"moe", 3}}));
+}
+
+// ---- layer pattern rules on hand-built configs ----
+
+ModelConfig moe_base(uint64_t layers) {
+  ModelConfig c = preset("tiny-moe");
+  c.num_hidden_layers = layers;
+  return c;
+}
+
+std::vector<FfnKind> ffn_kinds(const ModelConfig& c) {
+  std::vector<FfnKind> kinds;
+  for (uint64_t i = 0; i < c.num_hidden_layers; ++i) kinds.push_back(c.ffn_kind(i));
+  return kinds;
+}
+
+TEST(LayerPatternRules, MoeLayerRule) {
+  using enum FfnKind;
+  ModelConfig c = moe_base(6);
+  c.first_k_dense = 1;
+  c.moe_layer_freq = 2;  // Qwen decoder_sparse_step: (i+1) % 2 == 0
+  c.mlp_only_layers = {3};
+  EXPECT_EQ(ffn_kinds(c), (std::vector<FfnKind>{dense, moe, dense, dense, dense, moe}));
+}
+
+TEST(LayerPatternRules, HashLayersAreTheFirstMoeLayers) {
+  using enum FfnKind;
+  ModelConfig c = moe_base(6);
+  c.first_k_dense = 2;
+  c.num_hash_layers = 2;
+  EXPECT_EQ(ffn_kinds(c), (std::vector<FfnKind>{dense, dense, hash_moe, hash_moe, moe, moe}));
+}
+
+TEST(LayerPatternRules, IntervalWithoutGdnIsAllFull) {
+  ModelConfig c = preset("tiny-dense");
+  c.full_attention_interval = 4;
+  EXPECT_EQ(mixer_counts(c), (Counts{{"full", 4}}));
+}
+
+TEST(LayerPatternRules, AttentionOfAnMlaModelIsMla) {
+  ModelConfig c = preset("tiny-mla");
+  c.layer_types = {LayerType::sliding_attention, LayerType::full_attention,
+                   LayerType::sliding_attention, LayerType::mla, LayerType::full_attention};
+  EXPECT_EQ(mixer_counts(c), (Counts{{"mla", 5}}));
+}
+
+TEST(LayerPatternRules, NonHybridLayerTypesKeepTheFfnRule) {
+  ModelConfig c = preset("tiny-gdn");
+  c.layer_types.assign(8, LayerType::linear_attention);
+  c.layer_types[5] = LayerType::sliding_attention;
+  EXPECT_EQ(mixer_counts(c), (Counts{{"gdn", 7}, {"sliding", 1}}));
+  EXPECT_EQ(ffn_counts(c), (Counts{{"moe", 8}}));
+}
+
+TEST(LayerPatternRules, HybridMoeEntries) {
+  ModelConfig c = preset("tiny-mamba");
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 40;
+  c.num_hash_layers = 1;
+  c.layer_types = {LayerType::mamba, LayerType::moe, LayerType::full_attention, LayerType::moe,
+                   LayerType::mamba, LayerType::mlp, LayerType::mamba,          LayerType::moe};
+  using enum FfnKind;
+  EXPECT_EQ(ffn_kinds(c),
+            (std::vector<FfnKind>{none, hash_moe, none, moe, none, dense, none, moe}));
+  EXPECT_EQ(c.mixer_kind(1), MixerKind::none);
+}
+
+TEST(LayerPatternRules, LayerTypeNames) {
+  for (LayerType t :
+       {LayerType::full_attention, LayerType::sliding_attention, LayerType::linear_attention,
+        LayerType::mamba, LayerType::mla, LayerType::mlp, LayerType::moe})
+    EXPECT_EQ(layer_type_from_string(to_string(t)), t);
+  EXPECT_STREQ(to_string(LayerType::linear_attention), "linear_attention");
+  EXPECT_STREQ(to_string(MixerKind::mamba2), "mamba2");
+  EXPECT_STREQ(to_string(FfnKind::hash_moe), "hash_moe");
+  EXPECT_THROW(layer_type_from_string("full"), Error);
+}
+
+}  // namespace
+}  // namespace bufferlab
