@@ -1,0 +1,69 @@
+// CpuBackend: a host arena (64-byte aligned, so rows and SIMD loads start on cache lines),
+// bounds-checked transfers through Workspace::resolve, and the ops of cpu_ops.h.
+#include "bufferlab/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
+#include "cpu_ops.h"
+
+namespace bufferlab {
+namespace {
+
+constexpr uint64_t kHostAlignment = 64;
+
+std::shared_ptr<std::byte> host_allocate(uint64_t bytes, const char* what) {
+  // aligned_alloc wants a multiple of the alignment; a zero-byte pool still gets a base.
+  const uint64_t size = align_up(Size(bytes == 0 ? 1 : bytes), kHostAlignment).value();
+  void* p = std::aligned_alloc(kHostAlignment, size);
+  if (p == nullptr)
+    throw Error(std::string("host allocation of the ") + what + " failed: " + std::to_string(size) +
+                " bytes");
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void upload(const Workspace& ws, const TensorRef& dst, const void* src) override {
+    std::memcpy(host(ws).resolve(dst), src, dst.bytes());
+  }
+  void download(const Workspace& ws, const TensorRef& src, void* dst) override {
+    std::memcpy(dst, host(ws).resolve(src), src.bytes());
+  }
+  void fill(const Workspace& ws, const TensorRef& t, uint8_t byte) override {
+    std::memset(host(ws).resolve(t), byte, t.bytes());
+  }
+  void synchronize() override {}  // every CPU op has finished when it returns
+
+  void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) override {
+    cpu::fused_add_rmsnorm(host(ws), op);
+  }
+
+ protected:
+  Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {
+    return Workspace(layout, host_allocate(layout.arena_bytes(), "arena"),
+                     host_allocate(weights_bytes, "weight pool"), weights_bytes, MemorySpace::host);
+  }
+  void fill_arena(const Workspace& ws, uint8_t byte) override {
+    std::memset(host(ws).arena_base(), byte, ws.layout().arena_bytes());
+  }
+
+ private:
+  // A device workspace handed to the CPU backend would be dereferenced on the host.
+  static const Workspace& host(const Workspace& ws) {
+    if (ws.where() != MemorySpace::host)
+      throw Error("the cpu backend was given a device workspace");
+    return ws;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace bufferlab

@@ -1,0 +1,19 @@
+// CudaBackend: CUDA kernels on a device workspace with the same Layout as the CPU backend.
+// This header is plain C++ (no CUDA headers), so host code can pick the backend.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bufferlab/core/backend.h"
+
+namespace bufferlab {
+
+// Why the CUDA backend cannot run here ("no CUDA device", "driver too old: ..."), or an
+// empty string when a device is usable. Never throws, never crashes without a driver.
+std::string cuda_unavailable_reason();
+
+// Throws BackendUnavailable (with cuda_unavailable_reason()) when no device is usable.
+std::unique_ptr<Backend> make_cuda_backend();
+
+}  // namespace bufferlab

@@ -1,0 +1,107 @@
+// CudaBackend: a device arena and weight pool from plain cudaMalloc, transfers and fills
+// through Workspace::resolve (bounds-checked before any pointer reaches the runtime), and the
+// kernels of this folder on the default stream. Every runtime call is checked.
+#include "bufferlab/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
+#include "cuda_check.h"
+#include "rmsnorm_kernel.h"
+
+namespace bufferlab {
+namespace {
+
+std::shared_ptr<std::byte> device_allocate(uint64_t bytes) {
+  void* p = nullptr;
+  // A zero-byte pool still gets a base, so a Workspace never holds a null pool.
+  BUFFERLAB_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  // cudaFree's status cannot be reported from a deleter; a failure here means the context is
+  // already gone, which the next checked call reports.
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFree(q); });
+}
+
+void require_elements(const TensorRef& t, uint64_t elements, const FusedAddRmsNormOp& op) {
+  if (t.elements() != elements)
+    throw Error(op.params() + ": operand " + t.to_string() + " does not hold the " +
+                std::to_string(elements) + " elements of the op's shape");
+}
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+
+  void upload(const Workspace& ws, const TensorRef& dst, const void* src) override {
+    BUFFERLAB_CUDA_CHECK(
+        cudaMemcpy(device(ws).resolve(dst), src, dst.bytes(), cudaMemcpyHostToDevice));
+  }
+  void download(const Workspace& ws, const TensorRef& src, void* dst) override {
+    BUFFERLAB_CUDA_CHECK(
+        cudaMemcpy(dst, device(ws).resolve(src), src.bytes(), cudaMemcpyDeviceToHost));
+  }
+  void fill(const Workspace& ws, const TensorRef& t, uint8_t byte) override {
+    BUFFERLAB_CUDA_CHECK(cudaMemset(device(ws).resolve(t), byte, t.bytes()));
+  }
+  void synchronize() override {
+    BUFFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    BUFFERLAB_CUDA_CHECK(cudaGetLastError());
+  }
+
+  void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) override {
+    device(ws);
+    const uint64_t rows = op.shape().rows;
+    const uint64_t width = op.shape().width;
+    const uint64_t n = (Size(rows) * width).value();
+    if (n == 0) return;
+    cuda::RmsNormLaunch a;
+    a.rows = rows;
+    a.width = width;
+    a.eps = static_cast<float>(op.eps);
+    a.add_residual = op.variant.add_residual;
+    require_elements(op.residual, n, op);
+    a.residual = ws.data<uint16_t>(op.residual);
+    if (op.variant.add_residual) {
+      require_elements(op.input, n, op);
+      a.input = ws.data<const uint16_t>(op.input);
+    }
+    require_elements(op.weight, width, op);
+    a.weight = ws.data<const uint16_t>(op.weight);
+    require_elements(op.output, n, op);
+    a.output = ws.data<uint16_t>(op.output);
+    if (op.variant.write_f32) {
+      require_elements(op.output_f32, n, op);
+      a.output_f32 = ws.data<float>(op.output_f32);
+    }
+    cuda::launch_fused_add_rmsnorm(a, /*stream=*/nullptr);
+  }
+
+ protected:
+  Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {
+    return Workspace(layout, device_allocate(layout.arena_bytes()), device_allocate(weights_bytes),
+                     weights_bytes, MemorySpace::device);
+  }
+  void fill_arena(const Workspace& ws, uint8_t byte) override {
+    BUFFERLAB_CUDA_CHECK(cudaMemset(device(ws).arena_base(), byte, ws.layout().arena_bytes()));
+  }
+
+ private:
+  // A host workspace handed to the CUDA backend would be dereferenced by the device.
+  static const Workspace& device(const Workspace& ws) {
+    if (ws.where() != MemorySpace::device)
+      throw Error("the cuda backend was given a host workspace");
+    return ws;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  const std::string reason = cuda_unavailable_reason();
+  if (!reason.empty()) throw BackendUnavailable(reason);
+  return std::make_unique<CudaBackend>();
+}
+
+}  // namespace bufferlab

@@ -1,0 +1,68 @@
+// Seeded inputs for FusedAddRmsNormOp.
+#include "bufferlab/oracle/rmsnorm_inputs.h"
+
+#include <cmath>
+
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/number_formats.h"
+
+namespace bufferlab::oracle {
+namespace {
+
+// SplitMix64: a tiny counter-based generator with a fixed, documented output sequence.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // [0, 1), exact
+  // Mean 0, variance 1, support ±2·sqrt(3): the sum of four uniforms, centred and scaled.
+  double normalish() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508; }
+  int integer(int lo, int hi) { return lo + static_cast<int>(next() % (hi - lo + 1)); }
+
+ private:
+  uint64_t state_;
+};
+
+uint16_t bf16_of(double v) { return f32_to_bf16_bits(static_cast<float>(v)); }
+
+// One row of values at `scale`; a wide row multiplies each element by its own power of two.
+void fill_row(SplitMix64& rng, uint16_t* row, uint64_t width, double scale, bool wide,
+              int wide_exponent) {
+  for (uint64_t j = 0; j < width; ++j) {
+    const int e = wide ? rng.integer(-wide_exponent, wide_exponent) : 0;
+    row[j] = bf16_of(std::ldexp(rng.normalish() * scale, e));
+  }
+}
+
+}  // namespace
+
+RmsNormInputs generate_rmsnorm_inputs(const FusedAddRmsNormOp& op, uint64_t seed,
+                                      const RmsNormInputProfile& p) {
+  const uint64_t rows = op.shape().rows;
+  const uint64_t width = op.shape().width;
+  const uint64_t n = (Size(rows) * width).value();
+  SplitMix64 rng(seed);
+  RmsNormInputs in;
+  in.residual.resize(n);
+  if (op.variant.add_residual) in.input.resize(n);
+  for (uint64_t t = 0; t < rows; ++t) {
+    // Rows 1, 1 + every, 1 + 2·every, ... (every row when every = 1).
+    const uint64_t every = p.wide_row_every > 0 ? static_cast<uint64_t>(p.wide_row_every) : 0;
+    const bool wide = every > 0 && (t + every - 1) % every == 0;
+    fill_row(rng, in.residual.data() + t * width, width, p.scale, wide, p.wide_exponent);
+    if (op.variant.add_residual)
+      fill_row(rng, in.input.data() + t * width, width, p.scale, wide, p.wide_exponent);
+  }
+  if (!op.variant.unit_weight) {
+    in.weight.resize(width);
+    for (auto& w : in.weight) w = bf16_of(rng.normalish() * p.weight_scale);
+  }
+  return in;
+}
+
+}  // namespace bufferlab::oracle

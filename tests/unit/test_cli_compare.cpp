@@ -1,0 +1,154 @@
+// End-to-end tests of `bufferlab compare`: the real binary (BUFFERLAB_CLI_PATH) over a tiny
+// preset — agreement exit code, skip on a machine without a GPU, errors, --json, and the
+// --dump files (NPY headers and a manifest that parses).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CompareRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CompareRun run_compare(const std::string& args) {
+  const std::string cmd = std::string("'") + BUFFERLAB_CLI_PATH + "' compare " + args + " 2>&1";
+  CompareRun r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class CliCompare : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "bufferlab_compare_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliCompare, TinyDenseAgrees) {
+  const CompareRun r = run_compare("--op rmsnorm --preset tiny-dense --tokens 5 --seed 3");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("AGREE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rows=5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("seed=3"), std::string::npos) << r.output;
+}
+
+TEST_F(CliCompare, EveryVariantAgreesOnTinyMoe) {
+  for (const char* v : {"add", "f32", "unit", "norm"}) {
+    const CompareRun r =
+        run_compare(std::string("--op rmsnorm --preset tiny-moe --tokens 7 --variant ") + v);
+    EXPECT_EQ(r.exit_code, 0) << v << "\n" << r.output;
+  }
+}
+
+TEST_F(CliCompare, CudaSkipsWithAReasonOrAgrees) {
+  const CompareRun r = run_compare("--op rmsnorm --preset tiny-dense --tokens 5 --backend cuda");
+  if (r.exit_code == 77) {
+    EXPECT_EQ(r.output.rfind("skipped: ", 0), 0u) << r.output;
+    EXPECT_GT(r.output.size(), std::string("skipped: \n").size());
+  } else {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+}
+
+TEST_F(CliCompare, BadInputExitsTwoWithError) {
+  for (const char* args :
+       {"--op rmsnorm --preset no-such-model", "--op nope --preset tiny-dense",
+        "--op rmsnorm --preset tiny-dense --variant nope",
+        "--op rmsnorm --preset tiny-dense --tokens 0",
+        "--op rmsnorm --preset tiny-dense --tokens -1",
+        // the dense sizing has no FP32 router input: the op does not fit the arena
+        "--op rmsnorm --preset tiny-dense --variant f32"}) {
+    const CompareRun r = run_compare(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("error:"), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
+TEST_F(CliCompare, JsonReportParses) {
+  const CompareRun r =
+      run_compare("--op rmsnorm --preset tiny-moe --tokens 3 --variant f32 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_TRUE(j.at("agree").get<bool>());
+  EXPECT_EQ(j.at("checks").size(), 3u);
+  EXPECT_EQ(j.at("checks")[1].at("tensor"), "norm_output");
+  EXPECT_EQ(j.at("tokens"), 3);
+}
+
+TEST_F(CliCompare, DumpWritesNpyFilesAndAManifest) {
+  const fs::path out = dir_ / "dump";
+  const CompareRun r = run_compare(
+      "--op rmsnorm --preset tiny-moe --tokens 5 --seed 4 "
+      "--variant f32 --dump '" +
+      out.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto manifest = nlohmann::json::parse(read_all(out / "manifest.json"));
+  EXPECT_EQ(manifest.at("op"), "rmsnorm");
+  EXPECT_EQ(manifest.at("seed"), 4);
+  EXPECT_EQ(manifest.at("tokens"), 5);
+  EXPECT_EQ(manifest.at("backend"), "cpu");
+  EXPECT_EQ(manifest.at("preset"), "tiny-moe");
+  EXPECT_NE(manifest.at("params").get<std::string>().find("rows=5"), std::string::npos);
+  EXPECT_TRUE(manifest.at("report").at("agree").get<bool>());
+  const uint64_t width = manifest.at("width").get<uint64_t>();
+
+  // Every listed file exists, starts with the NPY v1.0 magic, has a 64-byte-aligned header
+  // naming its dtype and shape, and holds exactly rows·width (or width) elements after it.
+  for (const auto& [file, info] : manifest.at("files").items()) {
+    const std::string bytes = read_all(out / file);
+    ASSERT_GE(bytes.size(), 10u) << file;
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << file;
+    const size_t header_len = static_cast<unsigned char>(bytes[8]) |
+                              static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+    EXPECT_EQ((10 + header_len) % 64, 0u) << file;
+    const std::string header = bytes.substr(10, header_len);
+    const std::string descr = info.at("npy_dtype");
+    EXPECT_NE(header.find("'descr': '" + descr + "'"), std::string::npos) << header;
+    uint64_t elements = 1;
+    for (uint64_t d : info.at("shape")) elements *= d;
+    const uint64_t item = descr == "<u2" ? 2 : descr == "<f4" ? 4 : 8;
+    EXPECT_EQ(bytes.size() - 10 - header_len, elements * item) << file;
+  }
+  EXPECT_TRUE(manifest.at("files").contains("backend_norm_output.npy"));
+  EXPECT_EQ(manifest.at("files").at("input_weight.npy").at("shape"),
+            nlohmann::json::array({width}));
+  EXPECT_EQ(manifest.at("files").at("backend_norm_output.npy").at("format"),
+            "bf16 as uint16 (raw bits)");
+  EXPECT_NE(read_all(out / "input_weight.npy").find("'shape': (" + std::to_string(width) + ",)"),
+            std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,180 @@
+// `bufferlab compare`: runs one op on a backend over the real arena of a model (sized by
+// BufferSizes::from_config, laid out by Layout::build, poisoned), judges it against the FP64
+// oracle and prints the agreement report. Exit codes: 0 agree, 1 disagree, 2 error, 77 skipped
+// (the backend cannot run here).
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bufferlab/backends/backend_factory.h"
+#include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/layout.h"
+#include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/oracle/rmsnorm_harness.h"
+#include "bufferlab/oracle/rmsnorm_inputs.h"
+#include "bufferlab/oracle/rmsnorm_judge.h"
+#include "commands.h"
+#include "compare_dump.h"
+#include "compare_report.h"
+#include "human_bytes.h"
+#include "model_source.h"
+#include "parse_number.h"
+
+namespace bufferlab::cli {
+namespace {
+
+constexpr int kExitAgree = 0;
+constexpr int kExitDisagree = 1;
+constexpr int kExitSkipped = 77;  // the automake / CTest convention for "skipped"
+
+struct NamedVariant {
+  const char* name;
+  RmsNormVariant variant;
+};
+
+// {add_residual, write_f32, unit_weight}
+constexpr NamedVariant kVariants[] = {
+    {"add", {true, false, false}},
+    {"f32", {true, true, false}},
+    {"unit", {true, false, true}},
+    {"norm", {false, false, false}},
+};
+
+constexpr const char* kFooter = R"(ops:
+  rmsnorm   fused residual add + RMSNorm, y = r * rsqrt(mean(r^2) + eps) * (1 + w)
+variants (--variant):
+  add       residual = bf16(residual + x); norm_output = bf16(RMSNorm(stored residual)) (default)
+  f32       as add, and the FP32 normed row into moe_router_in_f32 (MoE models only: the
+            buffer is sized for the router input only when num_experts > 0)
+  unit      as add, with the unit weight norm_unit_w (zeros: scale 1 + 0)
+  norm      RMSNorm of residual alone, no add (residual is read only)
+checks: the stored residual exactly; norm_output and moe_router_in_f32 against the FP64
+oracle fed the backend's stored residual, under the derived bounds printed with the report.
+exit codes: 0 agree, 1 disagree, 2 error, 77 skipped (backend unavailable here).)";
+
+struct CompareCommand {
+  ModelSource model;
+  std::string op = "rmsnorm";
+  std::string tokens = "16";
+  std::string seed = "1";
+  std::string backend = "cpu";
+  std::string variant = "add";
+  std::string dump_dir;
+  bool json = false;
+  bool from_preset = true;  // --preset (not --config) was given; set when the command runs
+};
+
+RmsNormVariant parse_variant(const std::string& name) {
+  for (const auto& v : kVariants)
+    if (name == v.name) return v.variant;
+  throw Error("--variant: unknown variant '" + name + "' (known: add, f32, unit, norm)");
+}
+
+// Every tensor the op touches must lie inside the arena the sizing gave; saying so up front
+// names the sizing instead of failing later inside a transfer.
+void require_footprint_fits(const FusedAddRmsNormOp& op, const Layout& layout,
+                            const CompareCommand& c) {
+  for (const Access& a : op.accesses()) {
+    const TensorRef& t = a.tensor;
+    if (t.space != Space::arena) continue;
+    const uint64_t have = layout.entry(t.buffer).bytes;
+    if (t.offset + t.bytes() > have)
+      throw Error(
+          fmt::format("{} needs {} bytes of {} ({}), but the sizing of {} at {} tokens "
+                      "gives it {} bytes",
+                      op.params(), t.offset + t.bytes(), buffer_name(t.buffer), t.to_string(),
+                      c.model.label(), c.tokens, have));
+  }
+}
+
+std::string rerun_line(const CompareCommand& c, uint64_t seed) {
+  return fmt::format(
+      "bufferlab compare --op {} --{} {} --tokens {} --seed {} --backend {} "
+      "--variant {}",
+      c.op, c.from_preset ? "preset" : "config", c.model.label(), c.tokens, seed, c.backend,
+      c.variant);
+}
+
+void run_compare(const CompareCommand& c) {
+  if (c.op != "rmsnorm") throw Error("--op: unknown op '" + c.op + "' (known: rmsnorm)");
+  const RmsNormVariant variant = parse_variant(c.variant);
+  const uint64_t tokens = parse_u64("--tokens", c.tokens);
+  if (tokens == 0) throw Error("--tokens 0: a pass needs at least one token");
+  const uint64_t seed = parse_u64("--seed", c.seed);
+  const ModelConfig config = c.model.load();
+
+  RunShape shape;
+  shape.max_batch_tokens = tokens;
+  const Layout layout = Layout::build(BufferSizes::from_config(config, shape));
+  const FusedAddRmsNormOp op = FusedAddRmsNormOp::make(config, tokens, variant);
+  require_footprint_fits(op, layout, c);
+
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_backend(c.backend);
+  } catch (const BackendUnavailable& e) {
+    if (c.json)
+      fmt::print("{}\n", nlohmann::json{{"skipped", true}, {"reason", e.what()}}.dump(2));
+    else
+      fmt::print("skipped: {}\n", e.what());
+    exit_code() = kExitSkipped;
+    return;
+  }
+
+  const Workspace ws = backend->allocate(layout, op.weight_pool_bytes());
+  const oracle::RmsNormInputs in = oracle::generate_rmsnorm_inputs(op, seed);
+  const oracle::RmsNormOutputs out = oracle::run_fused_add_rmsnorm(*backend, ws, op, in);
+  const oracle::AgreementReport report =
+      oracle::judge_fused_add_rmsnorm(op, in, out, backend->name(), seed);
+
+  if (!c.dump_dir.empty())
+    write_rmsnorm_dump(
+        c.dump_dir, op, in, out, report,
+        CompareRunInfo{c.model.label(), c.from_preset, c.variant, tokens, seed, backend->name()});
+  if (c.json) {
+    nlohmann::json j = report_json(report);
+    j["model"] = c.model.label();
+    j["tokens"] = tokens;
+    j["variant"] = c.variant;
+    j["arena_bytes"] = layout.arena_bytes();
+    j["weight_pool_bytes"] = op.weight_pool_bytes();
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("compare {} (variant {}) on {}, {} tokens: arena {}, weight pool {}\n", c.op,
+               c.variant, c.model.label(), tokens, human_bytes(layout.arena_bytes()),
+               human_bytes(op.weight_pool_bytes()));
+    fmt::print("{}", oracle::format_report(report));
+    fmt::print("re-run: {}\n", rerun_line(c, seed));
+  }
+  exit_code() = report.passed() ? kExitAgree : kExitDisagree;
+}
+
+}  // namespace
+
+void register_compare_command(CLI::App& app) {
+  auto cmd = std::make_shared<CompareCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "compare", "run one op on a backend over a model's arena and judge it against the oracle");
+  cmd->model.add_options(*sub);
+  sub->add_option("--op", cmd->op, "the op to run (rmsnorm)")->type_name("OP");
+  sub->add_option("--tokens", cmd->tokens, "tokens of the pass: rows of the op (default 16)")
+      ->type_name("N");
+  sub->add_option("--seed", cmd->seed, "seed of the generated inputs (default 1)")->type_name("S");
+  sub->add_option("--backend", cmd->backend, "cpu or cuda (default cpu)")->type_name("NAME");
+  sub->add_option("--variant", cmd->variant, "add | f32 | unit | norm (default add)")
+      ->type_name("NAME");
+  sub->add_option("--dump", cmd->dump_dir,
+                  "write inputs, outputs and oracle values as .npy plus manifest.json")
+      ->type_name("DIR");
+  sub->add_flag("--json", cmd->json, "print the report as JSON");
+  sub->footer(kFooter);
+  sub->callback([cmd, sub] {
+    cmd->from_preset = sub->get_option("--preset")->count() > 0;
+    run_compare(*cmd);
+  });
+}
+
+}  // namespace bufferlab::cli
