@@ -1,0 +1,36 @@
+// One `plan` evaluation: the inputs the command line chose (model, run shape, target,
+// sizing, layout parameters) and what they produce (BufferSizes, Layout, the plan JSON).
+// Shared by the table, the sweep and the SVG writers so they all see the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/layout.h"
+#include "bufferlab/core/model_config.h"
+#include "bufferlab/core/plan_report.h"
+
+namespace bufferlab::cli {
+
+struct PlanRequest {
+  ModelConfig config;
+  PlanContext context;  // model label, run shape, target
+  Sizing sizing = Sizing::spec();
+  uint64_t alignment = 256;
+  uint64_t redzone = 0;
+};
+
+struct PlanResult {
+  PlanContext context;
+  BufferSizes sizes;
+  Layout layout;
+  nlohmann::json json;  // exactly plan_json(sizes, layout, context)
+};
+
+// Sizes and lays out the arena; throws bufferlab::Error for invalid input or overflow.
+PlanResult evaluate(const PlanRequest& request);
+
+}  // namespace bufferlab::cli

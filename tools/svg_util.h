@@ -1,0 +1,28 @@
+// Small helpers shared by the SVG writers: escaping, the categorical palette, text width
+// estimates (for label placement without a font engine) and writing the file.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace bufferlab::cli {
+
+// Escapes &, <, >, " and ' for SVG text and attribute values.
+std::string svg_escape(std::string_view text);
+
+// A categorical colour; neighbours in index order always differ.
+std::string_view palette_color(size_t index);
+
+// Approximate rendered width of `text` in the monospace font the SVGs use. Exact for
+// DejaVu Sans Mono / Liberation Mono (0.6 em per glyph), close enough for others.
+double mono_text_width(std::string_view text, double font_size);
+
+// The <svg> opening tag with a white background, and a fixed font stack.
+std::string svg_open(double width, double height);
+std::string svg_close();
+
+// Writes `content` to `path`; throws bufferlab::Error naming the path on failure.
+void write_text_file(const std::string& path, const std::string& content);
+
+}  // namespace bufferlab::cli
