@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds the `bufferlab` program (default preset) and runs it. Without arguments it runs the
+# main job on the built-in default: `bufferlab plan --preset qwen3-next-80b`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-deps.sh
+cmake --preset default >/dev/null
+cmake --build --preset default --target bufferlab -j "$(nproc)" >/dev/null
+if [ $# -eq 0 ]; then
+  set -- plan --preset qwen3-next-80b
+fi
+exec build/tools/bufferlab "$@"
