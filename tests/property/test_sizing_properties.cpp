@@ -43,10 +43,15 @@ RC_GTEST_PROP(SizingProperty, NullExactlyForNullWhenZeroFieldsOtherwisePositive,
   assert_none(checks::null_fields_as_specified(config, target, sizes));
 }
 
-RC_GTEST_PROP(SizingProperty, TotalBytesIsTheSumOfEveryFieldAndEveryAllocation, ()) {
+// The ledger adds up and every registry field is in the layout and the JSON.
+void ledger_property(Sizing sizing) {
   const auto sizes =
-      BufferSizes::from_config(*gen::valid_config(), *gen::run_shape(), *gen::target(), kSizing);
+      BufferSizes::from_config(*gen::valid_config(), *gen::run_shape(), *gen::target(), sizing);
   assert_none(checks::ledger_complete(sizes, Layout::build(sizes)));
+}
+
+RC_GTEST_PROP(SizingProperty, TotalBytesIsTheSumOfEveryFieldAndEveryAllocation, ()) {
+  ledger_property(kSizing);
 }
 
 RC_GTEST_PROP(SizingProperty, SizesNeverDecreaseWhenTheRunShapeGrows, ()) {
@@ -76,14 +81,37 @@ ModelConfig with_layers(ModelConfig c, uint64_t layers) {
   return c;
 }
 
-RC_GTEST_PROP(SizingProperty, ArenaBytesDoNotDependOnNumHiddenLayers, ()) {
+void layers_property(Sizing sizing) {
   const auto config = *gen::valid_config();
   const auto shape = *gen::run_shape();
   const auto target = *gen::target();
   const auto other = with_layers(config, *rc::gen::inRange<uint64_t>(1, 200));
   assert_none(checks::arena_independent_of_layers(
-      Layout::build(BufferSizes::from_config(config, shape, target, kSizing)),
-      Layout::build(BufferSizes::from_config(other, shape, target, kSizing))));
+      Layout::build(BufferSizes::from_config(config, shape, target, sizing)),
+      Layout::build(BufferSizes::from_config(other, shape, target, sizing))));
+}
+
+RC_GTEST_PROP(SizingProperty, ArenaBytesDoNotDependOnNumHiddenLayers, ()) {
+  layers_property(kSizing);
+}
+
+// The same property bodies, run on catalogued mutants of `corrected`, must fail (RapidCheck
+// prints the shrunk counterexample as config JSON plus the seed to reproduce it).
+bool property_holds_under(Mutant m, void (*property)(Sizing)) {
+  return rc::check(std::string("property under mutant ") + to_string(m),
+                   [m, property] { property(Sizing::mutant_of_corrected(m)); });
+}
+
+TEST(SizingPropertyMutants, B8LedgerWithoutAFieldFailsTheLedgerProperty) {
+  EXPECT_FALSE(property_holds_under(Mutant::B8, ledger_property)) << "mutant B8 survived";
+}
+
+TEST(SizingPropertyMutants, B12FieldMissingFromTheLayoutFailsTheLedgerProperty) {
+  EXPECT_FALSE(property_holds_under(Mutant::B12, ledger_property)) << "mutant B12 survived";
+}
+
+TEST(SizingPropertyMutants, B6PerLayerScratchFailsTheLayerIndependenceProperty) {
+  EXPECT_FALSE(property_holds_under(Mutant::B6, layers_property)) << "mutant B6 survived";
 }
 
 // One broken validation rule of spec §1 per case.
