@@ -2,9 +2,6 @@
 // (spec/numerics.md §0), bit for bit: every rounding boundary of each format, all FP32
 // subnormals, specials and NaN payloads, and a few million random FP32 patterns; the decoders on
 // every code. Runs in CI in a few seconds; tests/slow sweeps all 2^32 inputs.
-#include <cuda_bf16.h>
-#include <cuda_fp4.h>
-#include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,28 +12,11 @@
 #include <vector>
 
 #include "bufferlab/core/number_formats.h"
+#include "format_reference_pairs.h"
 
 namespace {
 
-float f32(uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
-uint32_t bits_of(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-
-uint32_t cuda_bf16(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
-uint32_t cuda_e4m3(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
-uint32_t cuda_e2m1(float x) { return __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest); }
-
-uint32_t ours_bf16(float x) { return bufferlab::f32_to_bf16_bits(x); }
-uint32_t ours_e4m3(float x) { return bufferlab::f32_to_e4m3_bits(x); }
-uint32_t ours_e2m1(float x) { return bufferlab::f32_to_e2m1_bits(x); }
+using namespace bufferlab::testing;
 
 struct Conversion {
   const char* name;
@@ -55,7 +35,7 @@ void expect_all_conversions_agree(const std::vector<uint32_t>& inputs, const cha
   for (const Conversion& c : kConversions) {
     uint64_t mismatches = 0;
     for (uint32_t bits : inputs) {
-      const float x = f32(bits);
+      const float x = f32_from_bits(bits);
       const uint32_t ours = c.ours(x);
       const uint32_t cuda = c.cuda(x);
       if (ours == cuda) continue;

@@ -2,9 +2,6 @@
 // conversions (spec/numerics.md §0): all 2^32 FP32 bit patterns, NaNs included, bit for bit.
 // Label slow: a few minutes per format on two cores. The sampled version runs in CI
 // (tests/format_xcheck/test_format_xcheck_sampled.cpp).
-#include <cuda_bf16.h>
-#include <cuda_fp4.h>
-#include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,22 +15,11 @@
 #include <vector>
 
 #include "bufferlab/core/number_formats.h"
+#include "format_reference_pairs.h"
 
 namespace {
 
-float f32_from_bits(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
-
-uint32_t cuda_bf16(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
-uint32_t cuda_e4m3(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
-uint32_t cuda_e2m1(float x) { return __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest); }
-
-uint32_t ours_bf16(float x) { return bufferlab::f32_to_bf16_bits(x); }
-uint32_t ours_e4m3(float x) { return bufferlab::f32_to_e4m3_bits(x); }
-uint32_t ours_e2m1(float x) { return bufferlab::f32_to_e2m1_bits(x); }
+using namespace bufferlab::testing;
 
 struct SweepResult {
   uint64_t mismatches = 0;

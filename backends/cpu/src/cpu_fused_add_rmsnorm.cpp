@@ -25,13 +25,7 @@ using ChunkMap = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned16>;
 // Below this many elements the thread start-up costs more than the rows.
 constexpr uint64_t kParallelMinElements = uint64_t{1} << 15;
 
-struct RowPointers {
-  const uint16_t* input = nullptr;
-  uint16_t* residual = nullptr;
-  const uint16_t* weight = nullptr;
-  uint16_t* output = nullptr;
-  float* output_f32 = nullptr;
-};
+using RowPointers = FusedAddRmsNormOp::Bound;
 
 // Pass 1 over one chunk: residual = bf16(residual + x) stored; returns Σ r² of the STORED values
 // (the norm never sees the FP32 sum). Conversions are the shared ones of number_formats.h.
@@ -78,14 +72,6 @@ void norm_row(const RowPointers& p, uint64_t row, uint64_t width, float eps, boo
     normalise(p, base + col, col, std::min<uint64_t>(kChunk, width - col), inv);
 }
 
-// An operand must hold exactly the elements the op's shape says, or the row loop would leave
-// the tensor that Workspace::resolve checked.
-void require_elements(const TensorRef& t, uint64_t elements, const FusedAddRmsNormOp& op) {
-  if (t.elements() != elements)
-    throw Error(op.params() + ": operand " + t.to_string() + " does not hold the " +
-                std::to_string(elements) + " elements of the op's shape");
-}
-
 }  // namespace
 
 void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) {
@@ -97,21 +83,7 @@ void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) {
   if (rows > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     throw Error(op.params() + ": extents exceed the host index range");
 
-  RowPointers p;
-  require_elements(op.residual, n, op);
-  p.residual = ws.data<uint16_t>(op.residual);
-  if (v.add_residual) {
-    require_elements(op.input, n, op);
-    p.input = ws.data<const uint16_t>(op.input);
-  }
-  require_elements(op.weight, width, op);
-  p.weight = ws.data<const uint16_t>(op.weight);
-  require_elements(op.output, n, op);
-  p.output = ws.data<uint16_t>(op.output);
-  if (v.write_f32) {
-    require_elements(op.output_f32, n, op);
-    p.output_f32 = ws.data<float>(op.output_f32);
-  }
+  const RowPointers p = op.bind(ws);
 
   const float eps = static_cast<float>(op.eps);
   const auto row_count = static_cast<int64_t>(rows);

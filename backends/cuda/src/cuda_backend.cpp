@@ -24,12 +24,6 @@ std::shared_ptr<std::byte> device_allocate(uint64_t bytes) {
   return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFree(q); });
 }
 
-void require_elements(const TensorRef& t, uint64_t elements, const FusedAddRmsNormOp& op) {
-  if (t.elements() != elements)
-    throw Error(op.params() + ": operand " + t.to_string() + " does not hold the " +
-                std::to_string(elements) + " elements of the op's shape");
-}
-
 class CudaBackend final : public Backend {
  public:
   std::string name() const override { return "cuda"; }
@@ -61,20 +55,12 @@ class CudaBackend final : public Backend {
     a.width = width;
     a.eps = static_cast<float>(op.eps);
     a.add_residual = op.variant.add_residual;
-    require_elements(op.residual, n, op);
-    a.residual = ws.data<uint16_t>(op.residual);
-    if (op.variant.add_residual) {
-      require_elements(op.input, n, op);
-      a.input = ws.data<const uint16_t>(op.input);
-    }
-    require_elements(op.weight, width, op);
-    a.weight = ws.data<const uint16_t>(op.weight);
-    require_elements(op.output, n, op);
-    a.output = ws.data<uint16_t>(op.output);
-    if (op.variant.write_f32) {
-      require_elements(op.output_f32, n, op);
-      a.output_f32 = ws.data<float>(op.output_f32);
-    }
+    const auto bound = op.bind(ws);
+    a.residual = bound.residual;
+    a.input = bound.input;
+    a.weight = bound.weight;
+    a.output = bound.output;
+    a.output_f32 = bound.output_f32;
     cuda::launch_fused_add_rmsnorm(a, /*stream=*/nullptr);
   }
 

@@ -3,6 +3,10 @@
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
 
 #include <cstdio>
+#include <string>
+
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
 
 namespace bufferlab {
 namespace {
@@ -11,7 +15,35 @@ TensorRef arena(BufferId id, std::vector<uint64_t> shape, DType t) {
   return TensorRef{Space::arena, id, 0, std::move(shape), t};
 }
 
+// An operand must hold exactly the elements the op's shape says, or a kernel's row loop would
+// leave the tensor that Workspace::resolve checked.
+void require_elements(const TensorRef& t, uint64_t elements, const FusedAddRmsNormOp& op) {
+  if (t.elements() != elements)
+    throw Error(op.params() + ": operand " + t.to_string() + " does not hold the " +
+                std::to_string(elements) + " elements of the op's shape");
+}
+
 }  // namespace
+
+FusedAddRmsNormOp::Bound FusedAddRmsNormOp::bind(const Workspace& ws) const {
+  const uint64_t n = (Size(dims.rows) * dims.width).value();
+  Bound b;
+  require_elements(residual, n, *this);
+  b.residual = ws.data<uint16_t>(residual);
+  if (variant.add_residual) {
+    require_elements(input, n, *this);
+    b.input = ws.data<const uint16_t>(input);
+  }
+  require_elements(weight, dims.width, *this);
+  b.weight = ws.data<const uint16_t>(weight);
+  require_elements(output, n, *this);
+  b.output = ws.data<uint16_t>(output);
+  if (variant.write_f32) {
+    require_elements(output_f32, n, *this);
+    b.output_f32 = ws.data<float>(output_f32);
+  }
+  return b;
+}
 
 FusedAddRmsNormOp FusedAddRmsNormOp::make(const ModelConfig& config, uint64_t rows,
                                           RmsNormVariant variant) {

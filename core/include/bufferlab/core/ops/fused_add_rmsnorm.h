@@ -10,6 +10,7 @@
 
 #include "bufferlab/core/model_config.h"
 #include "bufferlab/core/tensor_ref.h"
+#include "bufferlab/core/workspace.h"
 
 namespace bufferlab {
 
@@ -39,6 +40,18 @@ struct FusedAddRmsNormOp {
   // Builds the op for `rows` tokens of `config`; the weight (when not unit) sits at offset 0
   // of the weight pool.
   static FusedAddRmsNormOp make(const ModelConfig& config, uint64_t rows, RmsNormVariant variant);
+
+  // The operands' addresses in `ws` (host or device), each checked to lie inside its buffer
+  // and to hold exactly the elements shape() says; operands the variant does not use are
+  // null. Every backend launches from these, so no backend re-derives an extent.
+  struct Bound {
+    const uint16_t* input = nullptr;  // null without add_residual
+    uint16_t* residual = nullptr;
+    const uint16_t* weight = nullptr;
+    uint16_t* output = nullptr;
+    float* output_f32 = nullptr;  // null without write_f32
+  };
+  Bound bind(const Workspace& ws) const;
 
   const Shape& shape() const { return dims; }
   // Bytes of the weight pool this op needs (0 for a unit weight).
