@@ -128,9 +128,11 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
                  top_k = c.num_experts_per_tok, kvl = c.kv_lora_rank, rope = c.qk_rope_head_dim,
                  nv = c.linear_num_value_heads, inter = c.intermediate_size, hc = c.hc_mult;
   const bool moe = E > 0;
-  // B4: the FP8 path's padded rows forgotten (m instead of m_pad / k_max).
-  const uint64_t m_pad = sizing.is(Mutant::B4) ? m : q.m_pad;
-  const uint64_t k_max = sizing.is(Mutant::B4) ? m : q.k_max;
+  const uint64_t m_pad = q.m_pad, k_max = q.k_max;
+  // B4: the FP8 GEMM's padded rows forgotten (m instead of m_pad / k_max) in the buffers the
+  // catalogue names: qkv_output, ssm_qkvz, moe_output, expert_*.
+  const uint64_t gemm_rows = sizing.is(Mutant::B4) ? m : m_pad;
+  const uint64_t expert_rows = sizing.is(Mutant::B4) ? m : k_max;
   const Size E_all = Size(E) + c.zero_expert_num;
 
   BufferSizes s;
@@ -138,7 +140,7 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
   s.hidden_states = field("hidden_states", [&] { return Size(m) * h * 2; });
   s.residual = field("residual", [&] { return Size(m) * h * 2; });
   s.norm_output = field("norm_output", [&] { return Size(m) * q.max_dim * 2; });
-  s.qkv_output = field("qkv_output", [&] { return Size(m_pad) * c.qkv_dim() * 2; });
+  s.qkv_output = field("qkv_output", [&] { return Size(gemm_rows) * c.qkv_dim() * 2; });
   s.attn_output = field("attn_output", [&] {
     return max(Size(m) * nq * hd * 2, Size(m) * c.mamba2_d_inner() * 2,
                kvl > 0 ? Size(m) * nq * (Size(kvl) + rope) * 2 : Size(0));
@@ -148,11 +150,11 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
       field("gate_logits_f32", [&] { return moe ? Size(m) * E_all * 4 : Size(256); });
   s.moe_router_in_f32 =
       field("moe_router_in_f32", [&] { return moe ? Size(m) * h * 4 : Size(256); });
-  s.moe_output = field("moe_output", [&] { return Size(m_pad) * h * 2; });
+  s.moe_output = field("moe_output", [&] { return Size(gemm_rows) * h * 2; });
   s.logits = field("logits", [&] { return Size(q.logits_tokens) * c.vocab_size * 2; });
   s.ssm_qkvz = field("ssm_qkvz", [&] {
-    return floor256(max(Size(m_pad) * c.ssm_qkvz_size() * 2, Size(m) * c.mamba2_in_proj_size() * 2,
-                        (Size(m) + m_pad) * nkv * hd * 2,
+    return floor256(max(Size(gemm_rows) * c.ssm_qkvz_size() * 2,
+                        Size(m) * c.mamba2_in_proj_size() * 2, (Size(m) + gemm_rows) * nkv * hd * 2,
                         Size(m) * c.shared_expert_intermediate_size * 2));
   });
   s.ssm_ba = field("ssm_ba", [&] {
@@ -178,10 +180,11 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
                             : sizing.is(Mutant::B11)
                                 ? Size(top_k) * c.moe_intermediate_size
                                 : max(Size(top_k) * c.moe_intermediate_size, Size(inter));
-  s.expert_gate_out = field("expert_gate_out", [&] { return Size(2) * k_max * expert_width; });
-  s.expert_up_out = field("expert_up_out", [&] { return Size(2) * k_max * expert_width; });
+  s.expert_gate_out =
+      field("expert_gate_out", [&] { return Size(2) * expert_rows * expert_width; });
+  s.expert_up_out = field("expert_up_out", [&] { return Size(2) * expert_rows * expert_width; });
   s.expert_down_out = field("expert_down_out", [&] {
-    return moe ? Size(k_max) * top_k * c.moe_input_size() * 2 : Size(k_max) * h * 2;
+    return moe ? Size(expert_rows) * top_k * c.moe_input_size() * 2 : Size(expert_rows) * h * 2;
   });
   s.splitk_workspace =
       field("splitk_workspace", [&] { return Size(q.slots) * (Size(hd) + 2) * 4; });

@@ -197,3 +197,66 @@ TEST(BufferSizes, TotalBytesSumsEveryField) {
 
 }  // namespace
 }  // namespace bufferlab
+
+namespace bufferlab {
+namespace {
+
+// The sizing mutants change exactly what the catalogue says (whether the verifier catches
+// them is the verifier's test); here: the right fields move, and in the right direction.
+TEST(SizingMutants, ChangeTheCataloguedFieldsOnly) {
+  ModelConfig c = dense_mrope();
+  const RunShape shape{17, 4096, 16, 36};
+  const auto good = BufferSizes::from_config(c, shape, Target{}, Sizing::corrected());
+  const auto with = [&](Mutant m) {
+    return BufferSizes::from_config(c, shape, Target{}, Sizing::mutant_of_corrected(m));
+  };
+  const auto b4 = with(Mutant::B4);  // m = 17: 17 rows instead of 32
+  EXPECT_LT(b4.qkv_output, good.qkv_output);
+  EXPECT_LT(b4.moe_output, good.moe_output);
+  EXPECT_LT(b4.expert_gate_out, good.expert_gate_out);
+  EXPECT_EQ(b4.fp8_act, good.fp8_act);  // not a catalogued field of B4
+  EXPECT_EQ(b4.params.m_pad, 32u);      // the GEMM still writes 32 rows
+  EXPECT_EQ(with(Mutant::B1).params.pos_streams, 1u);
+  EXPECT_EQ(good.params.pos_streams, 3u);
+  EXPECT_EQ(with(Mutant::B5).splitk_workspace, 48u * 26u * 4u);
+  EXPECT_EQ(with(Mutant::B9).params.R, 36u);  // max_batch_size 36, no rung (48)
+  EXPECT_EQ(good.params.R, 48u);
+  EXPECT_EQ(with(Mutant::B10).params.logits_tokens, 17u);  // min(m, ...) still caps at m
+  // Mutants of layouts, plans and kernels leave the sizing alone.
+  for (Mutant m :
+       {Mutant::B3, Mutant::B7, Mutant::B13, Mutant::B14, Mutant::M_TIE, Mutant::M_SKCOL})
+    EXPECT_EQ(with(m).total_bytes(), good.total_bytes()) << to_string(m);
+}
+
+TEST(SizingMutants, B2B11B15ShrinkTheirBuffersWhereTheyBite) {
+  const auto sized = [](const ModelConfig& c, uint64_t m, Mutant mutant) {
+    return BufferSizes::from_config(c, RunShape{m, 4096, 16, 32}, Target{},
+                                    Sizing::mutant_of_corrected(mutant));
+  };
+  // B2: at m = 65536 the co-dispatch staging (q12) is the largest scratch term.
+  const ModelConfig dense = dense_mrope();
+  EXPECT_LT(sized(dense, 65536, Mutant::B2).scratch, sized(dense, 65536, Mutant::none).scratch);
+  // B11: dense layers wider than top_k · moe_intermediate.
+  ModelConfig mixed = dense_mrope();
+  mixed.num_experts = 8;
+  mixed.num_experts_per_tok = 2;
+  mixed.moe_intermediate_size = 50;
+  mixed.first_k_dense = 1;
+  EXPECT_EQ(sized(mixed, 17, Mutant::B11).expert_gate_out, 2u * 32u * 100u);
+  EXPECT_EQ(sized(mixed, 17, Mutant::none).expert_gate_out, 2u * 32u * 300u);
+  // B15: the chunked GDN scratch without its 16-chunk margin.
+  const ModelConfig gdn = qwen3_next_reference();
+  EXPECT_EQ(sized(gdn, 1, Mutant::B15).params.gdn_chunks, 1u);
+  EXPECT_EQ(sized(gdn, 1, Mutant::none).params.gdn_chunks, 17u);
+}
+
+TEST(SizingMutants, NamesFollowTheCatalogue) {
+  EXPECT_STREQ(to_string(Mutant::M_TIE), "M-TIE");
+  EXPECT_EQ(mutant_from_string("M-SKCOL"), Mutant::M_SKCOL);
+  EXPECT_EQ(mutant_from_string("B12"), Mutant::B12);
+  EXPECT_THROW(mutant_from_string("B99"), Error);
+  EXPECT_EQ(all_mutants().size(), 17u);
+}
+
+}  // namespace
+}  // namespace bufferlab
