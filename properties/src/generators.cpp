@@ -179,7 +179,14 @@ rc::Gen<ModelConfig> config_of_family(const std::string& family) {
 }
 
 rc::Gen<ModelConfig> valid_config() {
-  return rc::gen::exec([] { return make(*rc::gen::elementOf(family_names())); });
+  return rc::gen::map(family_and_config(), [](const auto& drawn) { return drawn.second; });
+}
+
+rc::Gen<std::pair<std::string, ModelConfig>> family_and_config() {
+  return rc::gen::exec([] {
+    const std::string family = *rc::gen::elementOf(family_names());
+    return std::make_pair(family, make(family));
+  });
 }
 
 rc::Gen<RunShape> run_shape() {

@@ -110,4 +110,43 @@ Violations arena_independent_of_layers(const Layout& a, const Layout& b) {
   return v;
 }
 
+namespace {
+
+void append(Violations& all, const std::string& check, const Violations& found) {
+  for (const auto& v : found) all.push_back(check + ": " + v);
+}
+
+}  // namespace
+
+ModelConfig with_num_hidden_layers(ModelConfig c, uint64_t layers) {
+  if (!c.layer_types.empty()) {
+    std::vector<LayerType> types;
+    for (uint64_t i = 0; i < layers; ++i) types.push_back(c.layer_types[i % c.layer_types.size()]);
+    c.layer_types = std::move(types);
+  }
+  c.num_hidden_layers = layers;
+  return c;
+}
+
+Violations sizing_case(const ModelConfig& config, const RunShape& shape, const Target& target,
+                       Sizing sizing) {
+  Violations all;
+  const auto sizes = BufferSizes::from_config(config, shape, target, sizing);
+  const auto layout = Layout::build(sizes);
+  append(all, "layout",
+         layout_disjoint_and_aligned(layout.entries(), layout.alignment(), layout.redzone(),
+                                     layout.arena_bytes()));
+  append(all, "null-fields", null_fields_as_specified(config, target, sizes));
+  append(all, "ledger", ledger_complete(sizes, layout));
+  const auto deeper = with_num_hidden_layers(config, config.num_hidden_layers * 2 + 1);
+  append(all, "layers",
+         arena_independent_of_layers(
+             layout, Layout::build(BufferSizes::from_config(deeper, shape, target, sizing))));
+  RunShape grown = shape;
+  grown.max_batch_tokens += 1;
+  append(all, "monotone-m",
+         sizes_not_decreasing(sizes, BufferSizes::from_config(config, grown, target, sizing)));
+  return all;
+}
+
 }  // namespace bufferlab::checks

@@ -25,7 +25,8 @@ void assert_none(const checks::Violations& v) {
 }
 
 RC_GTEST_PROP(SizingProperty, LayoutBuffersNeverOverlapAndAreAligned, ()) {
-  const auto config = *gen::valid_config();
+  const auto [family, config] = *gen::family_and_config();
+  RC_TAG(family);
   const auto shape = *gen::run_shape();
   const auto target = *gen::target();
   const uint64_t alignment = uint64_t{1} << *rc::gen::inRange(0, 13);
@@ -70,22 +71,11 @@ RC_GTEST_PROP(SizingProperty, SizesNeverDecreaseWhenTheRunShapeGrows, ()) {
                                    BufferSizes::from_config(config, large, target, kSizing)));
 }
 
-// The layer count changes; the layer pattern keeps its shape (cycled to the new length).
-ModelConfig with_layers(ModelConfig c, uint64_t layers) {
-  if (!c.layer_types.empty()) {
-    std::vector<LayerType> types;
-    for (uint64_t i = 0; i < layers; ++i) types.push_back(c.layer_types[i % c.layer_types.size()]);
-    c.layer_types = types;
-  }
-  c.num_hidden_layers = layers;
-  return c;
-}
-
 void layers_property(Sizing sizing) {
   const auto config = *gen::valid_config();
   const auto shape = *gen::run_shape();
   const auto target = *gen::target();
-  const auto other = with_layers(config, *rc::gen::inRange<uint64_t>(1, 200));
+  const auto other = checks::with_num_hidden_layers(config, *rc::gen::inRange<uint64_t>(1, 200));
   assert_none(checks::arena_independent_of_layers(
       Layout::build(BufferSizes::from_config(config, shape, target, sizing)),
       Layout::build(BufferSizes::from_config(other, shape, target, sizing))));

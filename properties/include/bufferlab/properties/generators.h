@@ -6,6 +6,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rapidcheck.h>
@@ -31,6 +32,8 @@ const std::vector<std::string>& family_names();
 rc::Gen<ModelConfig> config_of_family(const std::string& family);
 // A valid config of any family.
 rc::Gen<ModelConfig> valid_config();
+// The same, with the family it was drawn from (for RC_TAG coverage reports).
+rc::Gen<std::pair<std::string, ModelConfig>> family_and_config();
 // Run shapes: m from 1 to 65536, batch 1..192, block 0/16/64, several sequence lengths.
 rc::Gen<RunShape> run_shape();
 // Every named target, with every split-K policy and the Q2 switches.

@@ -31,4 +31,13 @@ Violations sizes_not_decreasing(const BufferSizes& smaller, const BufferSizes& l
 // Arena bytes are the same for two configs that differ only in num_hidden_layers.
 Violations arena_independent_of_layers(const Layout& a, const Layout& b);
 
+// The config with another layer count; a layer_types pattern is cycled to the new length.
+ModelConfig with_num_hidden_layers(ModelConfig config, uint64_t layers);
+
+// Every check above on one case (default alignment 256; the layer count doubled plus one;
+// m grown by one), each violation prefixed with the check's name. What the corpus replay
+// and `fuzz` run per case.
+Violations sizing_case(const ModelConfig& config, const RunShape& shape, const Target& target,
+                       Sizing sizing);
+
 }  // namespace bufferlab::checks
