@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <nlohmann/json.hpp>
 
+#include "spec_fields.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -100,20 +102,7 @@ class CliTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// The 41 fields of spec/buffers.md §3, in order — copied from the spec by hand so the test
-// checks the registry against the spec rather than against itself.
-const std::vector<std::string> kSpecFields = {
-    "hidden_states",      "residual",      "norm_output",      "qkv_output",
-    "attn_output",        "gate_logits",   "gate_logits_f32",  "moe_router_in_f32",
-    "moe_output",         "logits",        "ssm_qkvz",         "ssm_ba",
-    "ssm_deinterleaved",  "ssm_gates",     "ssm_conv_out_f32", "scratch",
-    "expert_gate_out",    "expert_up_out", "expert_down_out",  "splitk_workspace",
-    "gdn_fla_scratch",    "ssd_scratch",   "o_latent",         "norm_unit_w",
-    "hc_streams",         "hc_post",       "hc_comb",          "hc_lowrank_scratch",
-    "qsa_select_scratch", "token_ids",     "ffn_act_q8",       "ffn_act_a",
-    "ffn_act_scale",      "fp8_act",       "fp8_act_scale",    "lora_xa",
-    "lora_delta",         "lora_hact",     "lora_seq_slot",    "q2_dequant_scratch",
-    "q2_act_q8"};
+using bufferlab::testing::kSpecFields;
 
 // spec §1.2: the reference preset, one per shipped real config, one tiny per family.
 const std::vector<std::string> kSpecPresets = {
