@@ -22,9 +22,12 @@
 #include "bufferlab/oracle/rmsnorm_harness.h"
 #include "bufferlab/oracle/rmsnorm_inputs.h"
 #include "bufferlab/oracle/rmsnorm_judge.h"
+#include "test_fixtures.h"
 
 namespace bufferlab {
 namespace {
+
+using testing::rmsnorm_op;
 
 using oracle::RmsNormInputs;
 using oracle::RmsNormOutputs;
@@ -32,14 +35,6 @@ using oracle::RmsNormOutputs;
 constexpr RmsNormVariant kVariants[] = {
     {true, false, false}, {true, true, false}, {true, false, true}, {false, false, false}};
 constexpr const char* kVariantNames[] = {"add", "f32", "unit", "norm"};
-
-FusedAddRmsNormOp make_op(uint64_t rows, uint64_t width, RmsNormVariant variant,
-                          double eps = 1e-6) {
-  ModelConfig config;
-  config.hidden_size = width;
-  config.rms_norm_eps = eps;
-  return FusedAddRmsNormOp::make(config, rows, variant);
-}
 
 // The same op with every row-major operand moved 2 bytes into its buffer: rows no longer
 // start on 16 bytes, which forces the kernel's scalar path even when width % 8 == 0.
@@ -51,7 +46,7 @@ FusedAddRmsNormOp misaligned(FusedAddRmsNormOp op) {
 
 // A layout holding `op` even when its operands were moved (one element of slack per buffer).
 Layout layout_with_slack(const FusedAddRmsNormOp& op) {
-  FusedAddRmsNormOp bigger = make_op(op.shape().rows + 1, op.shape().width, op.variant, op.eps);
+  FusedAddRmsNormOp bigger = rmsnorm_op(op.shape().rows + 1, op.shape().width, op.variant, op.eps);
   return oracle::footprint_layout(bigger);
 }
 
@@ -120,14 +115,14 @@ class CudaRmsNormShapes
 
 TEST_P(CudaRmsNormShapes, AgreesWithOracleAndCpu) {
   const auto [rows, width, variant] = GetParam();
-  const FusedAddRmsNormOp op = make_op(rows, width, kVariants[variant]);
+  const FusedAddRmsNormOp op = rmsnorm_op(rows, width, kVariants[variant]);
   const uint64_t seed = 300 + width;
   check(op, oracle::generate_rmsnorm_inputs(op, seed), seed);
 }
 
 TEST_P(CudaRmsNormShapes, MisalignedRowsAgree) {
   const auto [rows, width, variant] = GetParam();
-  const FusedAddRmsNormOp op = misaligned(make_op(rows, width, kVariants[variant]));
+  const FusedAddRmsNormOp op = misaligned(rmsnorm_op(rows, width, kVariants[variant]));
   const uint64_t seed = 500 + width;
   check(op, oracle::generate_rmsnorm_inputs(op, seed), seed);
 }
@@ -150,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Widths, CudaRmsNormShapes,
 
 TEST_F(CudaRmsNorm, NonFiniteInputRowsGiveNanRowsOnly) {
   for (uint64_t width : {33, 64}) {
-    const FusedAddRmsNormOp op = make_op(4, width, kVariants[1]);
+    const FusedAddRmsNormOp op = rmsnorm_op(4, width, kVariants[1]);
     RmsNormInputs in = oracle::generate_rmsnorm_inputs(op, 4);
     in.input[1 * width + 3] = 0x7FC0;     // NaN
     in.residual[2 * width + 0] = 0x7F80;  // +Inf
@@ -159,7 +154,7 @@ TEST_F(CudaRmsNorm, NonFiniteInputRowsGiveNanRowsOnly) {
 }
 
 TEST_F(CudaRmsNorm, ManyRowsLargeWidth) {
-  const FusedAddRmsNormOp op = make_op(300, 5120, kVariants[1]);
+  const FusedAddRmsNormOp op = rmsnorm_op(300, 5120, kVariants[1]);
   check(op, oracle::generate_rmsnorm_inputs(op, 77), 77);
 }
 

@@ -14,47 +14,29 @@
 #include <sys/wait.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
+using bufferlab::testing::read_file;
+
 struct CompareRun {
   int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  std::string output;  // stdout, then stderr
 };
 
-CompareRun run_compare(const std::string& args) {
-  const std::string cmd = std::string("'") + BUFFERLAB_CLI_PATH + "' compare " + args + " 2>&1";
-  CompareRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class CliCompare : public ::testing::Test {
+class CliCompare : public bufferlab::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "bufferlab_compare_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
+  // `bufferlab compare ARGS` with ARGS split at spaces (the tests pass no spaced values).
+  CompareRun run_compare(const std::string& args) {
+    std::vector<std::string> argv{"compare"};
+    std::istringstream words(args);
+    for (std::string w; words >> w;) argv.push_back(w);
+    const auto r = bufferlab::testing::run_cli(argv, dir_);
+    return {r.exit_code, r.out + r.err};
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
 };
 
 TEST_F(CliCompare, TinyDenseAgrees) {
@@ -112,10 +94,10 @@ TEST_F(CliCompare, DumpWritesNpyFilesAndAManifest) {
   const fs::path out = dir_ / "dump";
   const CompareRun r = run_compare(
       "--op rmsnorm --preset tiny-moe --tokens 5 --seed 4 "
-      "--variant f32 --dump '" +
-      out.string() + "'");
+      "--variant f32 --dump " +
+      out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto manifest = nlohmann::json::parse(read_all(out / "manifest.json"));
+  const auto manifest = nlohmann::json::parse(read_file(out / "manifest.json"));
   EXPECT_EQ(manifest.at("op"), "rmsnorm");
   EXPECT_EQ(manifest.at("seed"), 4);
   EXPECT_EQ(manifest.at("tokens"), 5);
@@ -128,7 +110,7 @@ TEST_F(CliCompare, DumpWritesNpyFilesAndAManifest) {
   // Every listed file exists, starts with the NPY v1.0 magic, has a 64-byte-aligned header
   // naming its dtype and shape, and holds exactly rows·width (or width) elements after it.
   for (const auto& [file, info] : manifest.at("files").items()) {
-    const std::string bytes = read_all(out / file);
+    const std::string bytes = read_file(out / file);
     ASSERT_GE(bytes.size(), 10u) << file;
     EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << file;
     const size_t header_len = static_cast<unsigned char>(bytes[8]) |
@@ -147,7 +129,7 @@ TEST_F(CliCompare, DumpWritesNpyFilesAndAManifest) {
             nlohmann::json::array({width}));
   EXPECT_EQ(manifest.at("files").at("backend_norm_output.npy").at("format"),
             "bf16 as uint16 (raw bits)");
-  EXPECT_NE(read_all(out / "input_weight.npy").find("'shape': (" + std::to_string(width) + ",)"),
+  EXPECT_NE(read_file(out / "input_weight.npy").find("'shape': (" + std::to_string(width) + ",)"),
             std::string::npos);
 }
 

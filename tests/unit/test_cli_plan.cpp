@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
 #include "spec_fields.h"
 
 namespace {
@@ -22,57 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using bufferlab::testing::read_file;
+using bufferlab::testing::write_file;
+using RunResult = bufferlab::testing::CliRun;
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-// A fresh directory per test, removed afterwards.
-class CliTest : public ::testing::Test {
+class CliTest : public bufferlab::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "bufferlab_cli_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   RunResult run(const std::vector<std::string>& args) {
-    std::string cmd = shell_quote(BUFFERLAB_CLI_PATH);
-    for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
-    const fs::path err_path = dir_ / "stderr.txt";
-    cmd.append(" 2>").append(shell_quote(err_path.string()));
-    RunResult r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    std::array<char, 4096> buf{};
-    size_t n = 0;
-    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = read_file(err_path);
-    return r;
+    return bufferlab::testing::run_cli(args, dir_);
   }
 
   json run_json(const std::vector<std::string>& args) {
@@ -98,8 +56,6 @@ class CliTest : public ::testing::Test {
     write_file(p, text);
     return p;
   }
-
-  fs::path dir_;
 };
 
 using bufferlab::testing::kSpecFields;

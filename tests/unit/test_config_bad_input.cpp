@@ -14,9 +14,12 @@
 #include "bufferlab/core/config_json.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/presets.h"
+#include "test_fixtures.h"
 
 namespace bufferlab {
 namespace {
+
+using bufferlab::testing::dense_json;
 
 using nlohmann::json;
 
@@ -48,16 +51,8 @@ void expect_bad_json(const json& j, std::initializer_list<std::string> fragments
   expect_bad_text(j.dump(), fragments);
 }
 
-json dense_json() {
-  return {{"hidden_size", 256},
-          {"intermediate_size", 512},
-          {"vocab_size", 1000},
-          {"num_attention_heads", 8},
-          {"num_hidden_layers", 2}};
-}
-
 std::string write_temp_file(const std::string& name, const std::string& text) {
-  const std::string path = testing::TempDir() + "/bufferlab_" + name;
+  const std::string path = ::testing::TempDir() + "/bufferlab_" + name;
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
@@ -313,7 +308,7 @@ TEST(ConfigBadFile, MissingFile) {
 }
 
 TEST(ConfigBadFile, Directory) {
-  expect_error([] { load_config_file(testing::TempDir()); }, {"is a directory"});
+  expect_error([] { load_config_file(::testing::TempDir()); }, {"is a directory"});
 }
 
 TEST(ConfigBadFile, MalformedFileNamesTheFile) {

@@ -14,9 +14,12 @@
 #include "bufferlab/core/config_json.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/presets.h"
+#include "test_fixtures.h"
 
 namespace bufferlab {
 namespace {
+
+using bufferlab::testing::dense_json;
 
 using nlohmann::json;
 
@@ -33,15 +36,6 @@ std::string difference(const ModelConfig& actual, const ModelConfig& expected) {
   EXPECT_TRUE((actual) == (expected)) << "differences: " << difference((actual), (expected))
 
 ModelConfig from_json(const json& j) { return config_from_json_text(j.dump(), "test.json"); }
-
-// A minimal valid dense config.json that tests extend.
-json dense_json() {
-  return {{"hidden_size", 256},
-          {"intermediate_size", 512},
-          {"vocab_size", 1000},
-          {"num_attention_heads", 8},
-          {"num_hidden_layers", 2}};
-}
 
 // ---- the ten real files ----
 

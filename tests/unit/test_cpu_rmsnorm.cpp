@@ -19,9 +19,12 @@
 #include "bufferlab/oracle/rmsnorm_harness.h"
 #include "bufferlab/oracle/rmsnorm_inputs.h"
 #include "bufferlab/oracle/rmsnorm_judge.h"
+#include "test_fixtures.h"
 
 namespace bufferlab {
 namespace {
+
+using testing::rmsnorm_op;
 
 using oracle::AgreementReport;
 using oracle::RmsNormInputs;
@@ -37,14 +40,6 @@ constexpr uint16_t kBf16Half = 0x3F00;
 constexpr uint16_t kBf16TwoPowMinus8 = 0x3B80;  // 2^-8: half a BF16 ULP of 1.0
 constexpr uint16_t kBf16QuietNan = 0x7FC0;
 constexpr uint16_t kBf16PlusInf = 0x7F80;
-
-FusedAddRmsNormOp make_op(uint64_t rows, uint64_t width, RmsNormVariant variant,
-                          double eps = 1e-6) {
-  ModelConfig config;
-  config.hidden_size = width;
-  config.rms_norm_eps = eps;
-  return FusedAddRmsNormOp::make(config, rows, variant);
-}
 
 struct CpuRun {
   RmsNormInputs in;
@@ -73,7 +68,7 @@ class CpuRmsNormAgreement : public ::testing::TestWithParam<std::tuple<uint64_t,
 TEST_P(CpuRmsNormAgreement, MatchesFaithfulOracleWithinDerivedBound) {
   const auto [rows, width, variant_index] = GetParam();
   const RmsNormVariant variants[] = {kAdd, kAddF32, kUnit, kNormOnly};
-  const FusedAddRmsNormOp op = make_op(rows, width, variants[variant_index]);
+  const FusedAddRmsNormOp op = rmsnorm_op(rows, width, variants[variant_index]);
   const CpuRun run = run_cpu_seeded(op, 1000 + width);
   EXPECT_TRUE(run.report.passed()) << oracle::format_report(run.report);
   EXPECT_EQ(run.report.checks.size(), op.variant.write_f32 ? 3u : 2u);
@@ -85,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(OddWidthsAllVariants, CpuRmsNormAgreement,
                                             ::testing::Values(0, 1, 2, 3)));
 
 TEST(CpuRmsNorm, WideDynamicRangeAndScalesAgree) {
-  const FusedAddRmsNormOp op = make_op(8, 257, kAddF32);
+  const FusedAddRmsNormOp op = rmsnorm_op(8, 257, kAddF32);
   for (double scale : {0x1p-20, 1.0, 0x1p20}) {
     oracle::RmsNormInputProfile profile;
     profile.scale = scale;
@@ -107,7 +102,7 @@ TEST(CpuRmsNorm, WideDynamicRangeAndScalesAgree) {
 //   Unrounded: mean = (1.0078277587890625 + 0.25) / 2 = 0.628914, y1 = 0.5 / 0.793041 = 0.630484;
 //              0.630484 / 2^-8 = 161.40 → 161·2^-8 = 0.62890625 (0x3F21) — a different BF16.
 TEST(CpuRmsNorm, NormReadsTheStoredBf16Residual) {
-  const FusedAddRmsNormOp op = make_op(1, 2, kUnit);
+  const FusedAddRmsNormOp op = rmsnorm_op(1, 2, kUnit);
   const RmsNormInputs in{{kBf16TwoPowMinus8, 0x0000}, {kBf16One, kBf16Half}, {}};
   const CpuRun run = run_cpu(op, in);
   EXPECT_EQ(run.out.residual, (std::vector<uint16_t>{kBf16One, kBf16Half}));
@@ -120,14 +115,14 @@ TEST(CpuRmsNorm, NormReadsTheStoredBf16Residual) {
 }
 
 TEST(CpuRmsNorm, WithoutAddTheResidualIsReadOnly) {
-  const FusedAddRmsNormOp op = make_op(3, 33, kNormOnly);
+  const FusedAddRmsNormOp op = rmsnorm_op(3, 33, kNormOnly);
   const CpuRun run = run_cpu_seeded(op, 5);
   EXPECT_EQ(run.out.residual, run.in.residual);
   EXPECT_TRUE(run.report.passed()) << oracle::format_report(run.report);
 }
 
 TEST(CpuRmsNorm, UnitWeightReadsNormUnitW) {
-  const FusedAddRmsNormOp op = make_op(2, 7, kUnit);
+  const FusedAddRmsNormOp op = rmsnorm_op(2, 7, kUnit);
   auto backend = make_cpu_backend();
   const Workspace ws = backend->allocate(oracle::footprint_layout(op), op.weight_pool_bytes());
   const RmsNormInputs in = oracle::generate_rmsnorm_inputs(op, 11);
@@ -149,7 +144,7 @@ TEST(CpuRmsNorm, UnitWeightReadsNormUnitW) {
 // ---- poison, non-finite rows ----
 
 TEST(CpuRmsNorm, PoisonedOutputFails) {
-  const FusedAddRmsNormOp op = make_op(2, 9, kAddF32);
+  const FusedAddRmsNormOp op = rmsnorm_op(2, 9, kAddF32);
   CpuRun run = run_cpu_seeded(op, 3);
   ASSERT_TRUE(run.report.passed());
   run.out.output[9 + 4] = 0xFFFF;  // the poison pattern: never written
@@ -163,8 +158,8 @@ TEST(CpuRmsNorm, PoisonedOutputFails) {
 }
 
 TEST(CpuRmsNorm, AnOpThatSkipsARowFails) {
-  const FusedAddRmsNormOp full = make_op(4, 33, kAddF32);
-  const FusedAddRmsNormOp short_op = make_op(3, 33, kAddF32);  // the mutant: one row short
+  const FusedAddRmsNormOp full = rmsnorm_op(4, 33, kAddF32);
+  const FusedAddRmsNormOp short_op = rmsnorm_op(3, 33, kAddF32);  // the mutant: one row short
   auto backend = make_cpu_backend();
   const Workspace ws = backend->allocate(oracle::footprint_layout(full), full.weight_pool_bytes());
   const RmsNormInputs in = oracle::generate_rmsnorm_inputs(full, 21);
@@ -196,7 +191,7 @@ TEST(CpuRmsNorm, AnOpThatSkipsARowFails) {
 // rows are untouched.
 TEST(CpuRmsNorm, NonFiniteInputRowsGiveNanRowsOnly) {
   const uint64_t rows = 4, width = 33;
-  const FusedAddRmsNormOp op = make_op(rows, width, kAddF32);
+  const FusedAddRmsNormOp op = rmsnorm_op(rows, width, kAddF32);
   RmsNormInputs in = oracle::generate_rmsnorm_inputs(op, 4);
   in.input[1 * width + 3] = kBf16QuietNan;
   in.residual[2 * width + 0] = kBf16PlusInf;
@@ -214,7 +209,7 @@ TEST(CpuRmsNorm, NonFiniteInputRowsGiveNanRowsOnly) {
 }
 
 TEST(CpuRmsNorm, NanInTheOracleOnlyFails) {
-  const FusedAddRmsNormOp op = make_op(1, 4, kAdd);
+  const FusedAddRmsNormOp op = rmsnorm_op(1, 4, kAdd);
   CpuRun run = run_cpu_seeded(op, 8);
   RmsNormInputs in = run.in;
   in.input[2] = kBf16QuietNan;  // the oracle now expects a NaN row; the backend's is finite
@@ -225,8 +220,8 @@ TEST(CpuRmsNorm, NanInTheOracleOnlyFails) {
 // ---- workspace bounds and single source of extents ----
 
 TEST(CpuRmsNorm, TensorPastItsBufferThrows) {
-  const FusedAddRmsNormOp small = make_op(5, 16, kAdd);
-  const FusedAddRmsNormOp big = make_op(6, 16, kAdd);
+  const FusedAddRmsNormOp small = rmsnorm_op(5, 16, kAdd);
+  const FusedAddRmsNormOp big = rmsnorm_op(6, 16, kAdd);
   auto backend = make_cpu_backend();
   const Workspace ws =
       backend->allocate(oracle::footprint_layout(small), small.weight_pool_bytes());
@@ -239,7 +234,7 @@ TEST(CpuRmsNorm, TensorPastItsBufferThrows) {
 }
 
 TEST(CpuRmsNorm, OperandDisagreeingWithTheShapeThrows) {
-  FusedAddRmsNormOp op = make_op(4, 8, kAdd);
+  FusedAddRmsNormOp op = rmsnorm_op(4, 8, kAdd);
   auto backend = make_cpu_backend();
   const Workspace ws = backend->allocate(oracle::footprint_layout(op), op.weight_pool_bytes());
   op.output.shape = {3, 8};  // fits its buffer, but the shape says 4 rows
@@ -284,7 +279,7 @@ RmsNormOutputs buggy_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInputs& i
 class CpuRmsNormMutant : public ::testing::TestWithParam<Mutant> {};
 
 TEST_P(CpuRmsNormMutant, IsCaught) {
-  const FusedAddRmsNormOp op = make_op(6, 129, kAddF32);
+  const FusedAddRmsNormOp op = rmsnorm_op(6, 129, kAddF32);
   const RmsNormInputs in = oracle::generate_rmsnorm_inputs(op, 17);
   const auto report =
       oracle::judge_fused_add_rmsnorm(op, in, buggy_rmsnorm(op, in, GetParam()), "mutant", 17);
@@ -299,7 +294,7 @@ INSTANTIATE_TEST_SUITE_P(PlantedBugs, CpuRmsNormMutant,
 // The hand case of NormReadsTheStoredBf16Residual catches the unrounded residual even in the
 // BF16 output alone.
 TEST(CpuRmsNorm, UnroundedResidualCaughtInBf16OutputOfHandCase) {
-  const FusedAddRmsNormOp op = make_op(1, 2, kAdd);
+  const FusedAddRmsNormOp op = rmsnorm_op(1, 2, kAdd);
   const RmsNormInputs in{{kBf16TwoPowMinus8, 0x0000}, {kBf16One, kBf16Half}, {0x0000, 0x0000}};
   RmsNormOutputs out = buggy_rmsnorm(op, in, Mutant::unrounded_residual);
   EXPECT_EQ(out.output[1], 0x3F21);
