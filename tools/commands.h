@@ -13,5 +13,7 @@ void register_presets_command(CLI::App& app);
 void register_config_command(CLI::App& app);
 void register_plan_command(CLI::App& app);
 void register_compare_command(CLI::App& app);
+void register_verify_command(CLI::App& app);
+void register_fuzz_command(CLI::App& app);
 
 }  // namespace bufferlab::cli

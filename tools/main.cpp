@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   bufferlab::cli::register_config_command(app);
   bufferlab::cli::register_plan_command(app);
   bufferlab::cli::register_compare_command(app);
+  bufferlab::cli::register_verify_command(app);
+  bufferlab::cli::register_fuzz_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -23,8 +23,8 @@ Size floor256(Size x) { return max(x, Size(256)); }
 
 // The intermediate quantities of spec §2 for one sizing.
 struct Intermediates {
-  uint64_t m, m_pad, k_max, R, max_blocks, pos_streams, moe_scratch, prefill_meta, bt_meta,
-      q12_batched, logits_tokens, max_dim, max_proj_k, kmax, kpad, splits, slots;
+  uint64_t m, m_pad, k_max, R, max_blocks, pos_streams, moe_scratch, prefill_meta, meta_base,
+      bt_meta, q12_batched, logits_tokens, max_dim, max_proj_k, kmax, kpad, splits, slots;
 };
 
 Intermediates intermediates(const ModelConfig& c, const RunShape& s, const Target& t,
@@ -47,7 +47,15 @@ Intermediates intermediates(const ModelConfig& c, const RunShape& s, const Targe
 
   const Size verify_meta = Size(24) * kVerifyRowCap + Size(4) * kVerifyRowCap * q.max_blocks;
   const Size decode_meta = Size(24) * q.R + Size(4) * q.R * q.max_blocks;
-  q.bt_meta = (Size(kMetaBase) + max(verify_meta, decode_meta)).value();
+  // F6 (corrected): the decode/verify top-k region [0, 8·rows·top_k) must end before the
+  // metadata; spec's fixed base 32768 is passed by 161+ rows at top_k 26+ (or R·top_k > 4096).
+  q.meta_base = kMetaBase;
+  if (sizing.kind == SizingKind::corrected)
+    q.meta_base =
+        max(Size(kMetaBase),
+            align_up(Size(8) * c.num_experts_per_tok * std::max<uint64_t>(q.R, kVerifyRowCap), 256))
+            .value();
+  q.bt_meta = (Size(q.meta_base) + max(verify_meta, decode_meta)).value();
   q.q12_batched =
       q12_bytes(8, std::max<uint64_t>(cdiv(q.m, 8), 1), c.num_experts_per_tok, q.pos_streams);
 
@@ -58,6 +66,10 @@ Intermediates intermediates(const ModelConfig& c, const RunShape& s, const Targe
   q.max_proj_k = max(Size(c.hidden_size), Size(c.num_attention_heads) * c.head_dim,
                      c.mamba2_d_inner(), Size(c.linear_num_value_heads) * c.linear_value_head_dim)
                      .value();
+  if (sizing.kind == SizingKind::corrected)  // F4: every FP8 projection's K
+    q.max_proj_k = max(Size(q.max_proj_k), Size(c.q_lora_rank),
+                       Size(c.num_attention_heads) * c.v_head_dim, Size(c.o_groups) * c.o_lora_rank)
+                       .value();
   q.kmax = max(Size(c.hidden_size), Size(c.intermediate_size)).value();
   q.kpad = ceil256(q.kmax).value();
   q.splits = splitk_splits(t, c.num_attention_heads, q.R);
@@ -141,9 +153,12 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
   s.residual = field("residual", [&] { return Size(m) * h * 2; });
   s.norm_output = field("norm_output", [&] { return Size(m) * q.max_dim * 2; });
   s.qkv_output = field("qkv_output", [&] { return Size(gemm_rows) * c.qkv_dim() * 2; });
+  // `corrected` (corrections.h): the named fixes of the verifier's findings.
+  const bool fix = sizing.kind == SizingKind::corrected;
   s.attn_output = field("attn_output", [&] {
     return max(Size(m) * nq * hd * 2, Size(m) * c.mamba2_d_inner() * 2,
-               kvl > 0 ? Size(m) * nq * (Size(kvl) + rope) * 2 : Size(0));
+               kvl > 0 ? Size(m) * nq * (Size(kvl) + rope) * 2 : Size(0),
+               fix ? Size(m) * nv * c.linear_value_head_dim * 2 : Size(0));  // F1
   });
   s.gate_logits = field("gate_logits", [&] { return moe ? Size(m) * E_all * 2 : Size(256); });
   s.gate_logits_f32 =
@@ -154,7 +169,8 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
   s.logits = field("logits", [&] { return Size(q.logits_tokens) * c.vocab_size * 2; });
   s.ssm_qkvz = field("ssm_qkvz", [&] {
     return floor256(max(Size(gemm_rows) * c.ssm_qkvz_size() * 2,
-                        Size(m) * c.mamba2_in_proj_size() * 2, (Size(m) + gemm_rows) * nkv * hd * 2,
+                        Size(fix ? gemm_rows : m) * c.mamba2_in_proj_size() * 2,  // F5
+                        (Size(m) + gemm_rows) * nkv * hd * 2,
                         Size(m) * c.shared_expert_intermediate_size * 2));
   });
   s.ssm_ba = field("ssm_ba", [&] {
@@ -164,7 +180,8 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
   s.ssm_deinterleaved = field("ssm_deinterleaved", [&] {
     return floor256(max(Size(m_pad) * c.ssm_qkvz_size() * 2, Size(m) * c.mamba2_d_xbc() * 2,
                         Size(m) * nq * hd * 2,
-                        kvl > 0 ? Size(m) * nq * (Size(kvl) + rope) * 2 : Size(0)));
+                        kvl > 0 ? Size(m) * nq * (Size(kvl) + rope) * 2 : Size(0),
+                        fix && kvl > 0 ? Size(m) * nq * c.v_head_dim * 2 : Size(0)));  // F3
   });
   s.ssm_gates = field("ssm_gates", [&] { return floor256(Size(m) * nv * 2 * 4); });
   s.ssm_conv_out_f32 = field("ssm_conv_out_f32", [&] {
@@ -205,8 +222,9 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
     const uint64_t H = c.mamba_num_heads, G = std::max<uint64_t>(c.n_groups, 1);
     return Size(2) * H * nc * kSsdChunk * 4 + Size(nc) * G * kSsdChunk * kSsdChunk * 4;
   });
-  s.o_latent =
-      field("o_latent", [&] { return floor256(Size(m) * c.o_groups * c.o_lora_rank * 2); });
+  s.o_latent = field("o_latent", [&] {  // F2: the FP8 grouped-O GEMM writes m_pad rows
+    return floor256(Size(fix ? m_pad : m) * c.o_groups * c.o_lora_rank * 2);
+  });
   s.norm_unit_w = field("norm_unit_w", [&] { return Size(q.max_dim) * 2; });
   s.hc_streams = field("hc_streams", [&] { return hc > 0 ? Size(m) * hc * h * 4 : Size(256); });
   s.hc_post =
@@ -253,13 +271,24 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
   s.lora_seq_slot = field("lora_seq_slot", [&] { return rank > 0 ? Size(4) * m : Size(0); });
   s.q2_dequant_scratch = field("q2_dequant_scratch", [&] {
     if (!target.q2_dequant) return Size(0);
-    return max(Size(inter), c.ssm_qkvz_size(), c.mamba2_in_proj_size(),
-               Size(nq) * c.q_proj_mul() * hd, Size(2) * nkv * hd) *
-           h * 2;
+    const Size spec_bytes = max(Size(inter), c.ssm_qkvz_size(), c.mamba2_in_proj_size(),
+                                Size(nq) * c.q_proj_mul() * hd, Size(2) * nkv * hd) *
+                            h * 2;
+    if (!fix) return spec_bytes;
+    // F7: the Q2 projections whose weight is not [N, h] or [h, N] with N in the list above:
+    // the grouped O (o_a: o_lora_rank × the attention output width nq·hd, MLA nq·v_head_dim, o_b: h
+    // × o_groups·o_lora_rank) and MLA's q_b (nq·hd × q_lora_rank) and O (h × nq·v_head_dim).
+    return max(spec_bytes, Size(c.o_lora_rank) * nq * max(Size(hd), Size(c.v_head_dim)) * 2,
+               Size(c.o_groups) * c.o_lora_rank * h * 2, Size(nq) * hd * c.q_lora_rank * 2,
+               Size(nq) * c.v_head_dim * h * 2);
   });
   s.q2_act_q8 = field("q2_act_q8", [&] {
     if (!target.q2_mmq) return Size(0);
-    return Size(m) * ceil256(max(Size(h), Size(inter), Size(nq) * hd)) * 4 + kOneMiB;
+    Size k = max(Size(h), Size(inter), Size(nq) * hd);
+    // F8: the K of every Q2 projection: also the grouped O's second GEMM and MLA's q_b / O.
+    if (fix)
+      k = max(k, Size(c.o_groups) * c.o_lora_rank, Size(c.q_lora_rank), Size(nq) * c.v_head_dim);
+    return Size(m) * ceil256(k) * 4 + kOneMiB;
   });
 
   s.params = SubLayoutParams{.m = m,
@@ -269,14 +298,15 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
                              .max_blocks = q.max_blocks,
                              .pos_streams = q.pos_streams,
                              .moe_scratch = q.moe_scratch,
-                             .meta_base = kMetaBase,
+                             .meta_base = q.meta_base,
                              .verify_rows = kVerifyRowCap,
                              .logits_tokens = q.logits_tokens,
                              .splitk_splits = q.splits,
                              .splitk_slots = q.slots,
                              .gdn_chunks = nt,
                              .ssd_chunks = nc,
-                             .expert_width = expert_width.value()};
+                             .expert_width = expert_width.value(),
+                             .staging_cu_seqlens = !sizing.is(Mutant::B3)};
   return s;
 }
 

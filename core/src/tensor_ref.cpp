@@ -40,4 +40,6 @@ const char* to_string(AccessKind k) {
   return "?";
 }
 
+bool is_write(AccessKind k) { return k != AccessKind::read; }
+
 }  // namespace bufferlab

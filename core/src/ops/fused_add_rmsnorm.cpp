@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
@@ -47,17 +48,24 @@ FusedAddRmsNormOp::Bound FusedAddRmsNormOp::bind(const Workspace& ws) const {
 
 FusedAddRmsNormOp FusedAddRmsNormOp::make(const ModelConfig& config, uint64_t rows,
                                           RmsNormVariant variant) {
+  return make(config, rows, variant, RmsNormBuffers{}, RmsNormValues{});
+}
+
+FusedAddRmsNormOp FusedAddRmsNormOp::make(const ModelConfig& config, uint64_t rows,
+                                          RmsNormVariant variant, const RmsNormBuffers& buffers,
+                                          RmsNormValues values) {
   FusedAddRmsNormOp op;
+  op.values = std::move(values);
   op.dims = Shape{rows, config.hidden_size};
   op.eps = config.rms_norm_eps;
   op.variant = variant;
   const uint64_t w = op.dims.width;
-  op.input = arena(BufferId::hidden_states, {rows, w}, DType::bf16);
-  op.residual = arena(BufferId::residual, {rows, w}, DType::bf16);
+  op.input = arena(buffers.input, {rows, w}, DType::bf16);
+  op.residual = arena(buffers.residual, {rows, w}, DType::bf16);
   op.weight = variant.unit_weight
                   ? arena(BufferId::norm_unit_w, {w}, DType::bf16)
                   : TensorRef{Space::weights, BufferId::hidden_states, 0, {w}, DType::bf16};
-  op.output = arena(BufferId::norm_output, {rows, w}, DType::bf16);
+  op.output = arena(buffers.output, {rows, w}, DType::bf16);
   op.output_f32 = arena(BufferId::moe_router_in_f32, {rows, w}, DType::f32);
   return op;
 }
@@ -68,12 +76,12 @@ uint64_t FusedAddRmsNormOp::weight_pool_bytes() const {
 
 std::vector<Access> FusedAddRmsNormOp::accesses() const {
   std::vector<Access> out;
-  if (variant.add_residual) out.push_back({input, AccessKind::read});
-  out.push_back({residual, AccessKind::read});
-  if (variant.add_residual) out.push_back({residual, AccessKind::write});
-  out.push_back({weight, AccessKind::read});
-  out.push_back({output, AccessKind::write});
-  if (variant.write_f32) out.push_back({output_f32, AccessKind::write});
+  if (variant.add_residual) out.push_back({input, AccessKind::read, values.input});
+  out.push_back({residual, AccessKind::read, values.residual_in});
+  if (variant.add_residual) out.push_back({residual, AccessKind::write, values.residual_out});
+  out.push_back({weight, AccessKind::read, {}});
+  out.push_back({output, AccessKind::write, values.output});
+  if (variant.write_f32) out.push_back({output_f32, AccessKind::write, values.output_f32});
   return out;
 }
 

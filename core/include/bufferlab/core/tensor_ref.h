@@ -27,12 +27,23 @@ struct TensorRef {
   std::string to_string() const;  // "norm_output+0 bf16[7,2048]"
 };
 
+// phantom_write: padding rows a GEMM writes that nobody may read (spec §5 "Phantom rows").
 enum class AccessKind { read, write, phantom_write };
 const char* to_string(AccessKind k);
+bool is_write(AccessKind k);  // write or phantom_write
 
 struct Access {
   TensorRef tensor;
   AccessKind kind = AccessKind::read;
+  // The datum this access reads or writes, for the verifier's liveness check: a read of
+  // value V must find, in every byte, the last write to have been a write of V. Names
+  // starting with '@' are pass-wide (the residual stream, uploaded metadata); the plan
+  // builder scopes every other name to its layer. Empty: not tracked by value (bounds,
+  // overlap, races and read-before-write still apply).
+  std::string value = {};
+
+  uint64_t begin() const { return tensor.offset; }
+  uint64_t end() const { return tensor.offset + tensor.bytes(); }
 };
 
 }  // namespace bufferlab

@@ -20,6 +20,24 @@ struct RmsNormVariant {
   bool unit_weight = false;  // read the zero norm_unit_w instead of a weight tensor
 };
 
+// Where the op's operands live. The defaults are the standalone op's; a pass plan feeds the
+// previous sub-block's output (moe_output) into the add, and normalises an mHC block input
+// in place in norm_output.
+struct RmsNormBuffers {
+  BufferId input = BufferId::hidden_states;
+  BufferId residual = BufferId::residual;
+  BufferId output = BufferId::norm_output;
+};
+
+// The data an access carries, for the verifier's liveness check (Access::value).
+struct RmsNormValues {
+  std::string input = "@block_out";
+  std::string residual_in = "@residual";
+  std::string residual_out = "@residual";
+  std::string output = "norm";
+  std::string output_f32 = "norm_f32";
+};
+
 struct FusedAddRmsNormOp {
   struct Shape {
     uint64_t rows = 0;   // tokens of the pass
@@ -40,6 +58,10 @@ struct FusedAddRmsNormOp {
   // Builds the op for `rows` tokens of `config`; the weight (when not unit) sits at offset 0
   // of the weight pool.
   static FusedAddRmsNormOp make(const ModelConfig& config, uint64_t rows, RmsNormVariant variant);
+  static FusedAddRmsNormOp make(const ModelConfig& config, uint64_t rows, RmsNormVariant variant,
+                                const RmsNormBuffers& buffers, RmsNormValues values);
+
+  RmsNormValues values;
 
   // The operands' addresses in `ws` (host or device), each checked to lie inside its buffer
   // and to hold exactly the elements shape() says; operands the variant does not use are
@@ -54,6 +76,7 @@ struct FusedAddRmsNormOp {
   Bound bind(const Workspace& ws) const;
 
   const Shape& shape() const { return dims; }
+  std::string name() const { return "rmsnorm"; }
   // Bytes of the weight pool this op needs (0 for a unit weight).
   uint64_t weight_pool_bytes() const;
   std::vector<Access> accesses() const;

@@ -1,0 +1,306 @@
+// GDN ops: extents from the config and the pass rows (op semantics); the §4.5 region offsets
+// from nt (the sizing under test). All products are checked.
+#include "bufferlab/core/ops/gdn.h"
+
+#include <cstdio>
+#include <string>
+
+#include "bufferlab/core/checked.h"
+
+namespace bufferlab {
+namespace {
+
+TensorRef arena_ref(BufferId id, Size offset, std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::arena, id, offset.value(), std::move(shape), t};
+}
+TensorRef pool(std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
+}
+std::string u(uint64_t v) { return std::to_string(v); }
+std::string fmt_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Per-stream value names keep one stream's region from standing in for another's.
+std::string per_stream(const char* value, uint64_t streams, uint64_t b) {
+  return streams > 1 ? std::string(value) + ".s" + u(b) : std::string(value);
+}
+
+}  // namespace
+
+GdnGeometry GdnGeometry::of(const ModelConfig& c) {
+  GdnGeometry g;
+  g.nk = c.linear_num_key_heads;
+  g.kd = c.linear_key_head_dim;
+  g.nv = c.linear_num_value_heads;
+  g.vd = c.linear_value_head_dim;
+  g.kernel = c.linear_conv_kernel_dim;
+  g.qkvz = c.ssm_qkvz_size().value();
+  g.conv_dim = (Size(2) * g.nk * g.kd + Size(g.nv) * g.vd).value();
+  g.value_dim = (Size(g.nv) * g.vd).value();
+  return g;
+}
+
+std::string GdnGeometry::to_string() const {
+  return "nk=" + u(nk) + ",kd=" + u(kd) + ",nv=" + u(nv) + ",vd=" + u(vd) + ",conv=" + u(kernel);
+}
+
+// --- de-interleave -------------------------------------------------------------------------
+
+GdnDeinterleaveOp GdnDeinterleaveOp::make(const GdnGeometry& g, uint64_t rows) {
+  GdnDeinterleaveOp op;
+  op.geom = g;
+  op.dims = {rows, g.qkvz};
+  op.input = arena_ref(BufferId::ssm_qkvz, 0, {rows, g.qkvz}, DType::bf16);
+  op.output = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
+  return op;
+}
+
+std::string GdnDeinterleaveOp::params() const {
+  return "gdn_deinterleave(rows=" + u(dims.rows) + "," + geom.to_string() + ")";
+}
+
+std::vector<Access> GdnDeinterleaveOp::accesses() const {
+  return {{input, AccessKind::read, "qkvz"}, {output, AccessKind::write, "qkvz_deint"}};
+}
+
+// --- conv1d --------------------------------------------------------------------------------
+
+GdnConvOp GdnConvOp::make(const GdnGeometry& g, uint64_t rows) {
+  GdnConvOp op;
+  op.geom = g;
+  op.dims = {rows, g.conv_dim, g.qkvz, g.kernel};
+  op.input = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
+  op.weight = pool({g.conv_dim, g.kernel}, DType::bf16);
+  op.state = pool({rows, g.conv_dim, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
+  op.output = arena_ref(BufferId::ssm_conv_out_f32, 0, {rows, g.conv_dim}, DType::f32);
+  return op;
+}
+
+std::string GdnConvOp::params() const {
+  return "gdn_conv1d(rows=" + u(dims.rows) + ",channels=" + u(dims.channels) +
+         ",stride=" + u(dims.row_stride) + ",kernel=" + u(dims.kernel) + ")";
+}
+
+std::vector<Access> GdnConvOp::accesses() const {
+  return {{input, AccessKind::read, "qkvz_deint"},
+          {weight, AccessKind::read, {}},
+          {state, AccessKind::read, {}},
+          {state, AccessKind::write, {}},
+          {output, AccessKind::write, "conv_out"}};
+}
+
+// --- gates ---------------------------------------------------------------------------------
+
+GdnGatesOp GdnGatesOp::make(const GdnGeometry& g, uint64_t rows) {
+  GdnGatesOp op;
+  op.dims = {rows, g.nv};
+  op.ba = arena_ref(BufferId::ssm_ba, 0, {rows, (Size(2) * g.nv).value()}, DType::bf16);
+  op.a_log = pool({g.nv}, DType::f32);
+  op.dt_bias = pool({g.nv}, DType::f32);
+  op.gates = arena_ref(BufferId::ssm_gates, 0, {rows, g.nv, 2}, DType::f32);
+  return op;
+}
+
+std::string GdnGatesOp::params() const {
+  return "gdn_gates(rows=" + u(dims.rows) + ",nv=" + u(dims.nv) + ")";
+}
+
+std::vector<Access> GdnGatesOp::accesses() const {
+  return {{ba, AccessKind::read, "ba"},
+          {a_log, AccessKind::read, {}},
+          {dt_bias, AccessKind::read, {}},
+          {gates, AccessKind::write, "gates"}};
+}
+
+// --- chunk carve (§4.5) --------------------------------------------------------------------
+
+GdnChunkCarve GdnChunkCarve::make(uint64_t nt, uint64_t nv, uint64_t kd, uint64_t vd) {
+  GdnChunkCarve c;
+  c.nt = nt;
+  c.nv = nv;
+  c.kd = kd;
+  c.vd = vd;
+  c.w_region = (Size(kChunk) * kd * 2).value();
+  c.u_region = (Size(kChunk) * vd * 2).value();
+  c.s_region = (Size(kd) * vd * 2).value();
+  c.uc_region = (Size(kChunk) * vd * 2).value();
+  c.gc_region = (Size(kChunk) * 4).value();
+  const Size regions = Size(nt) * nv;
+  c.w = 0;
+  c.u = (Size(c.w) + regions * c.w_region).value();
+  c.s = (Size(c.u) + regions * c.u_region).value();
+  c.uc = (Size(c.s) + regions * c.s_region).value();
+  c.gc = (Size(c.uc) + regions * c.uc_region).value();
+  c.end = (Size(c.gc) + regions * c.gc_region).value();
+  return c;
+}
+
+// --- chunked core --------------------------------------------------------------------------
+
+GdnChunkOp GdnChunkOp::make(Stage stage, const GdnGeometry& g, uint64_t row0, uint64_t streams,
+                            uint64_t L, uint64_t nt) {
+  GdnChunkOp op;
+  op.stage = stage;
+  op.carve = GdnChunkCarve::make(nt, g.nv, g.kd, g.vd);
+  const uint64_t cps = cdiv(L, GdnChunkCarve::kChunk);
+  op.dims = {row0,      (Size(streams) * L).value(),
+             streams,   L,
+             cps,       (Size(streams) * cps).value(),
+             g.nk,      g.kd,
+             g.nv,      g.vd,
+             g.conv_dim};
+  return op;
+}
+
+std::string GdnChunkOp::name() const {
+  switch (stage) {
+    case Stage::wu:
+      return "gdn_chunk_wu";
+    case Stage::state:
+      return "gdn_chunk_state";
+    case Stage::output:
+      return "gdn_chunk_output";
+  }
+  return "gdn_chunk";
+}
+
+std::string GdnChunkOp::params() const {
+  return name() + "(row0=" + u(dims.row0) + ",T=" + u(dims.rows) + ",streams=" + u(dims.streams) +
+         ",L=" + u(dims.L) + ",chunks=" + u(dims.chunks) + ",nk=" + u(dims.nk) +
+         ",nv=" + u(dims.nv) + ",kd=" + u(dims.kd) + ",vd=" + u(dims.vd) + ",nt=" + u(carve.nt) +
+         ")";
+}
+
+TensorRef GdnChunkOp::region(Array a, uint64_t b) const {
+  // Regions of stream b: first (b·cps + 0)·nv + 0, count cps·nv, contiguous in each array.
+  const Size first = Size(b) * dims.chunks_per_stream * dims.nv;
+  const uint64_t count = (Size(dims.chunks_per_stream) * dims.nv).value();
+  const uint64_t C = GdnChunkCarve::kChunk;
+  switch (a) {
+    case Array::W:
+      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.w) + first * carve.w_region,
+                       {count, C, dims.kd}, DType::bf16);
+    case Array::U:
+      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.u) + first * carve.u_region,
+                       {count, C, dims.vd}, DType::bf16);
+    case Array::S:
+      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.s) + first * carve.s_region,
+                       {count, dims.kd, dims.vd}, DType::bf16);
+    case Array::uc:
+      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.uc) + first * carve.uc_region,
+                       {count, C, dims.vd}, DType::bf16);
+    case Array::gc:
+      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.gc) + first * carve.gc_region,
+                       {count, C}, DType::f32);
+  }
+  return {};
+}
+
+TensorRef GdnChunkOp::conv_rows() const {
+  return arena_ref(BufferId::ssm_conv_out_f32, Size(dims.row0) * dims.conv_dim * 4,
+                   {dims.rows, dims.conv_dim}, DType::f32);
+}
+
+TensorRef GdnChunkOp::gate_rows() const {
+  return arena_ref(BufferId::ssm_gates, Size(dims.row0) * dims.nv * 2 * 4, {dims.rows, dims.nv, 2},
+                   DType::f32);
+}
+
+TensorRef GdnChunkOp::output_rows() const {
+  const uint64_t width = (Size(dims.nv) * dims.vd).value();
+  return arena_ref(BufferId::attn_output, Size(dims.row0) * width * 2, {dims.rows, width},
+                   DType::bf16);
+}
+
+std::vector<Access> GdnChunkOp::accesses() const {
+  std::vector<Access> out;
+  const uint64_t n = dims.streams;
+  auto each_stream = [&](Array a, AccessKind k, const char* value) {
+    for (uint64_t b = 0; b < n; ++b) out.push_back({region(a, b), k, per_stream(value, n, b)});
+  };
+  const TensorRef state = pool({n, dims.nv, dims.kd, dims.vd}, DType::f32);
+  switch (stage) {
+    case Stage::wu:
+      out.push_back({conv_rows(), AccessKind::read, "conv_out"});
+      out.push_back({gate_rows(), AccessKind::read, "gates"});
+      each_stream(Array::gc, AccessKind::write, "gdn_gc");
+      each_stream(Array::W, AccessKind::write, "gdn_W");
+      each_stream(Array::U, AccessKind::write, "gdn_U");
+      break;
+    case Stage::state:
+      out.push_back({conv_rows(), AccessKind::read, "conv_out"});
+      each_stream(Array::W, AccessKind::read, "gdn_W");
+      each_stream(Array::U, AccessKind::read, "gdn_U");
+      each_stream(Array::gc, AccessKind::read, "gdn_gc");
+      out.push_back({state, AccessKind::read, {}});
+      out.push_back({state, AccessKind::write, {}});
+      each_stream(Array::S, AccessKind::write, "gdn_S");
+      each_stream(Array::uc, AccessKind::write, "gdn_uc");
+      break;
+    case Stage::output:
+      out.push_back({conv_rows(), AccessKind::read, "conv_out"});
+      each_stream(Array::S, AccessKind::read, "gdn_S");
+      each_stream(Array::uc, AccessKind::read, "gdn_uc");
+      each_stream(Array::gc, AccessKind::read, "gdn_gc");
+      out.push_back({output_rows(), AccessKind::write, "gdn_core"});
+      break;
+  }
+  return out;
+}
+
+// --- recurrence ----------------------------------------------------------------------------
+
+GdnRecurrentOp GdnRecurrentOp::make(const GdnGeometry& g, uint64_t row0, uint64_t rows) {
+  GdnRecurrentOp op;
+  op.dims = {row0, rows, g.nk, g.kd, g.nv, g.vd, g.conv_dim};
+  op.conv = arena_ref(BufferId::ssm_conv_out_f32, Size(row0) * g.conv_dim * 4, {rows, g.conv_dim},
+                      DType::f32);
+  op.gates = arena_ref(BufferId::ssm_gates, Size(row0) * g.nv * 2 * 4, {rows, g.nv, 2}, DType::f32);
+  op.state = pool({rows, g.nv, g.kd, g.vd}, DType::f32);
+  op.output = arena_ref(BufferId::attn_output, Size(row0) * g.value_dim * 2, {rows, g.value_dim},
+                        DType::bf16);
+  return op;
+}
+
+std::string GdnRecurrentOp::params() const {
+  return "gdn_recurrent(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) + ",nk=" + u(dims.nk) +
+         ",nv=" + u(dims.nv) + ",kd=" + u(dims.kd) + ",vd=" + u(dims.vd) + ")";
+}
+
+std::vector<Access> GdnRecurrentOp::accesses() const {
+  return {{conv, AccessKind::read, "conv_out"},
+          {gates, AccessKind::read, "gates"},
+          {state, AccessKind::read, {}},
+          {state, AccessKind::write, {}},
+          {output, AccessKind::write, "gdn_core"}};
+}
+
+// --- gated norm ----------------------------------------------------------------------------
+
+GdnGatedNormOp GdnGatedNormOp::make(const GdnGeometry& g, uint64_t rows, double eps) {
+  GdnGatedNormOp op;
+  op.dims = {rows, g.nv, g.vd, g.conv_dim, g.qkvz};  // Z follows Q|K|V in each row
+  op.eps = eps;
+  op.io = arena_ref(BufferId::attn_output, 0, {rows, g.value_dim}, DType::bf16);
+  op.z = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
+  op.weight = pool({g.vd}, DType::bf16);
+  return op;
+}
+
+std::string GdnGatedNormOp::params() const {
+  return "gdn_gated_norm(rows=" + u(dims.rows) + ",heads=" + u(dims.heads) +
+         ",head_dim=" + u(dims.head_dim) + ",z_col=" + u(dims.z_col) +
+         ",z_stride=" + u(dims.z_row_stride) + ",eps=" + fmt_double(eps) + ")";
+}
+
+std::vector<Access> GdnGatedNormOp::accesses() const {
+  return {{io, AccessKind::read, "gdn_core"},
+          {z, AccessKind::read, "qkvz_deint"},
+          {weight, AccessKind::read, {}},
+          {io, AccessKind::write, "gdn_normed"}};
+}
+
+}  // namespace bufferlab

@@ -1,0 +1,243 @@
+// Mamba-2 ops: extents from the config and the pass rows (op semantics); the §4.6 array
+// offsets and the dt/dA head stride from nc (the sizing under test). All products are checked.
+#include "bufferlab/core/ops/mamba2.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "bufferlab/core/checked.h"
+
+namespace bufferlab {
+namespace {
+
+TensorRef arena_ref(BufferId id, Size offset, std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::arena, id, offset.value(), std::move(shape), t};
+}
+TensorRef pool(std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
+}
+std::string u(uint64_t v) { return std::to_string(v); }
+std::string fmt_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Head h's chunk c sits at (h·nc + c)·64 elements of its array: the span of all heads ends
+// after head H−1's last chunk.
+uint64_t span_rows(const SsdChunkOp::Shape& d, uint64_t nc) {
+  return d.H == 0 ? 0 : (Size(d.H - 1) * nc + d.chunks).value();
+}
+
+}  // namespace
+
+Mamba2Geometry Mamba2Geometry::of(const ModelConfig& c) {
+  Mamba2Geometry g;
+  g.H = c.mamba_num_heads;
+  g.P = c.mamba_head_dim;
+  g.N = c.ssm_state_size;
+  g.ng = c.n_groups;
+  g.kernel = c.conv_kernel;
+  g.G = std::max<uint64_t>(c.n_groups, 1);
+  g.d_inner = c.mamba2_d_inner().value();
+  g.d_xbc = c.mamba2_d_xbc().value();
+  g.in_proj = c.mamba2_in_proj_size().value();
+  return g;
+}
+
+std::string Mamba2Geometry::to_string() const {
+  return "H=" + u(H) + ",P=" + u(P) + ",N=" + u(N) + ",groups=" + u(ng) + ",conv=" + u(kernel);
+}
+
+// --- conv1d --------------------------------------------------------------------------------
+
+Mamba2ConvOp Mamba2ConvOp::make(const Mamba2Geometry& g, uint64_t rows) {
+  Mamba2ConvOp op;
+  op.geom = g;
+  op.dims = {rows, g.d_xbc, g.d_inner, g.in_proj, g.kernel};  // xBC follows z in each row
+  op.input = arena_ref(BufferId::ssm_qkvz, 0, {rows, g.in_proj}, DType::bf16);
+  op.weight = pool({g.d_xbc, g.kernel}, DType::bf16);
+  op.bias = pool({g.d_xbc}, DType::bf16);
+  op.state = pool({rows, g.d_xbc, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
+  op.output = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.d_xbc}, DType::bf16);
+  return op;
+}
+
+std::string Mamba2ConvOp::params() const {
+  return "mamba2_conv1d(rows=" + u(dims.rows) + ",channels=" + u(dims.channels) +
+         ",in_col=" + u(dims.in_col) + ",in_stride=" + u(dims.in_stride) +
+         ",kernel=" + u(dims.kernel) + ")";
+}
+
+std::vector<Access> Mamba2ConvOp::accesses() const {
+  return {{input, AccessKind::read, "zxbcdt"}, {weight, AccessKind::read, {}},
+          {bias, AccessKind::read, {}},        {state, AccessKind::read, {}},
+          {state, AccessKind::write, {}},      {output, AccessKind::write, "xbc"}};
+}
+
+// --- SSD carve (§4.6) ----------------------------------------------------------------------
+
+SsdCarve SsdCarve::make(uint64_t nc, uint64_t H, uint64_t G) {
+  SsdCarve c;
+  c.nc = nc;
+  c.H = H;
+  c.G = G;
+  const Size per_array = Size(H) * nc * kChunk * 4;
+  c.dt = 0;
+  c.da = per_array.value();
+  c.cb = (per_array * 2).value();
+  c.end = (Size(c.cb) + Size(nc) * G * kChunk * kChunk * 4).value();
+  return c;
+}
+
+// --- chunked SSD ---------------------------------------------------------------------------
+
+SsdChunkOp SsdChunkOp::make(Stage stage, const Mamba2Geometry& g, uint64_t row0, uint64_t rows,
+                            uint64_t nc, uint64_t stream, uint64_t streams) {
+  SsdChunkOp op;
+  op.stage = stage;
+  op.carve = SsdCarve::make(nc, g.H, g.G);
+  op.dims = {row0,      rows,    cdiv(rows, SsdCarve::kChunk),
+             stream,    streams, g.H,
+             g.P,       g.N,     g.G,
+             g.d_inner, g.d_xbc, g.in_proj};
+  return op;
+}
+
+std::string SsdChunkOp::name() const {
+  switch (stage) {
+    case Stage::cumsum:
+      return "ssd_chunk_cumsum";
+    case Stage::bmm:
+      return "ssd_chunk_bmm";
+    case Stage::scan:
+      return "ssd_chunk_scan";
+  }
+  return "ssd_chunk";
+}
+
+std::string SsdChunkOp::params() const {
+  return name() + "(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) + ",chunks=" + u(dims.chunks) +
+         ",stream=" + u(dims.stream) + "/" + u(dims.streams) + ",H=" + u(dims.H) +
+         ",P=" + u(dims.P) + ",N=" + u(dims.N) + ",G=" + u(dims.G) + ",nc=" + u(carve.nc) + ")";
+}
+
+TensorRef SsdChunkOp::dt_span() const {
+  return arena_ref(BufferId::ssd_scratch, carve.dt, {span_rows(dims, carve.nc), SsdCarve::kChunk},
+                   DType::f32);
+}
+
+TensorRef SsdChunkOp::da_span() const {
+  return arena_ref(BufferId::ssd_scratch, carve.da, {span_rows(dims, carve.nc), SsdCarve::kChunk},
+                   DType::f32);
+}
+
+TensorRef SsdChunkOp::cb() const {
+  return arena_ref(BufferId::ssd_scratch, carve.cb,
+                   {dims.chunks, dims.G, SsdCarve::kChunk, SsdCarve::kChunk}, DType::f32);
+}
+
+TensorRef SsdChunkOp::zxbcdt_rows() const {
+  return arena_ref(BufferId::ssm_qkvz, Size(dims.row0) * dims.in_proj * 2,
+                   {dims.rows, dims.in_proj}, DType::bf16);
+}
+
+TensorRef SsdChunkOp::xbc_rows() const {
+  return arena_ref(BufferId::ssm_deinterleaved, Size(dims.row0) * dims.d_xbc * 2,
+                   {dims.rows, dims.d_xbc}, DType::bf16);
+}
+
+TensorRef SsdChunkOp::output_rows() const {
+  return arena_ref(BufferId::attn_output, Size(dims.row0) * dims.d_inner * 2,
+                   {dims.rows, dims.d_inner}, DType::bf16);
+}
+
+std::vector<Access> SsdChunkOp::accesses() const {
+  const std::string sfx = dims.streams > 1 ? ".s" + u(dims.stream) : "";
+  const std::string dt = "ssd_dt" + sfx, da = "ssd_dA" + sfx, cbv = "ssd_CB" + sfx;
+  std::vector<Access> out;
+  auto heads = [&](AccessKind k) {
+    out.push_back({dt_span(), k, dt});
+    out.push_back({da_span(), k, da});
+  };
+  switch (stage) {
+    case Stage::cumsum:
+      out.push_back({zxbcdt_rows(), AccessKind::read, "zxbcdt"});         // dt_raw columns
+      out.push_back({pool({dims.H}, DType::f32), AccessKind::read, {}});  // A_log, dt_bias
+      heads(AccessKind::write);
+      break;
+    case Stage::bmm:
+      out.push_back({xbc_rows(), AccessKind::read, "xbc"});  // B, C columns
+      out.push_back({cb(), AccessKind::write, cbv});
+      break;
+    case Stage::scan: {
+      const TensorRef state = pool({dims.H, dims.P, dims.N}, DType::f32);
+      out.push_back({xbc_rows(), AccessKind::read, "xbc"});
+      heads(AccessKind::read);
+      out.push_back({cb(), AccessKind::read, cbv});
+      out.push_back({pool({dims.H}, DType::f32), AccessKind::read, {}});  // D
+      out.push_back({state, AccessKind::read, {}});
+      out.push_back({state, AccessKind::write, {}});
+      out.push_back({output_rows(), AccessKind::write, "ssd_out"});
+      break;
+    }
+  }
+  return out;
+}
+
+// --- recurrence ----------------------------------------------------------------------------
+
+Mamba2RecurrentOp Mamba2RecurrentOp::make(const Mamba2Geometry& g, uint64_t row0, uint64_t rows) {
+  Mamba2RecurrentOp op;
+  op.dims = {row0, rows, g.H, g.P, g.N, g.ng};
+  op.zxbcdt =
+      arena_ref(BufferId::ssm_qkvz, Size(row0) * g.in_proj * 2, {rows, g.in_proj}, DType::bf16);
+  op.xbc = arena_ref(BufferId::ssm_deinterleaved, Size(row0) * g.d_xbc * 2, {rows, g.d_xbc},
+                     DType::bf16);
+  op.state = pool({rows, g.H, g.P, g.N}, DType::f32);
+  op.output =
+      arena_ref(BufferId::attn_output, Size(row0) * g.d_inner * 2, {rows, g.d_inner}, DType::bf16);
+  return op;
+}
+
+std::string Mamba2RecurrentOp::params() const {
+  return "mamba2_recurrent(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) + ",H=" + u(dims.H) +
+         ",P=" + u(dims.P) + ",N=" + u(dims.N) + ",groups=" + u(dims.ng) + ")";
+}
+
+std::vector<Access> Mamba2RecurrentOp::accesses() const {
+  return {{zxbcdt, AccessKind::read, "zxbcdt"},  // dt_raw columns
+          {xbc, AccessKind::read, "xbc"},
+          {state, AccessKind::read, {}},
+          {state, AccessKind::write, {}},
+          {output, AccessKind::write, "ssd_out"}};
+}
+
+// --- gated norm ----------------------------------------------------------------------------
+
+Mamba2GatedNormOp Mamba2GatedNormOp::make(const Mamba2Geometry& g, uint64_t rows, double eps) {
+  Mamba2GatedNormOp op;
+  op.dims = {rows, g.d_inner, g.d_inner / g.G, g.in_proj};
+  op.eps = eps;
+  op.input = arena_ref(BufferId::attn_output, 0, {rows, g.d_inner}, DType::bf16);
+  op.z = arena_ref(BufferId::ssm_qkvz, 0, {rows, g.in_proj}, DType::bf16);
+  op.weight = pool({g.d_inner}, DType::bf16);
+  op.output = arena_ref(BufferId::norm_output, 0, {rows, g.d_inner}, DType::bf16);
+  return op;
+}
+
+std::string Mamba2GatedNormOp::params() const {
+  return "mamba2_gated_norm(rows=" + u(dims.rows) + ",d_inner=" + u(dims.d_inner) +
+         ",group=" + u(dims.group_size) + ",z_stride=" + u(dims.z_row_stride) +
+         ",eps=" + fmt_double(eps) + ")";
+}
+
+std::vector<Access> Mamba2GatedNormOp::accesses() const {
+  return {{input, AccessKind::read, "ssd_out"},
+          {z, AccessKind::read, "zxbcdt"},
+          {weight, AccessKind::read, {}},
+          {output, AccessKind::write, "mamba_normed"}};
+}
+
+}  // namespace bufferlab

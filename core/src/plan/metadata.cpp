@@ -1,0 +1,131 @@
+// Metadata uploads of each pass kind (spec/buffers.md §4.1–§4.4). Offsets: the sizing's
+// sub-layout parameters. Extents: op semantics — the model's position streams (3 with
+// multimodal RoPE), the pass's rows, the block table of the run shape.
+#include "metadata.h"
+
+#include <algorithm>
+
+#include "bufferlab/core/checked.h"
+
+namespace bufferlab::plan::detail {
+namespace {
+
+uint64_t model_pos_streams(const ModelConfig& c) { return c.uses_mrope() ? 3 : 1; }
+
+// Block-table entries per sequence for the run shape (spec §2 max_blocks), from the run
+// shape itself: the upload writes what a sequence needs, the sizing says where it goes.
+uint64_t block_entries(const RunShape& s) {
+  return s.kv_block_size == 0 ? 256 : (Size(s.max_seq_len / s.kv_block_size) + 1).value();
+}
+
+MetaRegion region(std::string name, uint64_t offset, std::vector<uint64_t> shape, DType t) {
+  return MetaRegion{std::move(name), arena(BufferId::scratch, offset, std::move(shape), t)};
+}
+
+// §4.1: one prefill sequence of t tokens, from base moe_scratch.
+std::vector<MetaRegion> prefill_regions(const Ctx& c, uint64_t t) {
+  const SubLayoutParams& lp = c.lp;
+  const uint64_t base = lp.moe_scratch;
+  // Offsets of the sizing: positions sized for its pos_streams; the block table and seq_len
+  // at the offsets §2's prefill_meta formula gives (computed with m).
+  const Size slot_off = align_up(Size(4) * t * lp.pos_streams, 8);
+  const Size bt_off = align_up(align_up(Size(4) * lp.m * lp.pos_streams, 8) + Size(8) * lp.m, 4);
+  const Size sl_off = align_up(bt_off + Size(4) * lp.max_blocks, 4);
+  return {
+      region("positions", base, {model_pos_streams(c.config), t}, DType::u32),
+      region("slots", (Size(base) + slot_off).value(), {t}, DType::i64),
+      region("block_table", (Size(base) + bt_off).value(), {block_entries(c.shape)}, DType::i32),
+      region("seq_lens", (Size(base) + sl_off).value(), {1}, DType::i32),
+  };
+}
+
+// §4.2 / §4.3: r rows at base meta_base laid out for `layout_rows` rows.
+std::vector<MetaRegion> decode_regions(const Ctx& c, uint64_t r, uint64_t layout_rows) {
+  const Size base = c.lp.meta_base;
+  const Size R = layout_rows;
+  return {
+      region("positions", base.value(), {r}, DType::u32),
+      region("seq_slot", (base + Size(4) * R).value(), {r}, DType::i32),
+      region("slots", (base + Size(8) * R).value(), {r}, DType::i64),
+      region("seq_lens", (base + Size(16) * R).value(), {r}, DType::i32),
+      region("block_table", (base + Size(24) * R).value(), {r, block_entries(c.shape)}, DType::i32),
+  };
+}
+
+// §4.4: n streams of L tokens, T = n·L, after the moe region at offset 0.
+std::vector<MetaRegion> codispatch_regions(const Ctx& c) {
+  const uint64_t n = c.pass.n, L = c.pass.L, top_k = c.config.num_experts_per_tok;
+  const Size T = Size(n) * L;
+  std::vector<MetaRegion> out;
+  Size off = align_up(T * top_k * 8, 64);  // the moe region (top-k ids and weights)
+  const Size block = max(Size(L) * 16 + 64, Size(4096));
+  for (uint64_t b = 0; b < n; ++b)
+    out.push_back(region("stream_meta." + std::to_string(b), (off + block * b).value(),
+                         {(Size(L) * 16 + 64).value()}, DType::u8));
+  off += block * n;
+  const Size pos_stride = align_up(Size(4) * T, 8);
+  // The upload writes every position stream of the model, each at its 8-aligned stride.
+  const uint64_t streams = model_pos_streams(c.config);
+  const Size pos_bytes = pos_stride * (streams - 1) + Size(4) * T;
+  out.push_back(region("positions", off.value(), {pos_bytes.value()}, DType::u8));
+  off += pos_stride * c.lp.pos_streams;
+  out.push_back(region("slots", off.value(), {T.value()}, DType::i64));
+  off += align_up(Size(8) * T, 8);
+  out.push_back(
+      region("ptr_tables", off.value(), {2, align_up(Size(8) * n, 8).value() / 8}, DType::i64));
+  off += Size(2) * align_up(Size(8) * n, 8);
+  const Size cu_off = off;
+  out.push_back(region("cu_seqlens", cu_off.value(), {n + 1}, DType::i32));
+  // B3: the layout that forgot cu_seqlens places kv_lens where cu_seqlens starts.
+  if (c.lp.staging_cu_seqlens) off += align_up(Size(4) * (Size(n) + 1), 8);
+  out.push_back(region("kv_lens", off.value(), {n}, DType::i32));
+  off += align_up(Size(4) * n, 8);
+  out.push_back(region("h_state", off.value(), {n}, DType::i64));
+  return out;
+}
+
+}  // namespace
+
+std::vector<MetaRegion> metadata_regions(const Ctx& c) {
+  switch (c.pass.kind) {
+    case PassKind::prefill:
+      return prefill_regions(c, c.pass.t);
+    case PassKind::decode:
+      return decode_regions(c, c.pass.decode_rows(), c.lp.R);
+    case PassKind::verify:
+      return decode_regions(c, c.pass.decode_rows(), c.lp.verify_rows);
+    case PassKind::mixed:
+      return {};  // out of scope (spec §4.3b)
+    case PassKind::codispatch:
+      return codispatch_regions(c);
+  }
+  return {};
+}
+
+std::vector<Access> metadata_reads(const Ctx& c, const std::vector<std::string>& names) {
+  std::vector<Access> out;
+  for (MetaRegion& r : metadata_regions(c)) {
+    const bool wanted =
+        names.empty() || std::find(names.begin(), names.end(), r.name) != names.end();
+    if (wanted) out.push_back(rd(std::move(r.ref), "@meta." + r.name));
+  }
+  return out;
+}
+
+void emit_uploads(Builder& b, const Ctx& c) {
+  b.add("upload_token_ids", "upload_token_ids(rows=" + std::to_string(c.T) + ")",
+        {wr(arena(BufferId::token_ids, 0, {c.T}, DType::u32), "@token_ids")});
+  std::vector<Access> meta;
+  std::string params = "upload_metadata(" + c.pass.to_string();
+  for (MetaRegion& r : metadata_regions(c)) {
+    params +=
+        "," + r.name + "@" + std::to_string(r.ref.offset) + "+" + std::to_string(r.ref.bytes());
+    meta.push_back(wr(std::move(r.ref), "@meta." + r.name));
+  }
+  if (!meta.empty()) b.add("upload_metadata", params + ")", std::move(meta));
+  if (c.paths.lora)
+    b.add("upload_lora_slots", "upload_lora_slots(rows=" + std::to_string(c.T) + ")",
+          {wr(arena(BufferId::lora_seq_slot, 0, {c.T}, DType::i32), "@lora_slot")});
+}
+
+}  // namespace bufferlab::plan::detail

@@ -1,0 +1,169 @@
+// Launchable passes (spec/buffers.md §2): geometry and the engine's refusal rule.
+#include "bufferlab/core/plan/pass.h"
+
+#include <string>
+
+#include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
+
+namespace bufferlab::plan {
+
+const char* to_string(PassKind k) {
+  switch (k) {
+    case PassKind::prefill:
+      return "prefill";
+    case PassKind::decode:
+      return "decode";
+    case PassKind::verify:
+      return "verify";
+    case PassKind::mixed:
+      return "mixed";
+    case PassKind::codispatch:
+      return "codispatch";
+  }
+  return "?";
+}
+
+std::vector<PassKind> all_pass_kinds() {
+  return {PassKind::prefill, PassKind::decode, PassKind::verify, PassKind::mixed,
+          PassKind::codispatch};
+}
+
+PassKind pass_kind_from_string(const std::string& s) {
+  for (PassKind k : all_pass_kinds())
+    if (s == to_string(k)) return k;
+  throw Error("unknown pass kind '" + s + "' (known: prefill, decode, verify, mixed, codispatch)");
+}
+
+uint64_t Pass::decode_rows() const {
+  switch (kind) {
+    case PassKind::decode:
+    case PassKind::mixed:
+      return padded_batch_rung(n);
+    case PassKind::verify:
+      return rows;
+    default:
+      return 0;
+  }
+}
+
+uint64_t Pass::prefill_tokens() const {
+  switch (kind) {
+    case PassKind::prefill:
+    case PassKind::mixed:
+      return t;
+    case PassKind::codispatch:
+      return (Size(n) * L).value();
+    default:
+      return 0;
+  }
+}
+
+uint64_t Pass::tokens() const { return (Size(decode_rows()) + prefill_tokens()).value(); }
+
+uint64_t Pass::prefill_streams() const {
+  switch (kind) {
+    case PassKind::prefill:
+    case PassKind::mixed:
+      return 1;
+    case PassKind::codispatch:
+      return n;
+    default:
+      return 0;
+  }
+}
+
+uint64_t Pass::stream_tokens() const {
+  switch (kind) {
+    case PassKind::prefill:
+    case PassKind::mixed:
+      return t;
+    case PassKind::codispatch:
+      return L;
+    default:
+      return 0;
+  }
+}
+
+uint64_t Pass::logits_rows() const {
+  switch (kind) {
+    case PassKind::prefill:
+      return 1;
+    case PassKind::decode:
+    case PassKind::verify:
+      return decode_rows();
+    case PassKind::mixed:
+      return decode_rows() + 1;
+    case PassKind::codispatch:
+      return n;
+  }
+  return 0;
+}
+
+void Pass::validate() const {
+  auto bad = [&](const std::string& why) { throw Error("pass " + to_string() + ": " + why); };
+  switch (kind) {
+    case PassKind::prefill:
+      if (t == 0) bad("t must be ≥ 1");
+      break;
+    case PassKind::decode:
+      if (n == 0) bad("n must be ≥ 1");
+      break;
+    case PassKind::verify:
+      if (rows == 0 || rows > 160) bad("verify rows must be in 1..160");
+      break;
+    case PassKind::mixed:
+      if (n == 0 || t == 0) bad("n and t must be ≥ 1");
+      break;
+    case PassKind::codispatch:
+      if (n < 2 || n > 8) bad("co-dispatch needs 2..8 streams");
+      if (L == 0) bad("L must be ≥ 1");
+      break;
+  }
+}
+
+std::optional<std::string> Pass::refusal(const RunShape& s) const {
+  const uint64_t m = s.max_batch_tokens;
+  const auto over = [&](uint64_t rows, const char* what) -> std::optional<std::string> {
+    if (rows <= m) return std::nullopt;
+    return std::string(what) + " = " + std::to_string(rows) + " > max_batch_tokens " +
+           std::to_string(m);
+  };
+  switch (kind) {
+    case PassKind::prefill:
+      return over(t, "chunk tokens");
+    case PassKind::decode:
+      if (n > s.max_batch_size)
+        return "n = " + std::to_string(n) + " > max_batch_size " + std::to_string(s.max_batch_size);
+      return over(decode_rows(), "rung(n)");
+    case PassKind::verify:
+      return over(rows, "verify rows");
+    case PassKind::mixed:
+      if (n > s.max_batch_size)
+        return "n = " + std::to_string(n) + " > max_batch_size " + std::to_string(s.max_batch_size);
+      return over(tokens(), "rung(n) + t");
+    case PassKind::codispatch:
+      return over(prefill_tokens(), "n·L");
+  }
+  return std::nullopt;
+}
+
+std::string Pass::to_string() const {
+  const std::string k = plan::to_string(kind);
+  switch (kind) {
+    case PassKind::prefill:
+      return k + "(t=" + std::to_string(t) + ")";
+    case PassKind::decode:
+      return k + "(n=" + std::to_string(n) + ",rows=" + std::to_string(decode_rows()) + ")";
+    case PassKind::verify:
+      return k + "(rows=" + std::to_string(rows) + ")";
+    case PassKind::mixed:
+      return k + "(n=" + std::to_string(n) + ",t=" + std::to_string(t) + ")";
+    case PassKind::codispatch:
+      return k + "(n=" + std::to_string(n) + ",L=" + std::to_string(L) + ")";
+  }
+  return k;
+}
+
+}  // namespace bufferlab::plan

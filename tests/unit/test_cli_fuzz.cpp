@@ -1,0 +1,152 @@
+// End-to-end tests of `bufferlab fuzz`: a clean run, the B9 mutant caught and saved as a
+// replayable case, and the --shard / GoogleTest-sharding option handling.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bufferlab/properties/fuzz_engine.h"
+#include "cli_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Sets (or unsets) an environment variable for the scope, restoring it afterwards: the
+// child `bufferlab` inherits the test's environment.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+class CliFuzz : public bufferlab::testing::TempDirTest {
+ protected:
+  bufferlab::testing::CliRun run(std::vector<std::string> args) {
+    args.insert(args.begin(), "fuzz");
+    return bufferlab::testing::run_cli(args, dir_);
+  }
+
+  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
+    const auto r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
+  }
+
+  std::vector<fs::path> written() const {
+    std::vector<fs::path> out;
+    if (fs::exists(dir_ / "out"))
+      for (const auto& e : fs::directory_iterator(dir_ / "out")) out.push_back(e.path());
+    return out;
+  }
+};
+
+// The default seed's first 50 cases under the corrected sizing.
+TEST_F(CliFuzz, FiftyCasesAreClean) {
+  const auto r = run({"--cases", "50", "--shard", "0/1", "--out", (dir_ / "out").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("fuzz: 50 cases"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seed 1,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cases/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no failure"), std::string::npos) << r.out;
+  EXPECT_TRUE(written().empty());
+}
+
+// B9: decode metadata sized for max(max_batch_size, 32) rows instead of the padded rung.
+// It only bites when max_batch_size is not a rung itself (and above 32): the shrunk case
+// must sit just above a rung. --stop-on keeps the run going past failures of other kinds.
+TEST_F(CliFuzz, MutantB9IsCaughtAndSavedAsAReplayableCase) {
+  const auto r = run({"--mutant", "B9", "--stop-on", "overlap:scratch", "--seconds", "60", "--seed",
+                      "1", "--shard", "0/1", "--out", (dir_ / "out").string()});
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  const auto files = written();
+  ASSERT_EQ(files.size(), 1u);
+  const std::string name = files[0].filename().string();
+  EXPECT_NE(name.find("seed1"), std::string::npos) << name;
+  EXPECT_NE(name.find("shard0of1"), std::string::npos) << name;
+  EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+
+  const json j = json::parse(bufferlab::testing::read_file(files[0]));
+  EXPECT_EQ(j.at("seed"), 1);
+  EXPECT_EQ(j.at("sizing"), "corrected+B9");
+  EXPECT_EQ(j.at("failure_kind"), "overlap:scratch");
+  EXPECT_FALSE(j.at("findings").empty() && j.at("sizing_failures").empty()) << j.dump(1);
+  EXPECT_TRUE(j.contains("original"));
+  const bufferlab::fuzz::FuzzCase shrunk = bufferlab::fuzz::case_from_json(j);
+  const uint64_t bs = shrunk.shape.max_batch_size;
+  // The rungs of spec/buffers.md §2, written out by hand.
+  const std::vector<uint64_t> rungs = {2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+  EXPECT_GT(bs, 32u) << j.dump(1);
+  EXPECT_LT(bs, 128u) << j.dump(1);
+  EXPECT_EQ(std::count(rungs.begin(), rungs.end(), bs), 0) << "max_batch_size " << bs;
+  // The original case replays too.
+  EXPECT_NO_THROW(bufferlab::fuzz::case_from_json(j.at("original")));
+}
+
+TEST_F(CliFuzz, ShardOptionErrorsExitTwo) {
+  expect_error({"--cases", "1", "--shard", "2/2"}, "--shard");
+  expect_error({"--cases", "1", "--shard", "0/0"}, "--shard");
+  expect_error({"--cases", "1", "--shard", "1"}, "--shard");
+  expect_error({"--cases", "1", "--shard", "a/2"}, "--shard");
+  expect_error({"--cases", "1", "--shard", "-1/2"}, "--shard");
+}
+
+TEST_F(CliFuzz, GoogleTestShardingVariablesChooseTheShard) {
+  {
+    ScopedEnv index("GTEST_SHARD_INDEX", "1");
+    ScopedEnv total("GTEST_TOTAL_SHARDS", "3");
+    const auto r = run({"--cases", "5", "--seed", "2", "--out", (dir_ / "out").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("shard 1/3"), std::string::npos) << r.out;
+    // --shard wins over the environment.
+    const auto o = run({"--cases", "5", "--shard", "0/2", "--out", (dir_ / "out").string()});
+    EXPECT_NE(o.out.find("shard 0/2"), std::string::npos) << o.out << o.err;
+  }
+  {
+    ScopedEnv index("GTEST_SHARD_INDEX", "3");
+    ScopedEnv total("GTEST_TOTAL_SHARDS", "3");
+    expect_error({"--cases", "1"}, "GTEST_SHARD_INDEX");
+  }
+  {
+    ScopedEnv index("GTEST_SHARD_INDEX", "0");
+    ScopedEnv total("GTEST_TOTAL_SHARDS", nullptr);
+    expect_error({"--cases", "1"}, "GTEST_TOTAL_SHARDS");
+  }
+}
+
+TEST_F(CliFuzz, BadOptionsExitTwo) {
+  expect_error({"--cases", "1", "--shard", "0/1", "--family", "transformer-xl"}, "transformer-xl");
+  expect_error({"--seconds", "-1", "--shard", "0/1"}, "--seconds");
+  expect_error({"--seconds", "0", "--shard", "0/1"}, "--seconds");
+  expect_error({"--cases", "0", "--shard", "0/1"}, "--cases");
+  expect_error({"--cases", "1", "--shard", "0/1", "--pass-kind", "encode"}, "encode");
+  expect_error({"--cases", "1", "--shard", "0/1", "--corpus", (dir_ / "none").string()}, "none");
+  expect_error({"--cases", "1", "--shard", "0/1", "--mutant", "B9", "--sizing", "spec"}, "B9");
+}
+
+}  // namespace
