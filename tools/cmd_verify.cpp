@@ -62,6 +62,20 @@ void add_options(CLI::App& sub, VerifyCommand& cmd) {
   sub.add_flag("--json", cmd.json, "print the report as one JSON object (every finding)");
 }
 
+// The grid samples boundaries: a short buffer's smallest overflowing prefill chunk usually
+// lies between them, so bisect for it and keep whichever pass is smaller.
+void refine_short_buffers(VerifyOutcome& o, const ModelConfig& config, const BufferSizes& sizes) {
+  for (ShortBuffer& s : o.short_buffers) {
+    auto f = verify::smallest_overflowing_prefill(config, sizes, o.target, o.shape, s.buffer);
+    if (!f) continue;
+    const uint64_t tokens = std::stoull(f->pass.substr(f->pass.find("t=") + 2));
+    if (tokens >= s.smallest_tokens) continue;
+    f->sizing = s.smallest.sizing;  // keeps a --sizes file's label
+    s.smallest = *f;
+    s.smallest_tokens = tokens;
+  }
+}
+
 int run_verify(const VerifyCommand& cmd) {
   VerifyOutcome o;
   const ModelConfig config = cmd.model.load();
@@ -87,6 +101,7 @@ int run_verify(const VerifyCommand& cmd) {
   verify::VerifyOptions opts;
   // Collect every finding: the short-buffer section needs each buffer's smallest pass.
   opts.max_findings = SIZE_MAX;
+  opts.config_label = o.model;
   o.report = verify::verify_config(config, sizes, o.target, o.shape, grid, opts);
   o.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Plans name the sizing they were built with; a file's byte counts are not that sizing.
@@ -95,6 +110,7 @@ int run_verify(const VerifyCommand& cmd) {
       f.sizing = "file " + o.sizes_file->path + " (its sizing " + o.sizes_file->sizing +
                  "; sub-layout " + o.sizing + ")";
   finish_outcome(o);
+  refine_short_buffers(o, config, sizes);
 
   if (cmd.json)
     fmt::print("{}\n", verify_json(o).dump(2));

@@ -198,6 +198,8 @@ nlohmann::json finding_json(const Finding& f) {
           {"end", f.end},
           {"buffer_bytes", f.buffer_bytes},
           {"sizing", f.sizing},
+          {"config", f.config},
+          {"shape", f.shape},
           {"detail", f.detail}};
 }
 

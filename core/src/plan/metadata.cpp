@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "bufferlab/core/checked.h"
+#include "bufferlab/core/ops/embedding.h"
 
 namespace bufferlab::plan::detail {
 namespace {
@@ -113,19 +114,19 @@ std::vector<Access> metadata_reads(const Ctx& c, const std::vector<std::string>&
 }
 
 void emit_uploads(Builder& b, const Ctx& c) {
-  b.add("upload_token_ids", "upload_token_ids(rows=" + std::to_string(c.T) + ")",
-        {wr(arena(BufferId::token_ids, 0, {c.T}, DType::u32), "@token_ids")});
-  std::vector<Access> meta;
-  std::string params = "upload_metadata(" + c.pass.to_string();
-  for (MetaRegion& r : metadata_regions(c)) {
-    params +=
-        "," + r.name + "@" + std::to_string(r.ref.offset) + "+" + std::to_string(r.ref.bytes());
-    meta.push_back(wr(std::move(r.ref), "@meta." + r.name));
-  }
-  if (!meta.empty()) b.add("upload_metadata", params + ")", std::move(meta));
+  const std::string pass = c.pass.to_string();
+  b.add(UploadOp{"upload_token_ids",
+                 pass,
+                 {{"token_ids", arena(BufferId::token_ids, 0, {c.T}, DType::u32), "@token_ids"}}});
+  UploadOp meta{"upload_metadata", pass, {}};
+  for (MetaRegion& r : metadata_regions(c))
+    meta.regions.push_back({r.name, std::move(r.ref), "@meta." + r.name});
+  if (!meta.regions.empty()) b.add(meta);
   if (c.paths.lora)
-    b.add("upload_lora_slots", "upload_lora_slots(rows=" + std::to_string(c.T) + ")",
-          {wr(arena(BufferId::lora_seq_slot, 0, {c.T}, DType::i32), "@lora_slot")});
+    b.add(UploadOp{
+        "upload_lora_slots",
+        pass,
+        {{"lora_seq_slot", arena(BufferId::lora_seq_slot, 0, {c.T}, DType::i32), "@lora_slot"}}});
 }
 
 }  // namespace bufferlab::plan::detail

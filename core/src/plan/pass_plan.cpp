@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
 #include "builder.h"
 #include "metadata.h"
@@ -29,16 +30,11 @@ uint64_t layer_count(const ModelConfig& c) {
 bool has_hc(const ModelConfig& c) { return c.hc_mult > 0; }
 
 void emit_embedding(Builder& b, const Ctx& c) {
-  const uint64_t h = c.config.hidden_size;
   // With mHC the embedding row feeds hc_expand; otherwise it starts the residual stream.
   const bool hc = has_hc(c.config);
-  const BufferId out = hc ? BufferId::hidden_states : BufferId::residual;
-  b.add("embedding",
-        "embedding(rows=" + std::to_string(c.T) + ",h=" + std::to_string(h) +
-            ",out=" + buffer_name(out).data() + ")",
-        {rd(arena(BufferId::token_ids, 0, {c.T}, DType::u32), "@token_ids"),
-         rd(detail::weights({c.config.vocab_size, h}, DType::bf16)),
-         wr(arena(out, 0, {c.T, h}, DType::bf16), hc ? "@x" : "@residual")});
+  b.add(EmbeddingOp::make(c.T, c.config.hidden_size, c.config.vocab_size,
+                          hc ? BufferId::hidden_states : BufferId::residual,
+                          hc ? "@x" : "@residual"));
 }
 
 // The norm in front of a sub-block. Without mHC: a plain RMSNorm of the residual stream
@@ -79,13 +75,8 @@ void emit_final_norm(Builder& b, const Ctx& c) {
 
 // LM head (numerics §8): the rows of buffers.md §4.9 gathered from the final norm.
 void emit_lm_head(Builder& b, const Ctx& c) {
-  const uint64_t rows = c.pass.logits_rows(), h = c.config.hidden_size, V = c.config.vocab_size;
-  b.add("lm_head",
-        "lm_head(" + c.pass.to_string() + ",logits_rows=" + std::to_string(rows) +
-            ",h=" + std::to_string(h) + ",vocab=" + std::to_string(V) + ")",
-        {rd(arena(BufferId::norm_output, 0, {c.T, h}, DType::bf16), "final"),
-         rd(detail::weights({V, h}, DType::bf16)),
-         wr(arena(BufferId::logits, 0, {rows, V}, DType::bf16), "logits")});
+  b.add(LmHeadOp::make(c.T, c.pass.logits_rows(), c.config.hidden_size, c.config.vocab_size,
+                       c.pass.to_string()));
 }
 
 void emit_mixer(Builder& b, const Ctx& c) {
@@ -175,6 +166,7 @@ PassPlan build(const ModelConfig& config, const BufferSizes& sizes, const Target
   plan.pass = pass;
   plan.paths = paths;
   plan.sizing = sizes.sizing.to_string();
+  plan.shape = shape;
   if (auto why = pass.refusal(shape)) {
     plan.refused = *why;
     return plan;

@@ -74,6 +74,10 @@ class Checker {
     f.pass = plan_.pass.to_string();
     f.paths = plan_.paths.to_string();
     f.sizing = plan_.sizing;
+    const RunShape& r = plan_.shape;
+    f.shape = "m=" + std::to_string(r.max_batch_tokens) + ",seq=" + std::to_string(r.max_seq_len) +
+              ",block=" + std::to_string(r.kv_block_size) +
+              ",bs=" + std::to_string(r.max_batch_size);
     f.step = step;
     if (step < plan_.steps.size()) {
       const Step& s = plan_.steps[step];
@@ -328,7 +332,8 @@ std::string Finding::to_string() const {
   std::ostringstream s;
   s << verify::to_string(check) << " on " << buffer << " [" << begin << ", " << end << ") of "
     << buffer_bytes << " B — " << pass << " [" << paths << "] step " << step << " " << op << " ("
-    << where << ") " << params << " — sizing " << sizing << ": " << detail;
+    << where << ") " << params << " — sizing " << sizing << ", "
+    << (config.empty() ? "" : config + " ") << shape << ": " << detail;
   return s.str();
 }
 

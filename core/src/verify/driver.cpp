@@ -100,8 +100,10 @@ ConfigReport verify_config(const ModelConfig& config, const BufferSizes& sizes,
       ++report.plans;
       std::vector<Finding> f = check(pl, layout);
       found += f.size();
-      for (Finding& x : f)
+      for (Finding& x : f) {
+        x.config = opts.config_label;
         if (report.findings.size() < opts.max_findings) report.findings.push_back(std::move(x));
+      }
       if (opts.stop_at_first && !f.empty()) break;
     }
     ks.findings += found;
@@ -109,6 +111,36 @@ ConfigReport verify_config(const ModelConfig& config, const BufferSizes& sizes,
     if (opts.stop_at_first && found > 0) break;
   }
   return report;
+}
+
+std::optional<Finding> smallest_overflowing_prefill(const ModelConfig& config,
+                                                    const BufferSizes& sizes, const Target& target,
+                                                    const RunShape& shape,
+                                                    const std::string& buffer,
+                                                    const VerifyOptions& opts) {
+  const Layout layout = Layout::build(sizes);
+  const std::vector<plan::Paths> paths =
+      opts.paths.empty() ? plan::all_paths(config, target) : opts.paths;
+  auto overflow_at = [&](uint64_t t) -> std::optional<Finding> {
+    for (const plan::Paths& p : paths)
+      for (Finding& f :
+           check(plan::build(config, sizes, target, shape, Pass::prefill(t), p), layout))
+        if (f.check == CheckKind::bounds && f.buffer == buffer) return f;
+    return std::nullopt;
+  };
+  std::optional<Finding> hi = overflow_at(shape.max_batch_tokens);
+  if (!hi) return std::nullopt;
+  uint64_t lo = 0, t = shape.max_batch_tokens;  // lo: no overflow (0 = none known), t: overflow
+  while (t - lo > 1) {
+    const uint64_t mid = lo + (t - lo) / 2;
+    if (auto f = overflow_at(mid)) {
+      t = mid;
+      hi = std::move(f);
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
 }
 
 }  // namespace bufferlab::verify

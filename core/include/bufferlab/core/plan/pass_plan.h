@@ -32,6 +32,7 @@ struct PassPlan {
   Pass pass;
   Paths paths;
   std::string sizing;                     // the sizing the plan was built against
+  RunShape shape;                         // the run shape the plan was built for
   std::vector<uint64_t> layers;           // model layers the plan covers, in order
   std::vector<Step> steps;                // empty when refused or ineligible
   std::optional<std::string> refused;     // the engine refuses the pass (counted, not a finding)

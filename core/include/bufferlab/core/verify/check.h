@@ -37,6 +37,8 @@ struct Finding {
   uint64_t buffer_bytes = 0;    // the buffer's size in the layout under test
   std::string detail;           // the human sentence
   std::string sizing;           // sizing the layout came from
+  std::string shape;            // the run shape: "m=8192,seq=32768,block=16,bs=32"
+  std::string config;           // the model, when the caller names it (VerifyOptions::config_label)
 
   std::string to_string() const;
 };

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ struct KindSummary {
 
 struct ConfigReport {
   std::vector<KindSummary> kinds;  // one per PassKind, in all_pass_kinds() order
-  std::vector<Finding> findings;   // sorted by pass tokens, then step
+  std::vector<Finding> findings;   // in grid order, then path, then step
   uint64_t plans = 0;
   uint64_t paths = 0;  // path combinations checked per pass
   bool clean() const { return findings.empty(); }
@@ -41,11 +42,23 @@ struct ConfigReport {
 struct VerifyOptions {
   std::vector<plan::Paths> paths;  // empty: plan::all_paths(config, target)
   size_t max_findings = 1000;      // stop collecting (not checking) beyond this
+  std::string config_label;        // names the model in every finding (Finding::config)
   bool stop_at_first = false;      // fuzzing: stop at the first plan with a finding
 };
 
 ConfigReport verify_config(const ModelConfig& config, const BufferSizes& sizes,
                            const Target& target, const RunShape& shape,
                            const std::vector<plan::Pass>& passes, const VerifyOptions& opts = {});
+
+// The smallest prefill chunk that overflows `buffer`: bisection over t in [1, m] for a t
+// whose plan (on any of the path combinations) has a bounds finding on `buffer` while t − 1
+// has none. Returns that plan's first such finding, or nothing when prefill(m) does not
+// overflow it. (The grid samples boundaries; a short buffer's threshold usually lies between
+// them.)
+std::optional<Finding> smallest_overflowing_prefill(const ModelConfig& config,
+                                                    const BufferSizes& sizes, const Target& target,
+                                                    const RunShape& shape,
+                                                    const std::string& buffer,
+                                                    const VerifyOptions& opts = {});
 
 }  // namespace bufferlab::verify

@@ -1,0 +1,75 @@
+// Embedding, LM head and upload ops: footprints from the pass rows and the model widths.
+#include "bufferlab/core/ops/embedding.h"
+
+namespace bufferlab {
+namespace {
+
+TensorRef arena_ref(BufferId id, std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::arena, id, 0, std::move(shape), t};
+}
+TensorRef pool(std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
+}
+std::string u(uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+EmbeddingOp EmbeddingOp::make(uint64_t rows, uint64_t hidden, uint64_t vocab, BufferId out,
+                              std::string output_value) {
+  EmbeddingOp op;
+  op.dims = {rows, hidden, vocab};
+  op.token_ids = arena_ref(BufferId::token_ids, {rows}, DType::u32);
+  op.table = pool({vocab, hidden}, DType::bf16);
+  op.output = arena_ref(out, {rows, hidden}, DType::bf16);
+  op.output_value = std::move(output_value);
+  return op;
+}
+
+std::string EmbeddingOp::params() const {
+  return "embedding(rows=" + u(dims.rows) + ",h=" + u(dims.hidden) + ",vocab=" + u(dims.vocab) +
+         ",out=" + std::string(buffer_name(output.buffer)) + ")";
+}
+
+std::vector<Access> EmbeddingOp::accesses() const {
+  return {{token_ids, AccessKind::read, "@token_ids"},
+          {table, AccessKind::read, {}},
+          {output, AccessKind::write, output_value}};
+}
+
+LmHeadOp LmHeadOp::make(uint64_t rows, uint64_t logits_rows, uint64_t hidden, uint64_t vocab,
+                        std::string pass) {
+  LmHeadOp op;
+  op.dims = {rows, logits_rows, hidden, vocab};
+  op.pass = std::move(pass);
+  // The gather reads single rows of the final norm; its footprint is the rows they lie in.
+  op.input = arena_ref(BufferId::norm_output, {rows, hidden}, DType::bf16);
+  op.table = pool({vocab, hidden}, DType::bf16);
+  op.output = arena_ref(BufferId::logits, {logits_rows, vocab}, DType::bf16);
+  return op;
+}
+
+std::string LmHeadOp::params() const {
+  return "lm_head(" + pass + ",logits_rows=" + u(dims.logits_rows) + ",h=" + u(dims.hidden) +
+         ",vocab=" + u(dims.vocab) + ")";
+}
+
+std::vector<Access> LmHeadOp::accesses() const {
+  return {{input, AccessKind::read, "final"},
+          {table, AccessKind::read, {}},
+          {output, AccessKind::write, "logits"}};
+}
+
+std::string UploadOp::params() const {
+  std::string s = label + "(" + pass;
+  for (const Region& r : regions)
+    s += "," + r.name + "@" + u(r.ref.offset) + "+" + u(r.ref.bytes());
+  return s + ")";
+}
+
+std::vector<Access> UploadOp::accesses() const {
+  std::vector<Access> out;
+  for (const Region& r : regions) out.push_back({r.ref, AccessKind::write, r.value});
+  return out;
+}
+
+}  // namespace bufferlab
