@@ -1,6 +1,8 @@
 // TargetOptions and SizingOptions: declarations and their translation.
 #include "verify_options.h"
 
+#include "bufferlab/core/error.h"
+
 namespace bufferlab::cli {
 
 void TargetOptions::add_options(CLI::App& command) {
@@ -46,6 +48,12 @@ Sizing SizingOptions::sizing() const {
   s.kind = sizing_kind_from_string(sizing_);
   if (mutant_option_->count() > 0) s.mutant = mutant_from_string(mutant_);
   s.validate();
+  // A kernel mutant leaves every size, layout and plan unchanged: a clean report would be
+  // a claim the verifier cannot make.
+  if (s.mutant != Mutant::none && !is_static_mutant(s.mutant))
+    throw Error(std::string("mutant ") + to_string(s.mutant) +
+                " changes a kernel's numerics, not sizes, layouts or schedules: the static "
+                "verifier cannot see it (its op's numerical property tests catch it)");
   return s;
 }
 

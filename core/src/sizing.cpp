@@ -39,6 +39,18 @@ std::vector<Mutant> all_mutants() {
   return out;
 }
 
+bool is_static_mutant(Mutant m) {
+  switch (m) {
+    case Mutant::B13:
+    case Mutant::B14:
+    case Mutant::M_TIE:
+    case Mutant::M_SKCOL:
+      return false;
+    default:
+      return m != Mutant::none;
+  }
+}
+
 Mutant mutant_from_string(const std::string& s) {
   std::string key = s;
   for (auto& c : key)

@@ -116,6 +116,9 @@ TEST_F(CliVerify, MutantWithSpecSizingIsAnError) {
   expect_error({"verify", "--preset", "tiny-dense", "--mutant", "B99"}, "B99");
   expect_error({"verify", "--preset", "tiny-dense", "--sizing", "tight"}, "tight");
   expect_error({"verify"}, "--preset");
+  // Kernel mutants leave sizes and plans unchanged: verify refuses rather than report clean.
+  expect_error({"verify", "--preset", "tiny-moe", "--mutant", "B14"}, "numerics");
+  expect_error({"fuzz", "--cases", "5", "--mutant", "M-TIE"}, "numerics");
 }
 
 json plan_of(const bufferlab::testing::CliRun& r) {
