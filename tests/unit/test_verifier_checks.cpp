@@ -65,6 +65,10 @@ TEST(VerifierChecks, BoundsPastTheEndAndNullBuffer) {
   EXPECT_EQ(f[0].begin, 900u);
   EXPECT_EQ(f[0].end, 1001u);
   EXPECT_EQ(f[0].buffer_bytes, 1000u);
+  // A finding names the pass, the op's parameters and the run shape.
+  EXPECT_EQ(f[0].pass, "prefill(t=4)");
+  EXPECT_EQ(f[0].params, "op(params)");
+  EXPECT_EQ(f[0].shape, "m=8192,seq=32768,block=16,bs=32");
   EXPECT_TRUE(
       has(run({step({W(BufferId::ssm_gates, 0, 1, "a")})}), CheckKind::bounds, "ssm_gates"));
 }
