@@ -3,6 +3,7 @@
 
 #include <sstream>
 #include <string_view>
+#include <utility>
 
 #include "bufferlab/core/checked.h"
 
@@ -26,6 +27,14 @@ std::string TensorRef::to_string() const {
   for (size_t i = 0; i < shape.size(); ++i) s << (i ? "," : "") << shape[i];
   s << ']';
   return s.str();
+}
+
+TensorRef arena_tensor(BufferId buffer, uint64_t offset, std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::arena, buffer, offset, std::move(shape), t};
+}
+
+TensorRef pool_tensor(std::vector<uint64_t> shape, DType t) {
+  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
 }
 
 const char* to_string(AccessKind k) {

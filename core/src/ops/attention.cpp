@@ -12,12 +12,6 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena(BufferId id, uint64_t offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset, std::move(shape), t};
-}
-TensorRef pool(std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
-}
 // Byte offset of row `row` of a row-major [·, width] tensor of `t`.
 uint64_t row_offset(uint64_t row, uint64_t width, DType t) {
   return (Size(row) * width * dtype_bytes(t)).value();
@@ -87,11 +81,12 @@ AttnStageOp AttnStageOp::make(const ModelConfig& config, Part part, uint64_t src
   }
   // Only K and V follow the projection's row padding (spec §5 ssm_qkvz); the Q copy is t rows.
   s.rows = (padded_rows && part != Part::q_copy) ? ceil16(tokens).value() : tokens;
-  op.src = arena(BufferId::qkv_output, row_offset(src_row0, s.qkv_dim, DType::bf16),
-                 {tokens, s.qkv_dim}, DType::bf16);
-  op.dst = arena(dst, row_offset(dst_row0, s.width, DType::bf16), {tokens, s.width}, DType::bf16);
-  op.pad = arena(dst, row_offset((Size(dst_row0) + tokens).value(), s.width, DType::bf16),
-                 {s.rows - tokens, s.width}, DType::bf16);
+  op.src = arena_tensor(BufferId::qkv_output, row_offset(src_row0, s.qkv_dim, DType::bf16),
+                        {tokens, s.qkv_dim}, DType::bf16);
+  op.dst =
+      arena_tensor(dst, row_offset(dst_row0, s.width, DType::bf16), {tokens, s.width}, DType::bf16);
+  op.pad = arena_tensor(dst, row_offset((Size(dst_row0) + tokens).value(), s.width, DType::bf16),
+                        {s.rows - tokens, s.width}, DType::bf16);
   return op;
 }
 
@@ -141,23 +136,24 @@ AttnPrefillOp AttnPrefillOp::make(const ModelConfig& config, bool sliding,
   op.lists = std::move(lists);
   op.meta = std::move(meta);
   const uint64_t qw = h.q_width(), kvw = h.kv_width();
-  op.q = arena(BufferId::ssm_deinterleaved, row_offset(launch.row0, qw, DType::bf16),
-               {launch.rows, qw}, DType::bf16);
+  op.q = arena_tensor(BufferId::ssm_deinterleaved, row_offset(launch.row0, qw, DType::bf16),
+                      {launch.rows, qw}, DType::bf16);
   // Causal: stream b's queries up to row `end` read its K/V rows [b·L, min((b+1)·L, end)).
   const uint64_t L = launch.tokens / launch.streams;
   const uint64_t end = launch.row0 + launch.rows;
   for (uint64_t b = launch.row0 / L; b * L < end; ++b) {
     const uint64_t first = b * L, last = std::min(first + L, end);
-    op.k.push_back(arena(BufferId::ssm_qkvz, row_offset(first, kvw, DType::bf16),
-                         {last - first, kvw}, DType::bf16));
-    op.v.push_back(arena(BufferId::ssm_qkvz,
-                         row_offset((Size(v_row0) + first).value(), kvw, DType::bf16),
-                         {last - first, kvw}, DType::bf16));
+    op.k.push_back(arena_tensor(BufferId::ssm_qkvz, row_offset(first, kvw, DType::bf16),
+                                {last - first, kvw}, DType::bf16));
+    op.v.push_back(arena_tensor(BufferId::ssm_qkvz,
+                                row_offset((Size(v_row0) + first).value(), kvw, DType::bf16),
+                                {last - first, kvw}, DType::bf16));
   }
-  op.kv_cache = pool({launch.tokens, 2, kvw}, DType::bf16);
-  op.out = arena(BufferId::attn_output,
-                 row_offset((Size(launch.decode_rows) + launch.row0).value(), qw, DType::bf16),
-                 {launch.rows, qw}, DType::bf16);
+  op.kv_cache = pool_tensor({launch.tokens, 2, kvw}, DType::bf16);
+  op.out =
+      arena_tensor(BufferId::attn_output,
+                   row_offset((Size(launch.decode_rows) + launch.row0).value(), qw, DType::bf16),
+                   {launch.rows, qw}, DType::bf16);
   return op;
 }
 
@@ -190,12 +186,13 @@ AttnDecodeOp AttnDecodeOp::make(const ModelConfig& config, bool sliding, uint64_
   op.dims = Shape{rows,   h.nq,   h.nkv, h.hd, config.qkv_dim().value(), verify ? 1 : splits,
                   verify, sliding};
   op.meta = std::move(meta);
-  op.qkv = arena(BufferId::qkv_output, 0, {rows, op.dims.qkv_dim}, DType::bf16);
-  op.kv_cache = pool({rows, 2, h.kv_width()}, DType::bf16);
+  op.qkv = arena_tensor(BufferId::qkv_output, 0, {rows, op.dims.qkv_dim}, DType::bf16);
+  op.kv_cache = pool_tensor({rows, 2, h.kv_width()}, DType::bf16);
   // Slot ((seq·nq)+head)·splits+split, seq < rows: slots [0, rows·nq·splits) back to back.
-  op.out = op.split_k() ? arena(BufferId::splitk_workspace, 0,
-                                {rows, h.nq, op.dims.splits, (Size(h.hd) + 2).value()}, DType::f32)
-                        : arena(BufferId::attn_output, 0, {rows, h.q_width()}, DType::bf16);
+  op.out = op.split_k()
+               ? arena_tensor(BufferId::splitk_workspace, 0,
+                              {rows, h.nq, op.dims.splits, (Size(h.hd) + 2).value()}, DType::f32)
+               : arena_tensor(BufferId::attn_output, 0, {rows, h.q_width()}, DType::bf16);
   return op;
 }
 
@@ -218,9 +215,9 @@ SplitKMergeOp SplitKMergeOp::make(const ModelConfig& config, uint64_t rows, uint
   const Heads h = heads(config);
   SplitKMergeOp op;
   op.dims = Shape{rows, h.nq, h.hd, splits};
-  op.partials = arena(BufferId::splitk_workspace, 0, {rows, h.nq, splits, (Size(h.hd) + 2).value()},
-                      DType::f32);
-  op.out = arena(BufferId::attn_output, 0, {rows, h.q_width()}, DType::bf16);
+  op.partials = arena_tensor(BufferId::splitk_workspace, 0,
+                             {rows, h.nq, splits, (Size(h.hd) + 2).value()}, DType::f32);
+  op.out = arena_tensor(BufferId::attn_output, 0, {rows, h.q_width()}, DType::bf16);
   return op;
 }
 
@@ -240,8 +237,8 @@ AttnGateOp AttnGateOp::make(const ModelConfig& config, uint64_t rows) {
   const Heads h = heads(config);
   AttnGateOp op;
   op.dims = Shape{rows, h.nq, h.hd, config.qkv_dim().value()};
-  op.gate = arena(BufferId::qkv_output, 0, {rows, op.dims.qkv_dim}, DType::bf16);
-  op.attn = arena(BufferId::attn_output, 0, {rows, h.q_width()}, DType::bf16);
+  op.gate = arena_tensor(BufferId::qkv_output, 0, {rows, op.dims.qkv_dim}, DType::bf16);
+  op.attn = arena_tensor(BufferId::attn_output, 0, {rows, h.q_width()}, DType::bf16);
   return op;
 }
 

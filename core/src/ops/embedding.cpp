@@ -4,12 +4,6 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena_ref(BufferId id, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, 0, std::move(shape), t};
-}
-TensorRef pool(std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
-}
 std::string u(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
@@ -18,9 +12,9 @@ EmbeddingOp EmbeddingOp::make(uint64_t rows, uint64_t hidden, uint64_t vocab, Bu
                               std::string output_value) {
   EmbeddingOp op;
   op.dims = {rows, hidden, vocab};
-  op.token_ids = arena_ref(BufferId::token_ids, {rows}, DType::u32);
-  op.table = pool({vocab, hidden}, DType::bf16);
-  op.output = arena_ref(out, {rows, hidden}, DType::bf16);
+  op.token_ids = arena_tensor(BufferId::token_ids, 0, {rows}, DType::u32);
+  op.table = pool_tensor({vocab, hidden}, DType::bf16);
+  op.output = arena_tensor(out, 0, {rows, hidden}, DType::bf16);
   op.output_value = std::move(output_value);
   return op;
 }
@@ -42,9 +36,9 @@ LmHeadOp LmHeadOp::make(uint64_t rows, uint64_t logits_rows, uint64_t hidden, ui
   op.dims = {rows, logits_rows, hidden, vocab};
   op.pass = std::move(pass);
   // The gather reads single rows of the final norm; its footprint is the rows they lie in.
-  op.input = arena_ref(BufferId::norm_output, {rows, hidden}, DType::bf16);
-  op.table = pool({vocab, hidden}, DType::bf16);
-  op.output = arena_ref(BufferId::logits, {logits_rows, vocab}, DType::bf16);
+  op.input = arena_tensor(BufferId::norm_output, 0, {rows, hidden}, DType::bf16);
+  op.table = pool_tensor({vocab, hidden}, DType::bf16);
+  op.output = arena_tensor(BufferId::logits, 0, {logits_rows, vocab}, DType::bf16);
   return op;
 }
 

@@ -8,21 +8,15 @@
 #include "bufferlab/core/checked.h"
 
 namespace bufferlab {
-namespace {
-
-TensorRef arena_ref(BufferId id, uint64_t offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset, std::move(shape), t};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 SwigluOp SwigluOp::make(uint64_t rows, uint64_t width, double limit, std::string gate_value,
                         std::string up_value, std::string output_value) {
   SwigluOp op;
   op.dims = {rows, width};
   op.limit = limit;
-  op.gate = arena_ref(BufferId::expert_gate_out, 0, {rows, width}, DType::bf16);
-  op.up = arena_ref(BufferId::expert_up_out, 0, {rows, width}, DType::bf16);
+  op.gate = arena_tensor(BufferId::expert_gate_out, 0, {rows, width}, DType::bf16);
+  op.up = arena_tensor(BufferId::expert_up_out, 0, {rows, width}, DType::bf16);
   op.gate_value = std::move(gate_value);
   op.up_value = std::move(up_value);
   op.output_value = std::move(output_value);
@@ -68,12 +62,12 @@ FfnActQuantOp FfnActQuantOp::make(const TensorRef& input, std::string input_valu
                       : format == FfnActFormat::int8 ? DType::i8
                                                      : DType::fp4_e2m1x2;
   const DType scale_t = format == FfnActFormat::nvfp4 ? DType::fp8_e4m3 : DType::f32;
-  op.act = arena_ref(BufferId::ffn_act_a, 0, {P, cols}, act_t);
-  op.scale = arena_ref(BufferId::ffn_act_scale, 0, {P, op.dims.groups}, scale_t);
+  op.act = arena_tensor(BufferId::ffn_act_a, 0, {P, cols}, act_t);
+  op.scale = arena_tensor(BufferId::ffn_act_scale, 0, {P, op.dims.groups}, scale_t);
   // The NVFP4 global scale follows the E4M3 group scales. P is a multiple of 16, so the
   // offset is 4-aligned, and it fits: P·cdiv(K,16) + 4 ≤ m_pad·cdiv(kmax,32)·4 whenever
   // P ≤ m_pad and K ≤ kmax (cdiv(K,16) ≤ 2·cdiv(K,32), and the other half is ≥ 32 bytes).
-  op.global_scale = arena_ref(BufferId::ffn_act_scale, op.scale.bytes(), {1}, DType::f32);
+  op.global_scale = arena_tensor(BufferId::ffn_act_scale, op.scale.bytes(), {1}, DType::f32);
   return op;
 }
 

@@ -10,12 +10,6 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena_ref(BufferId id, Size offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset.value(), std::move(shape), t};
-}
-TensorRef pool(std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
-}
 std::string u(uint64_t v) { return std::to_string(v); }
 std::string fmt_double(double v) {
   char buf[32];
@@ -53,8 +47,8 @@ GdnDeinterleaveOp GdnDeinterleaveOp::make(const GdnGeometry& g, uint64_t rows) {
   GdnDeinterleaveOp op;
   op.geom = g;
   op.dims = {rows, g.qkvz};
-  op.input = arena_ref(BufferId::ssm_qkvz, 0, {rows, g.qkvz}, DType::bf16);
-  op.output = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
+  op.input = arena_tensor(BufferId::ssm_qkvz, 0, {rows, g.qkvz}, DType::bf16);
+  op.output = arena_tensor(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
   return op;
 }
 
@@ -72,10 +66,10 @@ GdnConvOp GdnConvOp::make(const GdnGeometry& g, uint64_t rows) {
   GdnConvOp op;
   op.geom = g;
   op.dims = {rows, g.conv_dim, g.qkvz, g.kernel};
-  op.input = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
-  op.weight = pool({g.conv_dim, g.kernel}, DType::bf16);
-  op.state = pool({rows, g.conv_dim, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
-  op.output = arena_ref(BufferId::ssm_conv_out_f32, 0, {rows, g.conv_dim}, DType::f32);
+  op.input = arena_tensor(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
+  op.weight = pool_tensor({g.conv_dim, g.kernel}, DType::bf16);
+  op.state = pool_tensor({rows, g.conv_dim, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
+  op.output = arena_tensor(BufferId::ssm_conv_out_f32, 0, {rows, g.conv_dim}, DType::f32);
   return op;
 }
 
@@ -97,10 +91,10 @@ std::vector<Access> GdnConvOp::accesses() const {
 GdnGatesOp GdnGatesOp::make(const GdnGeometry& g, uint64_t rows) {
   GdnGatesOp op;
   op.dims = {rows, g.nv};
-  op.ba = arena_ref(BufferId::ssm_ba, 0, {rows, (Size(2) * g.nv).value()}, DType::bf16);
-  op.a_log = pool({g.nv}, DType::f32);
-  op.dt_bias = pool({g.nv}, DType::f32);
-  op.gates = arena_ref(BufferId::ssm_gates, 0, {rows, g.nv, 2}, DType::f32);
+  op.ba = arena_tensor(BufferId::ssm_ba, 0, {rows, (Size(2) * g.nv).value()}, DType::bf16);
+  op.a_log = pool_tensor({g.nv}, DType::f32);
+  op.dt_bias = pool_tensor({g.nv}, DType::f32);
+  op.gates = arena_tensor(BufferId::ssm_gates, 0, {rows, g.nv, 2}, DType::f32);
   return op;
 }
 
@@ -181,38 +175,38 @@ TensorRef GdnChunkOp::region(Array a, uint64_t b) const {
   const uint64_t C = GdnChunkCarve::kChunk;
   switch (a) {
     case Array::W:
-      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.w) + first * carve.w_region,
-                       {count, C, dims.kd}, DType::bf16);
+      return arena_tensor(BufferId::gdn_fla_scratch, Size(carve.w) + first * carve.w_region,
+                          {count, C, dims.kd}, DType::bf16);
     case Array::U:
-      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.u) + first * carve.u_region,
-                       {count, C, dims.vd}, DType::bf16);
+      return arena_tensor(BufferId::gdn_fla_scratch, Size(carve.u) + first * carve.u_region,
+                          {count, C, dims.vd}, DType::bf16);
     case Array::S:
-      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.s) + first * carve.s_region,
-                       {count, dims.kd, dims.vd}, DType::bf16);
+      return arena_tensor(BufferId::gdn_fla_scratch, Size(carve.s) + first * carve.s_region,
+                          {count, dims.kd, dims.vd}, DType::bf16);
     case Array::uc:
-      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.uc) + first * carve.uc_region,
-                       {count, C, dims.vd}, DType::bf16);
+      return arena_tensor(BufferId::gdn_fla_scratch, Size(carve.uc) + first * carve.uc_region,
+                          {count, C, dims.vd}, DType::bf16);
     case Array::gc:
-      return arena_ref(BufferId::gdn_fla_scratch, Size(carve.gc) + first * carve.gc_region,
-                       {count, C}, DType::f32);
+      return arena_tensor(BufferId::gdn_fla_scratch, Size(carve.gc) + first * carve.gc_region,
+                          {count, C}, DType::f32);
   }
   return {};
 }
 
 TensorRef GdnChunkOp::conv_rows() const {
-  return arena_ref(BufferId::ssm_conv_out_f32, Size(dims.row0) * dims.conv_dim * 4,
-                   {dims.rows, dims.conv_dim}, DType::f32);
+  return arena_tensor(BufferId::ssm_conv_out_f32, Size(dims.row0) * dims.conv_dim * 4,
+                      {dims.rows, dims.conv_dim}, DType::f32);
 }
 
 TensorRef GdnChunkOp::gate_rows() const {
-  return arena_ref(BufferId::ssm_gates, Size(dims.row0) * dims.nv * 2 * 4, {dims.rows, dims.nv, 2},
-                   DType::f32);
+  return arena_tensor(BufferId::ssm_gates, Size(dims.row0) * dims.nv * 2 * 4,
+                      {dims.rows, dims.nv, 2}, DType::f32);
 }
 
 TensorRef GdnChunkOp::output_rows() const {
   const uint64_t width = (Size(dims.nv) * dims.vd).value();
-  return arena_ref(BufferId::attn_output, Size(dims.row0) * width * 2, {dims.rows, width},
-                   DType::bf16);
+  return arena_tensor(BufferId::attn_output, Size(dims.row0) * width * 2, {dims.rows, width},
+                      DType::bf16);
 }
 
 std::vector<Access> GdnChunkOp::accesses() const {
@@ -221,7 +215,7 @@ std::vector<Access> GdnChunkOp::accesses() const {
   auto each_stream = [&](Array a, AccessKind k, const char* value) {
     for (uint64_t b = 0; b < n; ++b) out.push_back({region(a, b), k, per_stream(value, n, b)});
   };
-  const TensorRef state = pool({n, dims.nv, dims.kd, dims.vd}, DType::f32);
+  const TensorRef state = pool_tensor({n, dims.nv, dims.kd, dims.vd}, DType::f32);
   switch (stage) {
     case Stage::wu:
       out.push_back({conv_rows(), AccessKind::read, "conv_out"});
@@ -256,12 +250,13 @@ std::vector<Access> GdnChunkOp::accesses() const {
 GdnRecurrentOp GdnRecurrentOp::make(const GdnGeometry& g, uint64_t row0, uint64_t rows) {
   GdnRecurrentOp op;
   op.dims = {row0, rows, g.nk, g.kd, g.nv, g.vd, g.conv_dim};
-  op.conv = arena_ref(BufferId::ssm_conv_out_f32, Size(row0) * g.conv_dim * 4, {rows, g.conv_dim},
-                      DType::f32);
-  op.gates = arena_ref(BufferId::ssm_gates, Size(row0) * g.nv * 2 * 4, {rows, g.nv, 2}, DType::f32);
-  op.state = pool({rows, g.nv, g.kd, g.vd}, DType::f32);
-  op.output = arena_ref(BufferId::attn_output, Size(row0) * g.value_dim * 2, {rows, g.value_dim},
-                        DType::bf16);
+  op.conv = arena_tensor(BufferId::ssm_conv_out_f32, Size(row0) * g.conv_dim * 4,
+                         {rows, g.conv_dim}, DType::f32);
+  op.gates =
+      arena_tensor(BufferId::ssm_gates, Size(row0) * g.nv * 2 * 4, {rows, g.nv, 2}, DType::f32);
+  op.state = pool_tensor({rows, g.nv, g.kd, g.vd}, DType::f32);
+  op.output = arena_tensor(BufferId::attn_output, Size(row0) * g.value_dim * 2, {rows, g.value_dim},
+                           DType::bf16);
   return op;
 }
 
@@ -284,9 +279,9 @@ GdnGatedNormOp GdnGatedNormOp::make(const GdnGeometry& g, uint64_t rows, double 
   GdnGatedNormOp op;
   op.dims = {rows, g.nv, g.vd, g.conv_dim, g.qkvz};  // Z follows Q|K|V in each row
   op.eps = eps;
-  op.io = arena_ref(BufferId::attn_output, 0, {rows, g.value_dim}, DType::bf16);
-  op.z = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
-  op.weight = pool({g.vd}, DType::bf16);
+  op.io = arena_tensor(BufferId::attn_output, 0, {rows, g.value_dim}, DType::bf16);
+  op.z = arena_tensor(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
+  op.weight = pool_tensor({g.vd}, DType::bf16);
   return op;
 }
 

@@ -11,12 +11,6 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena_ref(BufferId id, Size offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset.value(), std::move(shape), t};
-}
-TensorRef pool(std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
-}
 std::string u(uint64_t v) { return std::to_string(v); }
 std::string fmt_double(double v) {
   char buf[32];
@@ -56,11 +50,11 @@ Mamba2ConvOp Mamba2ConvOp::make(const Mamba2Geometry& g, uint64_t rows) {
   Mamba2ConvOp op;
   op.geom = g;
   op.dims = {rows, g.d_xbc, g.d_inner, g.in_proj, g.kernel};  // xBC follows z in each row
-  op.input = arena_ref(BufferId::ssm_qkvz, 0, {rows, g.in_proj}, DType::bf16);
-  op.weight = pool({g.d_xbc, g.kernel}, DType::bf16);
-  op.bias = pool({g.d_xbc}, DType::bf16);
-  op.state = pool({rows, g.d_xbc, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
-  op.output = arena_ref(BufferId::ssm_deinterleaved, 0, {rows, g.d_xbc}, DType::bf16);
+  op.input = arena_tensor(BufferId::ssm_qkvz, 0, {rows, g.in_proj}, DType::bf16);
+  op.weight = pool_tensor({g.d_xbc, g.kernel}, DType::bf16);
+  op.bias = pool_tensor({g.d_xbc}, DType::bf16);
+  op.state = pool_tensor({rows, g.d_xbc, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
+  op.output = arena_tensor(BufferId::ssm_deinterleaved, 0, {rows, g.d_xbc}, DType::bf16);
   return op;
 }
 
@@ -124,33 +118,33 @@ std::string SsdChunkOp::params() const {
 }
 
 TensorRef SsdChunkOp::dt_span() const {
-  return arena_ref(BufferId::ssd_scratch, carve.dt, {span_rows(dims, carve.nc), SsdCarve::kChunk},
-                   DType::f32);
+  return arena_tensor(BufferId::ssd_scratch, carve.dt,
+                      {span_rows(dims, carve.nc), SsdCarve::kChunk}, DType::f32);
 }
 
 TensorRef SsdChunkOp::da_span() const {
-  return arena_ref(BufferId::ssd_scratch, carve.da, {span_rows(dims, carve.nc), SsdCarve::kChunk},
-                   DType::f32);
+  return arena_tensor(BufferId::ssd_scratch, carve.da,
+                      {span_rows(dims, carve.nc), SsdCarve::kChunk}, DType::f32);
 }
 
 TensorRef SsdChunkOp::cb() const {
-  return arena_ref(BufferId::ssd_scratch, carve.cb,
-                   {dims.chunks, dims.G, SsdCarve::kChunk, SsdCarve::kChunk}, DType::f32);
+  return arena_tensor(BufferId::ssd_scratch, carve.cb,
+                      {dims.chunks, dims.G, SsdCarve::kChunk, SsdCarve::kChunk}, DType::f32);
 }
 
 TensorRef SsdChunkOp::zxbcdt_rows() const {
-  return arena_ref(BufferId::ssm_qkvz, Size(dims.row0) * dims.in_proj * 2,
-                   {dims.rows, dims.in_proj}, DType::bf16);
+  return arena_tensor(BufferId::ssm_qkvz, Size(dims.row0) * dims.in_proj * 2,
+                      {dims.rows, dims.in_proj}, DType::bf16);
 }
 
 TensorRef SsdChunkOp::xbc_rows() const {
-  return arena_ref(BufferId::ssm_deinterleaved, Size(dims.row0) * dims.d_xbc * 2,
-                   {dims.rows, dims.d_xbc}, DType::bf16);
+  return arena_tensor(BufferId::ssm_deinterleaved, Size(dims.row0) * dims.d_xbc * 2,
+                      {dims.rows, dims.d_xbc}, DType::bf16);
 }
 
 TensorRef SsdChunkOp::output_rows() const {
-  return arena_ref(BufferId::attn_output, Size(dims.row0) * dims.d_inner * 2,
-                   {dims.rows, dims.d_inner}, DType::bf16);
+  return arena_tensor(BufferId::attn_output, Size(dims.row0) * dims.d_inner * 2,
+                      {dims.rows, dims.d_inner}, DType::bf16);
 }
 
 std::vector<Access> SsdChunkOp::accesses() const {
@@ -163,8 +157,8 @@ std::vector<Access> SsdChunkOp::accesses() const {
   };
   switch (stage) {
     case Stage::cumsum:
-      out.push_back({zxbcdt_rows(), AccessKind::read, "zxbcdt"});         // dt_raw columns
-      out.push_back({pool({dims.H}, DType::f32), AccessKind::read, {}});  // A_log, dt_bias
+      out.push_back({zxbcdt_rows(), AccessKind::read, "zxbcdt"});                // dt_raw columns
+      out.push_back({pool_tensor({dims.H}, DType::f32), AccessKind::read, {}});  // A_log, dt_bias
       heads(AccessKind::write);
       break;
     case Stage::bmm:
@@ -172,11 +166,11 @@ std::vector<Access> SsdChunkOp::accesses() const {
       out.push_back({cb(), AccessKind::write, cbv});
       break;
     case Stage::scan: {
-      const TensorRef state = pool({dims.H, dims.P, dims.N}, DType::f32);
+      const TensorRef state = pool_tensor({dims.H, dims.P, dims.N}, DType::f32);
       out.push_back({xbc_rows(), AccessKind::read, "xbc"});
       heads(AccessKind::read);
       out.push_back({cb(), AccessKind::read, cbv});
-      out.push_back({pool({dims.H}, DType::f32), AccessKind::read, {}});  // D
+      out.push_back({pool_tensor({dims.H}, DType::f32), AccessKind::read, {}});  // D
       out.push_back({state, AccessKind::read, {}});
       out.push_back({state, AccessKind::write, {}});
       out.push_back({output_rows(), AccessKind::write, "ssd_out"});
@@ -192,12 +186,12 @@ Mamba2RecurrentOp Mamba2RecurrentOp::make(const Mamba2Geometry& g, uint64_t row0
   Mamba2RecurrentOp op;
   op.dims = {row0, rows, g.H, g.P, g.N, g.ng};
   op.zxbcdt =
-      arena_ref(BufferId::ssm_qkvz, Size(row0) * g.in_proj * 2, {rows, g.in_proj}, DType::bf16);
-  op.xbc = arena_ref(BufferId::ssm_deinterleaved, Size(row0) * g.d_xbc * 2, {rows, g.d_xbc},
-                     DType::bf16);
-  op.state = pool({rows, g.H, g.P, g.N}, DType::f32);
-  op.output =
-      arena_ref(BufferId::attn_output, Size(row0) * g.d_inner * 2, {rows, g.d_inner}, DType::bf16);
+      arena_tensor(BufferId::ssm_qkvz, Size(row0) * g.in_proj * 2, {rows, g.in_proj}, DType::bf16);
+  op.xbc = arena_tensor(BufferId::ssm_deinterleaved, Size(row0) * g.d_xbc * 2, {rows, g.d_xbc},
+                        DType::bf16);
+  op.state = pool_tensor({rows, g.H, g.P, g.N}, DType::f32);
+  op.output = arena_tensor(BufferId::attn_output, Size(row0) * g.d_inner * 2, {rows, g.d_inner},
+                           DType::bf16);
   return op;
 }
 
@@ -220,10 +214,10 @@ Mamba2GatedNormOp Mamba2GatedNormOp::make(const Mamba2Geometry& g, uint64_t rows
   Mamba2GatedNormOp op;
   op.dims = {rows, g.d_inner, g.d_inner / g.G, g.in_proj};
   op.eps = eps;
-  op.input = arena_ref(BufferId::attn_output, 0, {rows, g.d_inner}, DType::bf16);
-  op.z = arena_ref(BufferId::ssm_qkvz, 0, {rows, g.in_proj}, DType::bf16);
-  op.weight = pool({g.d_inner}, DType::bf16);
-  op.output = arena_ref(BufferId::norm_output, 0, {rows, g.d_inner}, DType::bf16);
+  op.input = arena_tensor(BufferId::attn_output, 0, {rows, g.d_inner}, DType::bf16);
+  op.z = arena_tensor(BufferId::ssm_qkvz, 0, {rows, g.in_proj}, DType::bf16);
+  op.weight = pool_tensor({g.d_inner}, DType::bf16);
+  op.output = arena_tensor(BufferId::norm_output, 0, {rows, g.d_inner}, DType::bf16);
   return op;
 }
 

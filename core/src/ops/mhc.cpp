@@ -9,24 +9,18 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena_ref(BufferId id, Size offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset.value(), std::move(shape), t};
-}
-TensorRef pool(std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
-}
 std::string u(uint64_t v) { return std::to_string(v); }
 
 uint64_t width(uint64_t hc, uint64_t h) { return (Size(hc) * h).value(); }  // hc·h
 
 TensorRef stream_rows(uint64_t row0, uint64_t rows, uint64_t hc, uint64_t h) {
-  return arena_ref(BufferId::hc_streams, Size(row0) * hc * h * 4, {rows, hc, h}, DType::f32);
+  return arena_tensor(BufferId::hc_streams, Size(row0) * hc * h * 4, {rows, hc, h}, DType::f32);
 }
 TensorRef block_in_rows(uint64_t row0, uint64_t rows, uint64_t h) {
-  return arena_ref(BufferId::norm_output, Size(row0) * h * 2, {rows, h}, DType::bf16);
+  return arena_tensor(BufferId::norm_output, Size(row0) * h * 2, {rows, h}, DType::bf16);
 }
 TensorRef post_rows(uint64_t row0, uint64_t rows, uint64_t hc) {
-  return arena_ref(BufferId::hc_post, Size(row0) * hc * 4, {rows, hc}, DType::f32);
+  return arena_tensor(BufferId::hc_post, Size(row0) * hc * 4, {rows, hc}, DType::f32);
 }
 
 }  // namespace
@@ -36,7 +30,7 @@ TensorRef post_rows(uint64_t row0, uint64_t rows, uint64_t hc) {
 HcExpandOp HcExpandOp::make(const ModelConfig& c, uint64_t rows) {
   HcExpandOp op;
   op.dims = {rows, c.hc_mult, c.hidden_size};
-  op.input = arena_ref(BufferId::hidden_states, 0, {rows, c.hidden_size}, DType::bf16);
+  op.input = arena_tensor(BufferId::hidden_states, 0, {rows, c.hidden_size}, DType::bf16);
   op.streams = stream_rows(0, rows, c.hc_mult, c.hidden_size);
   return op;
 }
@@ -57,11 +51,11 @@ HcPreOp HcPreOp::make(const ModelConfig& c, uint64_t rows) {
   const uint64_t mix = ((Size(2) + hc) * hc).value();  // [pre | post | comb]
   op.dims = {rows, hc, h, mix, c.hc_sinkhorn_iters};
   op.streams = stream_rows(0, rows, hc, h);
-  op.fn = pool({mix, width(hc, h)}, DType::f32);
-  op.scale = pool({3}, DType::f32);
-  op.bias = pool({mix}, DType::f32);
+  op.fn = pool_tensor({mix, width(hc, h)}, DType::f32);
+  op.scale = pool_tensor({3}, DType::f32);
+  op.bias = pool_tensor({mix}, DType::f32);
   op.post = post_rows(0, rows, hc);
-  op.comb = arena_ref(BufferId::hc_comb, 0, {rows, hc, hc}, DType::f32);
+  op.comb = arena_tensor(BufferId::hc_comb, 0, {rows, hc, hc}, DType::f32);
   op.block_in = block_in_rows(0, rows, h);
   return op;
 }
@@ -135,18 +129,19 @@ std::string HcLowRankSplitOp::params() const {
 std::vector<Access> HcLowRankSplitOp::accesses() const {
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h, r = dims.r, w = width(hc, h);
   const TensorRef normed =
-      arena_ref(BufferId::hc_lowrank_scratch, carve.normed, {rows, w}, DType::f32);
-  const TensorRef low = arena_ref(BufferId::hc_lowrank_scratch, carve.low, {rows, r}, DType::f32);
+      arena_tensor(BufferId::hc_lowrank_scratch, carve.normed, {rows, w}, DType::f32);
+  const TensorRef low =
+      arena_tensor(BufferId::hc_lowrank_scratch, carve.low, {rows, r}, DType::f32);
   std::vector<Access> out;
   switch (stage) {
     case Stage::norm:
       out = {{stream_rows(0, rows, hc, h), AccessKind::read, "@hc"},
-             {pool({hc, h}, DType::f32), AccessKind::read, {}},
+             {pool_tensor({hc, h}, DType::f32), AccessKind::read, {}},
              {normed, AccessKind::write, "hc_normed"}};
       break;
     case Stage::down:
       out = {{normed, AccessKind::read, "hc_normed"},
-             {pool({(Size(r) + hc).value(), w}, DType::f32),
+             {pool_tensor({(Size(r) + hc).value(), w}, DType::f32),
               AccessKind::read,
               {}},  // W_down | W_inject
              {low, AccessKind::write, "hc_low"},
@@ -155,7 +150,7 @@ std::vector<Access> HcLowRankSplitOp::accesses() const {
     case Stage::collapse:
       out = {{low, AccessKind::read, "hc_low"},
              {normed, AccessKind::read, "hc_normed"},
-             {pool({w, r}, DType::f32), AccessKind::read, {}},
+             {pool_tensor({w, r}, DType::f32), AccessKind::read, {}},
              {block_in_rows(0, rows, h), AccessKind::write, "norm"}};
       break;
   }
@@ -199,7 +194,7 @@ std::vector<Access> HcLowRankSlabOp::accesses() const {
   const uint64_t row0 = dims.row0, rows = dims.rows, hc = dims.hc, h = dims.h, r = dims.r;
   const uint64_t w = width(hc, h);
   auto scratch = [&](uint64_t offset, uint64_t cols) {
-    return arena_ref(BufferId::hc_lowrank_scratch, offset, {rows, cols}, DType::bf16);
+    return arena_tensor(BufferId::hc_lowrank_scratch, offset, {rows, cols}, DType::bf16);
   };
   const TensorRef normed = scratch(carve.normed, w), up_pre = scratch(carve.up_pre, w);
   const TensorRef low = scratch(carve.low, r), inj_pre = scratch(carve.inj_pre, hc);
@@ -207,22 +202,22 @@ std::vector<Access> HcLowRankSlabOp::accesses() const {
   switch (stage) {
     case Stage::norm:
       out = {{stream_rows(row0, rows, hc, h), AccessKind::read, "@hc"},
-             {pool({hc, h}, DType::f32), AccessKind::read, {}},
+             {pool_tensor({hc, h}, DType::f32), AccessKind::read, {}},
              {normed, AccessKind::write, "hc_normed"}};
       break;
     case Stage::down:
       out = {{normed, AccessKind::read, "hc_normed"},
-             {pool({r, w}, DType::bf16), AccessKind::read, {}},
+             {pool_tensor({r, w}, DType::bf16), AccessKind::read, {}},
              {low, AccessKind::write, "hc_low"}};
       break;
     case Stage::inject:
       out = {{normed, AccessKind::read, "hc_normed"},
-             {pool({hc, w}, DType::bf16), AccessKind::read, {}},
+             {pool_tensor({hc, w}, DType::bf16), AccessKind::read, {}},
              {inj_pre, AccessKind::write, "hc_inj_pre"}};
       break;
     case Stage::up:
       out = {{low, AccessKind::read, "hc_low"},
-             {pool({w, r}, DType::bf16), AccessKind::read, {}},
+             {pool_tensor({w, r}, DType::bf16), AccessKind::read, {}},
              {up_pre, AccessKind::write, "hc_up_pre"}};
       break;
     case Stage::collapse:
@@ -243,8 +238,8 @@ HcPostOp HcPostOp::make(const ModelConfig& c, uint64_t rows) {
   const uint64_t hc = c.hc_mult, h = c.hidden_size;
   op.dims = {rows, hc, h, c.hc_lowrank > 0};
   op.post = post_rows(0, rows, hc);
-  op.comb = arena_ref(BufferId::hc_comb, 0, {rows, hc, hc}, DType::f32);
-  op.block_out = arena_ref(BufferId::moe_output, 0, {rows, h}, DType::bf16);
+  op.comb = arena_tensor(BufferId::hc_comb, 0, {rows, hc, hc}, DType::f32);
+  op.block_out = arena_tensor(BufferId::moe_output, 0, {rows, h}, DType::bf16);
   op.streams = stream_rows(0, rows, hc, h);
   return op;
 }
@@ -270,8 +265,8 @@ HcHeadOp HcHeadOp::make(const ModelConfig& c, uint64_t rows) {
   const uint64_t hc = c.hc_mult, h = c.hidden_size;
   op.dims = {rows, hc, h};
   op.streams = stream_rows(0, rows, hc, h);
-  op.fn = pool({hc, width(hc, h)}, DType::f32);
-  op.output = arena_ref(BufferId::hidden_states, 0, {rows, h}, DType::bf16);
+  op.fn = pool_tensor({hc, width(hc, h)}, DType::f32);
+  op.output = arena_tensor(BufferId::hidden_states, 0, {rows, h}, DType::bf16);
   return op;
 }
 

@@ -11,15 +11,12 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena(BufferId id, uint64_t offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset, std::move(shape), t};
-}
 TensorRef pool(std::vector<uint64_t> shape) {
   return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), DType::bf16};
 }
 // bf16 [rows, width] at row 0 of `id`.
 TensorRef rows_of(BufferId id, uint64_t rows, uint64_t width) {
-  return arena(id, 0, {rows, width}, DType::bf16);
+  return arena_tensor(id, 0, {rows, width}, DType::bf16);
 }
 
 std::string kv(const char* key, uint64_t v) { return std::string(key) + "=" + std::to_string(v); }
@@ -142,9 +139,11 @@ MlaAttnOp MlaAttnOp::make(const ModelConfig& config, bool decode, uint64_t row0,
   op.lists = std::move(lists);
   op.meta = std::move(meta);
   const uint64_t qw = d.absorbed_width(), ow = d.attn_width();
-  op.q = arena(BufferId::ssm_deinterleaved, (Size(row0) * qw * 2).value(), {rows, qw}, DType::bf16);
+  op.q = arena_tensor(BufferId::ssm_deinterleaved, (Size(row0) * qw * 2).value(), {rows, qw},
+                      DType::bf16);
   op.kv_cache = pool({rows, d.latent_width()});
-  op.out = arena(BufferId::attn_output, (Size(row0) * ow * 2).value(), {rows, ow}, DType::bf16);
+  op.out =
+      arena_tensor(BufferId::attn_output, (Size(row0) * ow * 2).value(), {rows, ow}, DType::bf16);
   return op;
 }
 

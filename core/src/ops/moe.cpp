@@ -10,12 +10,6 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena_ref(BufferId id, uint64_t offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset, std::move(shape), t};
-}
-TensorRef pool_ref(std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
-}
 uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 uint64_t all_experts(const ModelConfig& c) {
   return (Size(c.num_experts) + c.zero_expert_num).value();
@@ -24,21 +18,22 @@ uint64_t all_experts(const ModelConfig& c) {
 // The top-k outputs of `rows` rows (topk_regions) as TensorRefs in scratch.
 TensorRef ids_ref(uint64_t rows, uint64_t top_k) {
   const TopKRegions r = topk_regions(rows, top_k);
-  return arena_ref(BufferId::scratch, r.ids_offset, {mul(rows, top_k)}, DType::u32);
+  return arena_tensor(BufferId::scratch, r.ids_offset, {mul(rows, top_k)}, DType::u32);
 }
 TensorRef weights_ref(uint64_t rows, uint64_t top_k) {
   const TopKRegions r = topk_regions(rows, top_k);
-  return arena_ref(BufferId::scratch, r.weights_offset, {mul(rows, top_k)}, DType::f32);
+  return arena_tensor(BufferId::scratch, r.weights_offset, {mul(rows, top_k)}, DType::f32);
 }
 
 // expert_gate_out / expert_up_out rows: [T][top_k · I] (numerics §2).
 TensorRef expert_slices(BufferId id, const ModelConfig& c, uint64_t rows) {
-  return arena_ref(id, 0, {rows, mul(c.num_experts_per_tok, c.moe_intermediate_size)}, DType::bf16);
+  return arena_tensor(id, 0, {rows, mul(c.num_experts_per_tok, c.moe_intermediate_size)},
+                      DType::bf16);
 }
 // expert_down_out rows: [T·top_k][D] (gathered input, then the down output).
 TensorRef expert_rows(const ModelConfig& c, uint64_t rows) {
-  return arena_ref(BufferId::expert_down_out, 0,
-                   {mul(rows, c.num_experts_per_tok), c.moe_input_size().value()}, DType::bf16);
+  return arena_tensor(BufferId::expert_down_out, 0,
+                      {mul(rows, c.num_experts_per_tok), c.moe_input_size().value()}, DType::bf16);
 }
 
 }  // namespace
@@ -68,13 +63,14 @@ MoeRouterOp MoeRouterOp::make(const ModelConfig& c, uint64_t rows, RouterPrecisi
   op.dims = {rows, c.hidden_size, all_experts(c)};
   op.precision = precision;
   const bool f32_in = precision == RouterPrecision::fp32_routing;
-  op.input = f32_in ? arena_ref(BufferId::moe_router_in_f32, 0, {rows, c.hidden_size}, DType::f32)
-                    : arena_ref(BufferId::norm_output, 0, {rows, c.hidden_size}, DType::bf16);
+  op.input = f32_in
+                 ? arena_tensor(BufferId::moe_router_in_f32, 0, {rows, c.hidden_size}, DType::f32)
+                 : arena_tensor(BufferId::norm_output, 0, {rows, c.hidden_size}, DType::bf16);
   op.input_value = f32_in ? "norm_f32" : "norm";
-  op.weight = pool_ref({op.dims.experts, c.hidden_size}, DType::bf16);
+  op.weight = pool_tensor({op.dims.experts, c.hidden_size}, DType::bf16);
   op.logits = precision == RouterPrecision::bf16
-                  ? arena_ref(BufferId::gate_logits, 0, {rows, op.dims.experts}, DType::bf16)
-                  : arena_ref(BufferId::gate_logits_f32, 0, {rows, op.dims.experts}, DType::f32);
+                  ? arena_tensor(BufferId::gate_logits, 0, {rows, op.dims.experts}, DType::bf16)
+                  : arena_tensor(BufferId::gate_logits_f32, 0, {rows, op.dims.experts}, DType::f32);
   return op;
 }
 
@@ -122,11 +118,11 @@ MoeTopKOp MoeTopKOp::make(const ModelConfig& c, uint64_t rows, bool logits_f32, 
   // by logit.
   op.use_bias = c.use_routing_bias && op.scoring != MoeScoring::softmax;
   op.logits = logits_f32
-                  ? arena_ref(BufferId::gate_logits_f32, 0, {rows, op.dims.experts}, DType::f32)
-                  : arena_ref(BufferId::gate_logits, 0, {rows, op.dims.experts}, DType::bf16);
-  op.bias = pool_ref({op.dims.experts}, DType::f32);
-  op.token_ids = arena_ref(BufferId::token_ids, 0, {rows}, DType::u32);
-  op.tid2eid = pool_ref({op.dims.vocab, k}, DType::i32);
+                  ? arena_tensor(BufferId::gate_logits_f32, 0, {rows, op.dims.experts}, DType::f32)
+                  : arena_tensor(BufferId::gate_logits, 0, {rows, op.dims.experts}, DType::bf16);
+  op.bias = pool_tensor({op.dims.experts}, DType::f32);
+  op.token_ids = arena_tensor(BufferId::token_ids, 0, {rows}, DType::u32);
+  op.tid2eid = pool_tensor({op.dims.vocab, k}, DType::i32);
   op.ids = ids_ref(rows, k);
   op.weights = weights_ref(rows, k);
   return op;
@@ -158,8 +154,8 @@ std::vector<Access> MoeTopKOp::accesses() const {
 
 TensorRef moe_expert_input(const ModelConfig& c, uint64_t rows) {
   if (c.moe_latent_size > 0)
-    return arena_ref(BufferId::ssm_ba, 0, {rows, c.moe_latent_size}, DType::bf16);
-  return arena_ref(BufferId::norm_output, 0, {rows, c.hidden_size}, DType::bf16);
+    return arena_tensor(BufferId::ssm_ba, 0, {rows, c.moe_latent_size}, DType::bf16);
+  return arena_tensor(BufferId::norm_output, 0, {rows, c.hidden_size}, DType::bf16);
 }
 
 MoeGatherOp MoeGatherOp::make(const ModelConfig& c, uint64_t rows) {
@@ -204,7 +200,7 @@ MoeExpertGemmOp MoeExpertGemmOp::make(const ModelConfig& c, uint64_t rows, Exper
   const bool down = proj == ExpertProj::down;
   op.dims = {rows, c.num_experts_per_tok, c.num_experts, down ? I : D, down ? D : I};
   op.ids = ids_ref(rows, op.dims.top_k);
-  op.weight = pool_ref({c.num_experts, op.dims.N, op.dims.K}, DType::bf16);
+  op.weight = pool_tensor({c.num_experts, op.dims.N, op.dims.K}, DType::bf16);
   if (down) {
     op.input = expert_slices(BufferId::expert_gate_out, c, rows);
     op.input_value = "expert_act";
@@ -251,7 +247,7 @@ MoeCombineOp MoeCombineOp::make(const ModelConfig& c, uint64_t rows, bool hash) 
   // Latent MoE combines in latent space, in place of the latent input (ssm_ba): the same
   // TensorRef as `input`, so a zero-expert read of it is a declared in-place access.
   op.output =
-      latent ? op.input : arena_ref(BufferId::moe_output, 0, {rows, c.hidden_size}, DType::bf16);
+      latent ? op.input : arena_tensor(BufferId::moe_output, 0, {rows, c.hidden_size}, DType::bf16);
   if (latent) op.output_value = "moe_latent_out";
   return op;
 }

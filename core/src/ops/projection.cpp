@@ -8,10 +8,6 @@
 namespace bufferlab {
 namespace {
 
-TensorRef arena_ref(BufferId id, uint64_t offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, id, offset, std::move(shape), t};
-}
-
 std::string u(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
@@ -22,9 +18,9 @@ Fp8QuantOp Fp8QuantOp::make(const TensorRef& input, std::string input_value, uin
   op.dims = {rows, ceil16(Size(rows)).value(), K, cdiv(K, 128)};
   op.input = input;
   op.input_value = std::move(input_value);
-  op.act = arena_ref(BufferId::fp8_act, 0, {op.dims.padded_rows, K}, DType::fp8_e4m3);
+  op.act = arena_tensor(BufferId::fp8_act, 0, {op.dims.padded_rows, K}, DType::fp8_e4m3);
   op.scale =
-      arena_ref(BufferId::fp8_act_scale, 0, {op.dims.padded_rows, op.dims.groups}, DType::f32);
+      arena_tensor(BufferId::fp8_act_scale, 0, {op.dims.padded_rows, op.dims.groups}, DType::f32);
   return op;
 }
 
@@ -46,7 +42,7 @@ Q8QuantOp Q8QuantOp::make(const TensorRef& input, std::string input_value, Buffe
   op.dims = {rows, K, k_pad, (Size(k_pad / 32) * 36).value()};
   op.input = input;
   op.input_value = std::move(input_value);
-  op.output = arena_ref(out, 0, {rows, op.dims.row_bytes}, DType::u8);
+  op.output = arena_tensor(out, 0, {rows, op.dims.row_bytes}, DType::u8);
   op.output_value = std::move(output_value);
   return op;
 }
@@ -65,7 +61,7 @@ Q2DequantOp Q2DequantOp::make(uint64_t N, uint64_t K, std::string output_value) 
   op.dims = {N, K};
   const uint64_t blocks = (Size(N) * cdiv(K, 128)).value();
   op.packed = TensorRef{Space::weights, BufferId::hidden_states, 0, {blocks, 34}, DType::u8};
-  op.output = arena_ref(BufferId::q2_dequant_scratch, 0, {N, K}, DType::bf16);
+  op.output = arena_tensor(BufferId::q2_dequant_scratch, 0, {N, K}, DType::bf16);
   op.output_value = std::move(output_value);
   return op;
 }
@@ -87,10 +83,10 @@ GemmOp GemmOp::make(std::string label, std::string kind, std::vector<Access> inp
   op.dims = {rows, out_rows, K, N};
   op.inputs = std::move(inputs);
   op.weight = TensorRef{Space::weights, BufferId::hidden_states, 0, {N, K}, DType::bf16};
-  op.output = arena_ref(out_buffer, out_offset, {rows, N}, out_dtype);
+  op.output = arena_tensor(out_buffer, out_offset, {rows, N}, out_dtype);
   if (out_rows > rows)
     op.phantom_rows =
-        arena_ref(out_buffer, out_offset + op.output.bytes(), {out_rows - rows, N}, out_dtype);
+        arena_tensor(out_buffer, out_offset + op.output.bytes(), {out_rows - rows, N}, out_dtype);
   op.output_value = std::move(output_value);
   return op;
 }
@@ -114,13 +110,14 @@ LoraOp LoraOp::shrink(std::string label, const TensorRef& x, std::string x_value
   op.stage = Stage::shrink;
   op.label = std::move(label);
   op.dims = {rows, K, 0, rank};
-  op.io = {
-      {x, AccessKind::read, std::move(x_value)},
-      {arena_ref(BufferId::lora_seq_slot, 0, {rows}, DType::i32), AccessKind::read, "@lora_slot"},
-      {TensorRef{Space::weights, BufferId::hidden_states, 0, {rank, K}, DType::bf16},
-       AccessKind::read,
-       {}},
-      {arena_ref(BufferId::lora_xa, 0, {rows, rank}, DType::bf16), AccessKind::write, "lora_xa"}};
+  op.io = {{x, AccessKind::read, std::move(x_value)},
+           {arena_tensor(BufferId::lora_seq_slot, 0, {rows}, DType::i32), AccessKind::read,
+            "@lora_slot"},
+           {TensorRef{Space::weights, BufferId::hidden_states, 0, {rank, K}, DType::bf16},
+            AccessKind::read,
+            {}},
+           {arena_tensor(BufferId::lora_xa, 0, {rows, rank}, DType::bf16), AccessKind::write,
+            "lora_xa"}};
   return op;
 }
 
@@ -130,12 +127,13 @@ LoraOp LoraOp::expand(std::string label, uint64_t rows, uint64_t N, uint64_t ran
   op.label = std::move(label);
   op.dims = {rows, rank, N, rank};
   op.io = {
-      {arena_ref(BufferId::lora_xa, 0, {rows, rank}, DType::bf16), AccessKind::read, "lora_xa"},
-      {arena_ref(BufferId::lora_seq_slot, 0, {rows}, DType::i32), AccessKind::read, "@lora_slot"},
+      {arena_tensor(BufferId::lora_xa, 0, {rows, rank}, DType::bf16), AccessKind::read, "lora_xa"},
+      {arena_tensor(BufferId::lora_seq_slot, 0, {rows}, DType::i32), AccessKind::read,
+       "@lora_slot"},
       {TensorRef{Space::weights, BufferId::hidden_states, 0, {N, rank}, DType::bf16},
        AccessKind::read,
        {}},
-      {arena_ref(BufferId::lora_delta, 0, {rows, N}, DType::bf16), AccessKind::write,
+      {arena_tensor(BufferId::lora_delta, 0, {rows, N}, DType::bf16), AccessKind::write,
        "lora_delta"}};
   return op;
 }
@@ -146,10 +144,10 @@ LoraOp LoraOp::add(std::string label, const TensorRef& y, std::string y_value, u
   op.stage = Stage::add;
   op.label = std::move(label);
   op.dims = {rows, 0, N, 0};
-  op.io = {
-      {arena_ref(BufferId::lora_delta, 0, {rows, N}, DType::bf16), AccessKind::read, "lora_delta"},
-      {y, AccessKind::read, y_value},
-      {y, AccessKind::write, y_value}};
+  op.io = {{arena_tensor(BufferId::lora_delta, 0, {rows, N}, DType::bf16), AccessKind::read,
+            "lora_delta"},
+           {y, AccessKind::read, y_value},
+           {y, AccessKind::write, y_value}};
   return op;
 }
 

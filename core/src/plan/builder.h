@@ -70,11 +70,11 @@ struct Ctx {
 
 // An arena tensor at `offset` bytes into `buffer`.
 inline TensorRef arena(BufferId buffer, uint64_t offset, std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::arena, buffer, offset, std::move(shape), t};
+  return arena_tensor(buffer, offset, std::move(shape), t);
 }
 // A weight-pool tensor (weights, KV cache and other state outside the per-pass arena).
 inline TensorRef weights(std::vector<uint64_t> shape, DType t) {
-  return TensorRef{Space::weights, BufferId::hidden_states, 0, std::move(shape), t};
+  return pool_tensor(std::move(shape), t);
 }
 inline Access rd(TensorRef t, std::string value = {}) {
   return Access{std::move(t), AccessKind::read, std::move(value)};

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bufferlab/core/buffer_registry.h"
+#include "bufferlab/core/checked.h"
 #include "bufferlab/core/dtype.h"
 
 namespace bufferlab {
@@ -28,6 +30,16 @@ struct TensorRef {
 };
 
 // phantom_write: padding rows a GEMM writes that nobody may read (spec §5 "Phantom rows").
+// An arena tensor `offset` bytes into `buffer`, and a weight-pool tensor (weights, KV cache,
+// recurrent state: storage outside the per-pass arena). Every op descriptor builds its
+// operands with these.
+TensorRef arena_tensor(BufferId buffer, uint64_t offset, std::vector<uint64_t> shape, DType t);
+TensorRef pool_tensor(std::vector<uint64_t> shape, DType t);
+// With an offset computed in checked arithmetic (throws Error on overflow).
+inline TensorRef arena_tensor(BufferId buffer, Size offset, std::vector<uint64_t> shape, DType t) {
+  return arena_tensor(buffer, offset.value(), std::move(shape), t);
+}
+
 enum class AccessKind { read, write, phantom_write };
 const char* to_string(AccessKind k);
 bool is_write(AccessKind k);  // write or phantom_write
