@@ -1,6 +1,7 @@
 // `bufferlab verify`: every launchable pass of the boundary grid (spec/buffers.md §2) on
 // every path combination (§5), each plan checked against the layout of the sizing under
 // test — or of the byte counts of a `plan --json` file. Exit 0 clean, 1 findings, 2 error.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -10,10 +11,12 @@
 #include <fmt/format.h>
 
 #include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/error.h"
 #include "bufferlab/core/verify/driver.h"
 #include "commands.h"
 #include "model_source.h"
 #include "parse_number.h"
+#include "plan_steps.h"
 #include "sizes_file.h"
 #include "verify_options.h"
 #include "verify_report.h"
@@ -32,6 +35,8 @@ struct VerifyCommand {
   std::string max_batch_size = "32";
   std::string sizes_path;
   std::string show = "20";
+  std::string pass;   // --pass: print this one plan instead of verifying the grid
+  std::string paths;  // --paths: its path choices
   bool json = false;
 };
 
@@ -60,6 +65,34 @@ void add_options(CLI::App& sub, VerifyCommand& cmd) {
       ->type_name("N")
       ->capture_default_str();
   sub.add_flag("--json", cmd.json, "print the report as one JSON object (every finding)");
+  sub.add_option("--pass", cmd.pass,
+                 "print the plan of this one pass step by step (every access), then its "
+                 "findings: prefill(t=5), decode(n=3), verify(rows=7), mixed(n=3,t=20), "
+                 "codispatch(n=2,L=65)")
+      ->type_name("PASS");
+  sub.add_option("--paths", cmd.paths,
+                 "with --pass: the path choices, e.g. proj=fp8,router=fp32-gate,ffn=int8,q2=off,"
+                 "lora=on (default: the first combination)")
+      ->type_name("PATHS");
+}
+
+// --pass: one plan, step by step. The paths must be a combination the model and target
+// allow (a LoRA path without an adapter pool is no launchable plan).
+int run_one_plan(const VerifyCommand& cmd, const ModelConfig& config, const BufferSizes& sizes,
+                 const VerifyOutcome& o) {
+  const plan::Pass pass = plan::Pass::from_string(cmd.pass);
+  const auto allowed = plan::all_paths(config, o.target);
+  const plan::Paths paths =
+      cmd.paths.empty() ? allowed.front() : plan::Paths::from_string(cmd.paths);
+  if (std::find(allowed.begin(), allowed.end(), paths) == allowed.end()) {
+    std::string list;
+    for (const auto& p : allowed) list += "\n  " + p.to_string();
+    throw Error("paths " + paths.to_string() + " do not apply to this model and target; " +
+                "the combinations are:" + list);
+  }
+  const plan::PassPlan plan = plan::build(config, sizes, o.target, o.shape, pass, paths);
+  fmt::print("model:      {}\n", o.model);
+  return print_plan_steps(stdout, plan, Layout::build(sizes));
 }
 
 // The grid samples boundaries: a short buffer's smallest overflowing prefill chunk usually
@@ -94,6 +127,9 @@ int run_verify(const VerifyCommand& cmd) {
   if (!cmd.sizes_path.empty()) {
     o.sizes_file = apply_sizes_file(cmd.sizes_path, o.shape, o.target, sizes);
   }
+
+  if (!cmd.pass.empty()) return run_one_plan(cmd, config, sizes, o);
+  if (!cmd.paths.empty()) throw Error("--paths needs --pass (verify checks every combination)");
 
   const auto start = std::chrono::steady_clock::now();
   const std::vector<plan::Pass> grid = verify::pass_grid(o.shape);

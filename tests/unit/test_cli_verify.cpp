@@ -111,6 +111,26 @@ TEST_F(CliVerify, MutantB9OverlapsDecodeMetadata) {
   EXPECT_GT(count(j, "overlap", {"scratch"}), 0u) << j.at("findings").dump(1).substr(0, 3000);
 }
 
+// --pass prints one plan: under B9 (R = 36 while 33 sequences pad to 48 rows) the decode
+// upload writes 48 positions (192 bytes) at the metadata base 32768, into seq_slot at
+// 32768 + 4·36 = 32912.
+TEST_F(CliVerify, OnePassPrintsItsStepsAndFindings) {
+  const auto r = run({"verify", "--preset", "qwen3-next-80b", "--max-batch-size", "36", "--mutant",
+                      "B9", "--pass", "decode(n=33)"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("scratch+32768 u32[48] [32768, 32960)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scratch+32912 i32[48]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("overlap on scratch: bytes [32912, 32960)"), std::string::npos) << r.out;
+  const auto clean = run({"verify", "--preset", "tiny-dense", "--pass", "mixed(n=3,t=20)",
+                          "--paths", "proj=fp8,ffn=nvfp4"});
+  EXPECT_EQ(clean.exit_code, 0) << clean.err;
+  EXPECT_NE(clean.out.find("CLEAN: no findings in this plan"), std::string::npos) << clean.out;
+  expect_error({"verify", "--preset", "tiny-dense", "--pass", "decode(m=3)"}, "decode(m=3)");
+  expect_error({"verify", "--preset", "tiny-dense", "--pass", "prefill(t=1)", "--paths", "lora=on"},
+               "do not apply");
+  expect_error({"verify", "--preset", "tiny-dense", "--paths", "proj=fp8"}, "--pass");
+}
+
 TEST_F(CliVerify, MutantWithSpecSizingIsAnError) {
   expect_error({"verify", "--preset", "tiny-dense", "--mutant", "B1", "--sizing", "spec"}, "B1");
   expect_error({"verify", "--preset", "tiny-dense", "--mutant", "B99"}, "B99");

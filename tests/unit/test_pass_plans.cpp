@@ -51,6 +51,22 @@ TEST(Passes, MalformedPassesAreErrors) {
   EXPECT_THROW(Pass::codispatch(9, 5).validate(), Error);
 }
 
+TEST(Passes, PrintedFormsParseBack) {
+  for (const Pass& p : {Pass::prefill(5), Pass::decode(33), Pass::verify(160), Pass::mixed(3, 20),
+                        Pass::codispatch(8, 1024)})
+    EXPECT_EQ(Pass::from_string(p.to_string()), p) << p.to_string();
+  EXPECT_THROW(Pass::from_string("prefill"), Error);
+  EXPECT_THROW(Pass::from_string("prefill(t=0)"), Error);  // validated
+  EXPECT_THROW(Pass::from_string("decode(x=3)"), Error);
+  EXPECT_THROW(Pass::from_string("verify(rows=-1)"), Error);
+  const plan::Paths paths{plan::ProjectionPath::fp8, plan::RouterPath::fp32_routing,
+                          plan::FfnActPath::q8_1, plan::Q2Path::mmq, true};
+  EXPECT_EQ(plan::Paths::from_string(paths.to_string()), paths);
+  EXPECT_EQ(plan::Paths::from_string(""), plan::Paths{});
+  EXPECT_THROW(plan::Paths::from_string("proj=fp16"), Error);
+  EXPECT_THROW(plan::Paths::from_string("turbo=on"), Error);
+}
+
 TEST(PassGrid, CoversTheBoundariesOfEveryKind) {
   RunShape s;
   s.max_batch_tokens = 1193;

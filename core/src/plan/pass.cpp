@@ -1,6 +1,7 @@
 // Launchable passes (spec/buffers.md §2): geometry and the engine's refusal rule.
 #include "bufferlab/core/plan/pass.h"
 
+#include <algorithm>
 #include <string>
 
 #include "bufferlab/core/buffer_sizes.h"
@@ -164,6 +165,46 @@ std::string Pass::to_string() const {
       return k + "(n=" + std::to_string(n) + ",L=" + std::to_string(L) + ")";
   }
   return k;
+}
+
+Pass Pass::from_string(const std::string& text) {
+  const auto bad = [&](const std::string& why) -> Error {
+    return Error("pass '" + text + "': " + why +
+                 " (expected e.g. prefill(t=5), decode(n=3), verify(rows=7), mixed(n=3,t=20), "
+                 "codispatch(n=2,L=65))");
+  };
+  const size_t open = text.find('(');
+  if (open == std::string::npos || text.empty() || text.back() != ')') throw bad("no (…)");
+  Pass p;
+  p.kind = pass_kind_from_string(text.substr(0, open));
+  std::string args = text.substr(open + 1, text.size() - open - 2);
+  size_t pos = 0;
+  while (pos < args.size()) {
+    const size_t end = std::min(args.find(',', pos), args.size());
+    const std::string kv = args.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) throw bad("'" + kv + "' is not key=value");
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos ||
+        value.size() > 19)
+      throw bad("'" + value + "' is not a count");
+    const uint64_t v = std::stoull(value);
+    if (key == "t")
+      p.t = v;
+    else if (key == "n")
+      p.n = v;
+    else if (key == "L")
+      p.L = v;
+    else if (key == "rows" && p.kind == PassKind::verify)
+      p.rows = v;
+    else if (key == "rows" && p.kind == PassKind::decode)
+      continue;  // derived: rung(n)
+    else
+      throw bad("unknown key '" + key + "' for " + plan::to_string(p.kind));
+  }
+  p.validate();
+  return p;
 }
 
 }  // namespace bufferlab::plan

@@ -1,6 +1,10 @@
 // Execution-path choices (spec/buffers.md §5 "Paths") and their enumeration.
 #include "bufferlab/core/plan/paths.h"
 
+#include <algorithm>
+
+#include "bufferlab/core/error.h"
+
 namespace bufferlab::plan {
 
 const char* to_string(ProjectionPath p) { return p == ProjectionPath::bf16 ? "bf16" : "fp8"; }
@@ -47,6 +51,48 @@ std::string Paths::to_string() const {
   return std::string("proj=") + plan::to_string(projection) + ",router=" + plan::to_string(router) +
          ",ffn=" + plan::to_string(ffn_act) + ",q2=" + plan::to_string(q2) +
          ",lora=" + (lora ? "on" : "off");
+}
+
+namespace {
+
+template <class E>
+E choice(const std::string& key, const std::string& value, std::initializer_list<E> all) {
+  std::string known;
+  for (E e : all) {
+    if (value == to_string(e)) return e;
+    known += (known.empty() ? "" : ", ") + std::string(to_string(e));
+  }
+  throw Error("paths: " + key + "=" + value + " (known: " + known + ")");
+}
+
+}  // namespace
+
+Paths Paths::from_string(const std::string& text) {
+  Paths p;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t end = std::min(text.find(',', pos), text.size());
+    const std::string kv = text.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) throw Error("paths: '" + kv + "' is not key=value");
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (key == "proj")
+      p.projection = choice(key, value, {ProjectionPath::bf16, ProjectionPath::fp8});
+    else if (key == "router")
+      p.router =
+          choice(key, value, {RouterPath::bf16, RouterPath::fp32_gate, RouterPath::fp32_routing});
+    else if (key == "ffn")
+      p.ffn_act = choice(key, value,
+                         {FfnActPath::fp8, FfnActPath::int8, FfnActPath::nvfp4, FfnActPath::q8_1});
+    else if (key == "q2")
+      p.q2 = choice(key, value, {Q2Path::off, Q2Path::dequant, Q2Path::mmq});
+    else if (key == "lora" && (value == "on" || value == "off"))
+      p.lora = value == "on";
+    else
+      throw Error("paths: unknown '" + kv + "' (keys: proj, router, ffn, q2, lora)");
+  }
+  return p;
 }
 
 std::vector<Paths> all_paths(const ModelConfig& c, const Target& t) {

@@ -53,6 +53,9 @@ struct Pass {
   void validate() const;
 
   std::string to_string() const;  // "prefill(t=1193)", "mixed(n=3,t=100)"
+  // Parses what to_string prints ("decode(n=33,rows=48)": rows is derived, and ignored);
+  // throws Error naming the text on anything else. The result is validate()d.
+  static Pass from_string(const std::string& text);
   friend bool operator==(const Pass&, const Pass&) = default;
 };
 

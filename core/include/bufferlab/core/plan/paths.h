@@ -30,6 +30,9 @@ struct Paths {
   bool lora = false;
 
   std::string to_string() const;  // "proj=fp8,router=bf16,ffn=int8,q2=off,lora=on"
+  // Parses what to_string prints; any subset of the keys, the rest at their defaults.
+  // Throws Error naming the key or value it does not know.
+  static Paths from_string(const std::string& text);
   friend bool operator==(const Paths&, const Paths&) = default;
 };
 

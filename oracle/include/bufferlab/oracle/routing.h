@@ -1,0 +1,132 @@
+// FP64 oracle of MoE routing (spec/numerics.md §2): the router GEMM (MoeRouterOp), top-k
+// selection (MoeTopKOp) and the tie-stability check that judges a backend's selected ids
+// against the oracle under the derived per-expert bounds. Host copies of the operands carry
+// BF16 as raw bits.
+//
+// The one total order (every backend and the oracle): key descending, then expert index
+// ascending — an exact tie goes to the LOWER index. The key is the logit for softmax and
+// s + bias (s = f(logit)) for sigmoid / sqrtsoftplus.
+//
+// Defined behaviour for NaN: a NaN key ranks below every number, −Inf included; NaN keys rank
+// among themselves by index. The top-k oracle counts them (TopKReference::nan_keys). A row of
+// softmax logits holding a NaN has NaN weights everywhere (the softmax of the whole row is
+// NaN); sigmoid / sqrtsoftplus weights are NaN only where the selected score is NaN.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bufferlab/core/ops/moe.h"
+#include "bufferlab/oracle/mode.h"
+
+namespace bufferlab::oracle {
+
+// Unit roundoffs of the FP32 dot products behind the logits (numerics §2): round-to-nearest
+// on the CPU; device GEMMs accumulate on tensor cores, which do not round to nearest.
+inline constexpr double kUnitRoundoffCpu = 0x1p-24;
+inline constexpr double kUnitRoundoffDeviceGemm = 0x1p-23;
+
+// ---- Router GEMM ----
+
+struct RouterInputs {
+  std::vector<uint16_t> x_bf16;  // norm_output bf16 [rows, hidden]: bf16 and fp32_gate paths
+  std::vector<float> x_f32;      // moe_router_in_f32 [rows, hidden]: fp32_routing path
+  std::vector<uint16_t> weight;  // Wg bf16 [E', hidden]
+};
+
+// logits[t, e] = Σ_k x[t,k]·Wg[e,k] in FP64, [rows, E'] (extents from op.shape(); sizes
+// checked, Error otherwise). Only the x of op.precision's path is read. faithful rounds each
+// logit as the path stores it: BF16 on the bf16 path, FP32 otherwise.
+std::vector<double> router_logits(const MoeRouterOp& op, const RouterInputs& in, Mode mode);
+
+// Per-logit bound [rows, E'] of the backend's stored logit against the EXACT oracle logit:
+// e = γ_K·Σ_k|x_k·w_k|, γ_K = K·u/(1 − K·u), K = hidden, u = kUnitRoundoffCpu or
+// kUnitRoundoffDeviceGemm; the bf16 path adds half a BF16 ULP of the stored logit. +Inf when
+// K·u ≥ 1. Domain: Σ|x·w| < FLT_MAX (an FP32 overflow is outside any bound).
+std::vector<double> router_logit_bounds(const MoeRouterOp& op, const RouterInputs& in, double u);
+
+// ---- Top-k selection ----
+
+struct TopKInputs {
+  std::vector<double> logits;       // [rows, E'], e.g. router_logits() or the stored logits
+  std::vector<float> bias;          // f32 [E'] when op.use_bias, else not read
+  std::vector<uint32_t> token_ids;  // [rows] when op.hash, else not read
+  std::vector<int32_t> tid2eid;     // [vocab, top_k] when op.hash, else not read
+};
+
+struct TopKReference {
+  std::vector<uint32_t> ids;    // [rows, top_k] in selection order
+  std::vector<double> weights;  // [rows, top_k] in selection order, FP64
+  std::vector<double> keys;     // [rows, E'] what each expert is ranked by (hash layers too)
+  uint64_t nan_keys = 0;        // diagnostic: NaN keys over all rows (ranked last, by definition)
+};
+
+// The total order above: does expert i (key a) rank before expert j (key b)?
+bool ranks_before(double a, uint32_t i, double b, uint32_t j);
+
+// s = f(l) of op.scoring for sigmoid (1/(1+e^-l)) and sqrtsoftplus (√(max(l,0) + log1p(e^-|l|)),
+// finite for every finite l). Softmax is a row function: the identity here.
+double routing_score(MoeScoring scoring, double logit);
+
+// Selection and weights of numerics §2 (sizes checked, Error otherwise; a token id ≥ vocab is
+// an Error):
+//   softmax: select by logit; weight = softmax over ALL E' logits, gathered;
+//   sigmoid / sqrtsoftplus: select by s + bias (s alone without op.use_bias); weight = s;
+//   hash: ids = tid2eid[token_id], read as unsigned, ids ≥ E (routed experts) clamped to 0,
+//     so a negative entry becomes 0 too; weights from the scoring of the selected logits;
+//   then: if norm_topk_prob divide by the sum of the selected weights (sigmoid /
+//   sqrtsoftplus only when that sum > 1e-20); times routed_scaling_factor.
+// Zero experts (ids E..E'-1) are ordinary columns here; the combine adds their identity term.
+TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in);
+
+// Bounds [rows, E'] of the keys the top-k kernel ranks by, from the per-logit bounds (the
+// tie-stability bounds of numerics §2): softmax ranks logits, so the logit bounds; sigmoid /
+// sqrtsoftplus: e_s = sup|f′|·e over [l − e, l + e] + the FP32 evaluation of f (γ_10·|f|) + the
+// FP32 rounding of s + bias (u·|s + bias|), u = 2^-24. Derivation in routing.cpp.
+std::vector<double> score_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
+                                     const std::vector<double>& logit_bounds,
+                                     const std::vector<float>& bias);
+
+// ---- Tie stability ----
+
+// "i provably ranks before j" given keys and bounds: key_i − key_j > e_i + e_j; with
+// e_i + e_j = 0 the backend ranks these very values, so the total order decides (exact ties
+// to the lower index); a number is always before a NaN, NaNs by index.
+struct TieViolation {
+  uint64_t row = 0;
+  uint32_t before = 0, after = 0;  // expert `before` provably ranks before `after`, ...
+  double before_key = 0.0, after_key = 0.0;
+  double before_bound = 0.0, after_bound = 0.0;
+  std::string reason;  // ... but the backend did not: "set", "order", "id out of range", ...
+};
+
+struct TieRowVerdict {
+  bool set_ok = true;    // no unselected expert provably ranks before a selected one
+  bool order_ok = true;  // no selected pair listed against a provable order
+  bool same_set = true;  // the backend's set equals the oracle's (measured, not asserted)
+  double cut_gap = 0.0;    // key_(k) − key_(k+1) in the oracle's order (+Inf when k = E')
+  double cut_bound = 0.0;  // e_(k) + e_(k+1)
+};
+
+struct TieCheck {
+  std::vector<TieRowVerdict> rows;
+  uint64_t failures = 0;         // rows with !set_ok or !order_ok
+  uint64_t sets_differ = 0;      // rows whose backend set differs from the oracle's
+  uint64_t cut_unresolved = 0;   // rows with cut_gap ≤ cut_bound (a flip there is allowed)
+  std::optional<TieViolation> first_bad;
+  bool passed() const { return failures == 0; }
+};
+
+// Judges backend ids [rows, top_k] against oracle keys and key bounds [rows, E'] (E' = cols).
+// Sound pairwise form of numerics §2/§9: the backend's value of expert i lies within e_i of
+// key_i, so a selected set / order is wrong only where it contradicts a provable order. This
+// implies the set and order rules of §2 whenever the bounds at the cut are the largest ones
+// involved, and is §9's "selected set within the bound of the oracle's" elsewhere. Hash
+// layers select by table: compare their ids exactly instead.
+TieCheck tie_stability_check(const std::vector<double>& keys, const std::vector<double>& bounds,
+                             uint64_t cols, uint64_t top_k,
+                             const std::vector<uint32_t>& backend_ids);
+
+}  // namespace bufferlab::oracle
