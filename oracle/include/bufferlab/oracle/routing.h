@@ -103,18 +103,18 @@ struct TieViolation {
 };
 
 struct TieRowVerdict {
-  bool set_ok = true;    // no unselected expert provably ranks before a selected one
-  bool order_ok = true;  // no selected pair listed against a provable order
-  bool same_set = true;  // the backend's set equals the oracle's (measured, not asserted)
+  bool set_ok = true;      // no unselected expert provably ranks before a selected one
+  bool order_ok = true;    // no selected pair listed against a provable order
+  bool same_set = true;    // the backend's set equals the oracle's (measured, not asserted)
   double cut_gap = 0.0;    // key_(k) − key_(k+1) in the oracle's order (+Inf when k = E')
   double cut_bound = 0.0;  // e_(k) + e_(k+1)
 };
 
 struct TieCheck {
   std::vector<TieRowVerdict> rows;
-  uint64_t failures = 0;         // rows with !set_ok or !order_ok
-  uint64_t sets_differ = 0;      // rows whose backend set differs from the oracle's
-  uint64_t cut_unresolved = 0;   // rows with cut_gap ≤ cut_bound (a flip there is allowed)
+  uint64_t failures = 0;        // rows with !set_ok or !order_ok
+  uint64_t sets_differ = 0;     // rows whose backend set differs from the oracle's
+  uint64_t cut_unresolved = 0;  // rows whose cut is not provable (a flip there is allowed)
   std::optional<TieViolation> first_bad;
   bool passed() const { return failures == 0; }
 };
@@ -122,9 +122,11 @@ struct TieCheck {
 // Judges backend ids [rows, top_k] against oracle keys and key bounds [rows, E'] (E' = cols).
 // Sound pairwise form of numerics §2/§9: the backend's value of expert i lies within e_i of
 // key_i, so a selected set / order is wrong only where it contradicts a provable order. This
-// implies the set and order rules of §2 whenever the bounds at the cut are the largest ones
-// involved, and is §9's "selected set within the bound of the oracle's" elsewhere. Hash
-// layers select by table: compare their ids exactly instead.
+// implies §2's set rule (cut gap > e_(k) + e_(k+1)) whenever e_(k) and e_(k+1) are the largest
+// bounds on their side of the cut — with uneven bounds the cut rule alone could fail a correct
+// kernel — and is §9's "selected set within the bound of the oracle's" below the cut bound.
+// An invalid id (≥ cols, repeated) fails both set_ok and order_ok. Hash layers select by
+// table: compare their ids exactly instead.
 TieCheck tie_stability_check(const std::vector<double>& keys, const std::vector<double>& bounds,
                              uint64_t cols, uint64_t top_k,
                              const std::vector<uint32_t>& backend_ids);
