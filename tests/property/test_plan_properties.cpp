@@ -21,12 +21,12 @@ const Sizing kSizing = Sizing::corrected();
 
 // One generated case of `family` verifies clean: no verifier finding, no failed sizing
 // check, nothing thrown.
-void clean_case(const std::string& family) {
+void clean_case(const std::string& family, const Sizing& sizing = kSizing) {
   gen::CaseSpace space;
   space.families = {family};
   const fuzz::FuzzCase c = *gen::fuzz_case(space);
   RC_TAG(plan::to_string(c.pass.kind));
-  const fuzz::CaseResult r = fuzz::check_case(c, kSizing);
+  const fuzz::CaseResult r = fuzz::check_case(c, sizing);
   for (const auto& f : r.findings) RC_LOG() << f.to_string() << "\n";
   for (const auto& v : r.sizing_failures) RC_LOG() << "sizing: " << v << "\n";
   for (const auto& e : r.errors) RC_LOG() << "error: " << e << "\n";
@@ -47,6 +47,16 @@ BUFFERLAB_CLEAN_PROP(MhcLowrank, "mhc-lowrank")
 BUFFERLAB_CLEAN_PROP(Qsa, "qsa")
 BUFFERLAB_CLEAN_PROP(Lora, "lora")
 #undef BUFFERLAB_CLEAN_PROP
+
+// The same property body fails under planted bugs the verifier (not the sizing checks) must
+// see: split-K slots from a literal SM count (B5) and GEMM rows m instead of m_pad (B4).
+TEST(PlanProperty, TheCleanPropertyFailsUnderPlantedBugs) {
+  for (const Mutant m : {Mutant::B4, Mutant::B5}) {
+    const bool holds = rc::check(std::string("clean under ") + to_string(m),
+                                 [m] { clean_case("dense", Sizing::mutant_of_corrected(m)); });
+    EXPECT_FALSE(holds) << "mutant " << to_string(m) << " survived the clean property";
+  }
+}
 
 TEST(PlanProperty, EveryFamilyHasACleanProperty) {
   EXPECT_EQ(gen::family_names().size(), 9u) << "add a BUFFERLAB_CLEAN_PROP for the new family";
