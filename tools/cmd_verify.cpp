@@ -101,11 +101,10 @@ void refine_short_buffers(VerifyOutcome& o, const ModelConfig& config, const Buf
   for (ShortBuffer& s : o.short_buffers) {
     auto f = verify::smallest_overflowing_prefill(config, sizes, o.target, o.shape, s.buffer);
     if (!f) continue;
-    const uint64_t tokens = std::stoull(f->pass.substr(f->pass.find("t=") + 2));
-    if (tokens >= s.smallest_tokens) continue;
-    f->sizing = s.smallest.sizing;  // keeps a --sizes file's label
-    s.smallest = *f;
-    s.smallest_tokens = tokens;
+    if (f->t >= s.smallest_tokens) continue;
+    f->finding.sizing = s.smallest.sizing;  // keeps a --sizes file's label
+    s.smallest = std::move(f->finding);
+    s.smallest_tokens = f->t;
   }
 }
 

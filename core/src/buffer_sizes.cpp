@@ -35,15 +35,11 @@ Intermediates intermediates(const ModelConfig& c, const RunShape& s, const Targe
   q.k_max = ceil16(max(Size(q.m), Size(3))).value();
   const uint64_t rows = std::max<uint64_t>(s.max_batch_size, 32);
   q.R = sizing.is(Mutant::B9) ? rows : padded_batch_rung(rows);
-  q.max_blocks = s.kv_block_size == 0 ? 256 : (Size(s.max_seq_len / s.kv_block_size) + 1).value();
+  q.max_blocks = block_table_entries(s);
   q.pos_streams = (c.uses_mrope() && !sizing.is(Mutant::B1)) ? 3 : 1;
   q.moe_scratch = (Size(2) * q.m * c.num_experts_per_tok * 4).value();
 
-  const Size pos = Size(4) * q.m * q.pos_streams;
-  const Size slot_off = align_up(pos, 8);
-  const Size bt_off = align_up(slot_off + Size(8) * q.m, 4);
-  const Size sl_off = align_up(bt_off + Size(4) * q.max_blocks, 4);
-  q.prefill_meta = (sl_off + 4).value();
+  q.prefill_meta = prefill_meta_offsets(q.m, q.pos_streams, q.max_blocks).end;
 
   const Size verify_meta = Size(24) * kVerifyRowCap + Size(4) * kVerifyRowCap * q.max_blocks;
   const Size decode_meta = Size(24) * q.R + Size(4) * q.R * q.max_blocks;
@@ -103,17 +99,50 @@ uint64_t padded_batch_rung(uint64_t n) {
   return n;
 }
 
-uint64_t q12_bytes(uint64_t n, uint64_t L, uint64_t top_k, uint64_t pos_streams) {
+uint64_t block_table_entries(const RunShape& s) {
+  return s.kv_block_size == 0 ? 256 : (Size(s.max_seq_len / s.kv_block_size) + 1).value();
+}
+
+PrefillMetaOffsets prefill_meta_offsets(uint64_t rows, uint64_t pos_streams, uint64_t max_blocks) {
+  PrefillMetaOffsets o;
+  const Size slots = align_up(Size(4) * rows * pos_streams, 8);
+  const Size block_table = align_up(slots + Size(8) * rows, 4);
+  const Size seq_len = align_up(block_table + Size(4) * max_blocks, 4);
+  o.slots = slots.value();
+  o.block_table = block_table.value();
+  o.seq_len = seq_len.value();
+  o.end = (seq_len + 4).value();
+  return o;
+}
+
+StagingLayout staging_layout(uint64_t n, uint64_t L, uint64_t top_k, uint64_t pos_streams,
+                             bool cu_seqlens_region) {
+  StagingLayout s;
   const Size T = Size(n) * L;
-  Size total = align_up(T * top_k * 8, 64);               // moe
-  total += Size(n) * max(Size(L) * 16 + 64, Size(4096));  // per-stream meta blocks
-  total += Size(pos_streams) * align_up(Size(4) * T, 8);  // positions
-  total += align_up(Size(8) * T, 8);                      // slots
-  total += Size(2) * align_up(Size(8) * n, 8);            // two pointer tables
-  total += align_up(Size(4) * (Size(n) + 1), 8);          // cu_seqlens
-  total += align_up(Size(4) * n, 8);                      // kv_lens
-  total += Size(8) * n;                                   // h_state pointer slot
-  return total.value();
+  Size off = align_up(T * top_k * 8, 64);  // moe: top-k ids and weights
+  s.stream_meta = off.value();
+  s.stream_meta_stride = max(Size(L) * 16 + 64, Size(4096)).value();
+  off += Size(n) * s.stream_meta_stride;
+  s.positions = off.value();
+  s.positions_stride = align_up(Size(4) * T, 8).value();
+  off += Size(pos_streams) * s.positions_stride;
+  s.slots = off.value();
+  off += align_up(Size(8) * T, 8);
+  s.ptr_tables = off.value();
+  off += Size(2) * align_up(Size(8) * n, 8);
+  s.cu_seqlens = off.value();
+  const Size cu_bytes = align_up(Size(4) * (Size(n) + 1), 8);
+  if (cu_seqlens_region) off += cu_bytes;
+  s.kv_lens = off.value();
+  off += align_up(Size(4) * n, 8);
+  s.h_state = off.value();
+  off += Size(8) * n;
+  s.end = (cu_seqlens_region ? off : off + cu_bytes).value();
+  return s;
+}
+
+uint64_t q12_bytes(uint64_t n, uint64_t L, uint64_t top_k, uint64_t pos_streams) {
+  return staging_layout(n, L, top_k, pos_streams).end;
 }
 
 BufferSizes BufferSizes::from_config(const ModelConfig& config, uint64_t max_batch_tokens,

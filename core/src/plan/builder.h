@@ -57,8 +57,7 @@ struct Ctx {
   const RunShape& shape;
   const Pass& pass;
   const Paths& paths;
-  uint64_t T = 0;          // pass.tokens(): rows every per-token op launches
-  uint64_t gemm_rows = 0;  // rows a projection GEMM writes: ceil16(T) on the FP8 path, else T
+  uint64_t T = 0;  // pass.tokens(): rows every per-token op launches
   uint64_t layer = 0;
   MixerKind mixer = MixerKind::none;
   FfnKind ffn = FfnKind::none;

@@ -13,12 +13,6 @@ namespace {
 
 uint64_t model_pos_streams(const ModelConfig& c) { return c.uses_mrope() ? 3 : 1; }
 
-// Block-table entries per sequence for the run shape (spec §2 max_blocks), from the run
-// shape itself: the upload writes what a sequence needs, the sizing says where it goes.
-uint64_t block_entries(const RunShape& s) {
-  return s.kv_block_size == 0 ? 256 : (Size(s.max_seq_len / s.kv_block_size) + 1).value();
-}
-
 MetaRegion region(std::string name, uint64_t offset, std::vector<uint64_t> shape, DType t) {
   return MetaRegion{std::move(name), arena(BufferId::scratch, offset, std::move(shape), t)};
 }
@@ -27,15 +21,17 @@ MetaRegion region(std::string name, uint64_t offset, std::vector<uint64_t> shape
 std::vector<MetaRegion> prefill_regions(const Ctx& c, uint64_t t) {
   const SubLayoutParams& lp = c.lp;
   const uint64_t base = lp.moe_scratch;
-  // Offsets of the sizing: positions sized for its pos_streams; the block table and seq_len
-  // at the offsets §2's prefill_meta formula gives (computed with m).
-  const Size slot_off = align_up(Size(4) * t * lp.pos_streams, 8);
-  const Size bt_off = align_up(align_up(Size(4) * lp.m * lp.pos_streams, 8) + Size(8) * lp.m, 4);
-  const Size sl_off = align_up(bt_off + Size(4) * lp.max_blocks, 4);
+  // Offsets of the sizing (its pos_streams): slots placed by the t rows uploaded, the block
+  // table and seq_len where §2's prefill_meta puts them (laid out for m rows). Extents: what
+  // the upload writes (every position stream of the model; the run shape's block table).
+  const PrefillMetaOffsets by_t = prefill_meta_offsets(t, lp.pos_streams, lp.max_blocks);
+  const PrefillMetaOffsets by_m = prefill_meta_offsets(lp.m, lp.pos_streams, lp.max_blocks);
+  const Size slot_off = by_t.slots, bt_off = by_m.block_table, sl_off = by_m.seq_len;
   return {
       region("positions", base, {model_pos_streams(c.config), t}, DType::u32),
       region("slots", (Size(base) + slot_off).value(), {t}, DType::i64),
-      region("block_table", (Size(base) + bt_off).value(), {block_entries(c.shape)}, DType::i32),
+      region("block_table", (Size(base) + bt_off).value(), {block_table_entries(c.shape)},
+             DType::i32),
       region("seq_lens", (Size(base) + sl_off).value(), {1}, DType::i32),
   };
 }
@@ -49,7 +45,8 @@ std::vector<MetaRegion> decode_regions(const Ctx& c, uint64_t r, uint64_t layout
       region("seq_slot", (base + Size(4) * R).value(), {r}, DType::i32),
       region("slots", (base + Size(8) * R).value(), {r}, DType::i64),
       region("seq_lens", (base + Size(16) * R).value(), {r}, DType::i32),
-      region("block_table", (base + Size(24) * R).value(), {r, block_entries(c.shape)}, DType::i32),
+      region("block_table", (base + Size(24) * R).value(), {r, block_table_entries(c.shape)},
+             DType::i32),
   };
 }
 
@@ -57,31 +54,24 @@ std::vector<MetaRegion> decode_regions(const Ctx& c, uint64_t r, uint64_t layout
 std::vector<MetaRegion> codispatch_regions(const Ctx& c) {
   const uint64_t n = c.pass.n, L = c.pass.L, top_k = c.config.num_experts_per_tok;
   const Size T = Size(n) * L;
+  // Offsets: the staging layout of the sizing under test (its pos_streams; B3's layout
+  // without the cu_seqlens region). Extents: what the upload writes.
+  const StagingLayout st = staging_layout(n, L, top_k, c.lp.pos_streams, c.lp.staging_cu_seqlens);
   std::vector<MetaRegion> out;
-  Size off = align_up(T * top_k * 8, 64);  // the moe region (top-k ids and weights)
-  const Size block = max(Size(L) * 16 + 64, Size(4096));
   for (uint64_t b = 0; b < n; ++b)
-    out.push_back(region("stream_meta." + std::to_string(b), (off + block * b).value(),
+    out.push_back(region("stream_meta." + std::to_string(b),
+                         (Size(st.stream_meta) + Size(st.stream_meta_stride) * b).value(),
                          {(Size(L) * 16 + 64).value()}, DType::u8));
-  off += block * n;
-  const Size pos_stride = align_up(Size(4) * T, 8);
   // The upload writes every position stream of the model, each at its 8-aligned stride.
   const uint64_t streams = model_pos_streams(c.config);
-  const Size pos_bytes = pos_stride * (streams - 1) + Size(4) * T;
-  out.push_back(region("positions", off.value(), {pos_bytes.value()}, DType::u8));
-  off += pos_stride * c.lp.pos_streams;
-  out.push_back(region("slots", off.value(), {T.value()}, DType::i64));
-  off += align_up(Size(8) * T, 8);
+  const Size pos_bytes = Size(st.positions_stride) * (streams - 1) + Size(4) * T;
+  out.push_back(region("positions", st.positions, {pos_bytes.value()}, DType::u8));
+  out.push_back(region("slots", st.slots, {T.value()}, DType::i64));
   out.push_back(
-      region("ptr_tables", off.value(), {2, align_up(Size(8) * n, 8).value() / 8}, DType::i64));
-  off += Size(2) * align_up(Size(8) * n, 8);
-  const Size cu_off = off;
-  out.push_back(region("cu_seqlens", cu_off.value(), {n + 1}, DType::i32));
-  // B3: the layout that forgot cu_seqlens places kv_lens where cu_seqlens starts.
-  if (c.lp.staging_cu_seqlens) off += align_up(Size(4) * (Size(n) + 1), 8);
-  out.push_back(region("kv_lens", off.value(), {n}, DType::i32));
-  off += align_up(Size(4) * n, 8);
-  out.push_back(region("h_state", off.value(), {n}, DType::i64));
+      region("ptr_tables", st.ptr_tables, {2, align_up(Size(8) * n, 8).value() / 8}, DType::i64));
+  out.push_back(region("cu_seqlens", st.cu_seqlens, {n + 1}, DType::i32));
+  out.push_back(region("kv_lens", st.kv_lens, {n}, DType::i32));
+  out.push_back(region("h_state", st.h_state, {n}, DType::i64));
   return out;
 }
 

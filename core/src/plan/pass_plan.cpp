@@ -184,7 +184,6 @@ PassPlan build(const ModelConfig& config, const BufferSizes& sizes, const Target
   }
   Ctx c{config, sizes, lp, target, shape, pass, paths};
   c.T = pass.tokens();
-  c.gemm_rows = paths.projection == ProjectionPath::fp8 ? ceil16(Size(c.T)).value() : c.T;
   plan.layers = representative_layers(config);
 
   Builder b(plan);

@@ -113,11 +113,9 @@ ConfigReport verify_config(const ModelConfig& config, const BufferSizes& sizes,
   return report;
 }
 
-std::optional<Finding> smallest_overflowing_prefill(const ModelConfig& config,
-                                                    const BufferSizes& sizes, const Target& target,
-                                                    const RunShape& shape,
-                                                    const std::string& buffer,
-                                                    const VerifyOptions& opts) {
+std::optional<OverflowingPrefill> smallest_overflowing_prefill(
+    const ModelConfig& config, const BufferSizes& sizes, const Target& target,
+    const RunShape& shape, const std::string& buffer, const VerifyOptions& opts) {
   const Layout layout = Layout::build(sizes);
   const std::vector<plan::Paths> paths =
       opts.paths.empty() ? plan::all_paths(config, target) : opts.paths;
@@ -140,7 +138,7 @@ std::optional<Finding> smallest_overflowing_prefill(const ModelConfig& config,
       lo = mid;
     }
   }
-  return hi;
+  return OverflowingPrefill{t, std::move(*hi)};
 }
 
 }  // namespace bufferlab::verify

@@ -55,10 +55,12 @@ ConfigReport verify_config(const ModelConfig& config, const BufferSizes& sizes,
 // has none. Returns that plan's first such finding, or nothing when prefill(m) does not
 // overflow it. (The grid samples boundaries; a short buffer's threshold usually lies between
 // them.)
-std::optional<Finding> smallest_overflowing_prefill(const ModelConfig& config,
-                                                    const BufferSizes& sizes, const Target& target,
-                                                    const RunShape& shape,
-                                                    const std::string& buffer,
-                                                    const VerifyOptions& opts = {});
+struct OverflowingPrefill {
+  uint64_t t = 0;   // the chunk size
+  Finding finding;  // its first bounds finding on the buffer
+};
+std::optional<OverflowingPrefill> smallest_overflowing_prefill(
+    const ModelConfig& config, const BufferSizes& sizes, const Target& target,
+    const RunShape& shape, const std::string& buffer, const VerifyOptions& opts = {});
 
 }  // namespace bufferlab::verify
