@@ -1,6 +1,7 @@
 // Backend: allocation contract and descriptor dispatch shared by every backend.
 #include "bufferlab/core/backend.h"
 
+#include <string>
 #include <type_traits>
 
 namespace bufferlab {
@@ -23,13 +24,37 @@ void Backend::zero_unit_weight(const Workspace& ws) {
   fill(ws, TensorRef{Space::arena, BufferId::norm_unit_w, 0, {unit.bytes}, DType::u8}, 0);
 }
 
+bool has_kernel(const OpDescriptor& op) {
+  if (const auto* g = std::get_if<GemmOp>(&op)) return g->is_bf16_kind();
+  return true;
+}
+
 void Backend::execute(const Workspace& ws, const OpDescriptor& op) {
   std::visit(
       [&](const auto& d) {
         using T = std::decay_t<decltype(d)>;
         if constexpr (std::is_same_v<T, FusedAddRmsNormOp>) fused_add_rmsnorm(ws, d);
+        if constexpr (std::is_same_v<T, MoeRouterOp>) moe_router(ws, d);
+        if constexpr (std::is_same_v<T, MoeTopKOp>) moe_topk(ws, d);
+        if constexpr (std::is_same_v<T, MoeGatherOp>) moe_gather(ws, d);
+        if constexpr (std::is_same_v<T, MoeExpertGemmOp>) moe_expert_gemm(ws, d);
+        if constexpr (std::is_same_v<T, SwigluOp>) swiglu(ws, d);
+        if constexpr (std::is_same_v<T, MoeCombineOp>) moe_combine(ws, d);
+        if constexpr (std::is_same_v<T, GemmOp>) gemm(ws, d);
+        if constexpr (std::is_same_v<T, LmHeadOp>) lm_head(ws, d);
       },
       op);
+}
+
+bool Backend::is_backend_mutant(Mutant m) {
+  return m == Mutant::none || m == Mutant::B14 || m == Mutant::M_TIE;
+}
+
+void Backend::set_kernel_mutant(Mutant m) {
+  if (!is_backend_mutant(m))
+    throw Error(std::string("mutant ") + to_string(m) +
+                " is not a kernel mutant of this backend (kernel mutants: B14, M-TIE)");
+  mutant_ = m;
 }
 
 }  // namespace bufferlab

@@ -43,6 +43,26 @@ class CpuBackend final : public Backend {
   void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) override {
     cpu::fused_add_rmsnorm(host(ws), op);
   }
+  void moe_router(const Workspace& ws, const MoeRouterOp& op) override {
+    cpu::moe_router(host(ws), op, kernel_mutant());
+  }
+  TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) override {
+    return cpu::moe_topk(host(ws), op, kernel_mutant());
+  }
+  void moe_gather(const Workspace& ws, const MoeGatherOp& op) override {
+    cpu::moe_gather(host(ws), op);
+  }
+  void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) override {
+    cpu::moe_expert_gemm(host(ws), op, scratch_);
+  }
+  void swiglu(const Workspace& ws, const SwigluOp& op) override { cpu::swiglu(host(ws), op); }
+  void moe_combine(const Workspace& ws, const MoeCombineOp& op) override {
+    cpu::moe_combine(host(ws), op);
+  }
+  void gemm(const Workspace& ws, const GemmOp& op) override { cpu::gemm(host(ws), op, scratch_); }
+  void lm_head(const Workspace& ws, const LmHeadOp& op) override {
+    cpu::lm_head(host(ws), op, scratch_);
+  }
 
  protected:
   Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {
@@ -54,6 +74,10 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The fixed working memory of the GEMM kernels, set up once here (execute() allocates
+  // nothing): see cpu_ops.h.
+  cpu::Scratch scratch_;
+
   // A device workspace handed to the CPU backend would be dereferenced on the host.
   static const Workspace& host(const Workspace& ws) {
     if (ws.where() != MemorySpace::host)

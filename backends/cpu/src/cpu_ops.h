@@ -2,11 +2,28 @@
 // reading extents from its descriptor only. Private to the CPU backend.
 #pragma once
 
+#include "bufferlab/core/ops/embedding.h"
+#include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/moe.h"
+#include "bufferlab/core/ops/projection.h"
+#include "bufferlab/core/sizing.h"
 #include "bufferlab/core/workspace.h"
+#include "cpu_scratch.h"
 
 namespace bufferlab::cpu {
 
 void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op);
+
+// MoE routing and FFN (spec/numerics.md §2). `mutant` is Mutant::none except in mutation
+// tests (Backend::set_kernel_mutant).
+void moe_router(const Workspace& ws, const MoeRouterOp& op, Mutant mutant);
+TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op, Mutant mutant);
+void moe_gather(const Workspace& ws, const MoeGatherOp& op);
+void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op, Scratch& scratch);
+void swiglu(const Workspace& ws, const SwigluOp& op);
+void moe_combine(const Workspace& ws, const MoeCombineOp& op);
+void gemm(const Workspace& ws, const GemmOp& op, Scratch& scratch);
+void lm_head(const Workspace& ws, const LmHeadOp& op, Scratch& scratch);
 
 }  // namespace bufferlab::cpu

@@ -10,6 +10,7 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "cuda_check.h"
+#include "moe_ops.h"
 #include "rmsnorm_kernel.h"
 
 namespace bufferlab {
@@ -63,6 +64,25 @@ class CudaBackend final : public Backend {
     a.output_f32 = bound.output_f32;
     cuda::launch_fused_add_rmsnorm(a, /*stream=*/nullptr);
   }
+
+  void moe_router(const Workspace& ws, const MoeRouterOp& op) override {
+    cuda::moe_router(device(ws), op, kernel_mutant());
+  }
+  TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) override {
+    return cuda::moe_topk(device(ws), op, kernel_mutant());
+  }
+  void moe_gather(const Workspace& ws, const MoeGatherOp& op) override {
+    cuda::moe_gather(device(ws), op);
+  }
+  void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) override {
+    cuda::moe_expert_gemm(device(ws), op);
+  }
+  void swiglu(const Workspace& ws, const SwigluOp& op) override { cuda::swiglu(device(ws), op); }
+  void moe_combine(const Workspace& ws, const MoeCombineOp& op) override {
+    cuda::moe_combine(device(ws), op);
+  }
+  void gemm(const Workspace& ws, const GemmOp& op) override { cuda::gemm(device(ws), op); }
+  void lm_head(const Workspace& ws, const LmHeadOp& op) override { cuda::lm_head(device(ws), op); }
 
  protected:
   Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {

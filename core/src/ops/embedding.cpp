@@ -1,6 +1,12 @@
 // Embedding, LM head and upload ops: footprints from the pass rows and the model widths.
 #include "bufferlab/core/ops/embedding.h"
 
+#include <string>
+
+#include "bind_check.h"
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
+
 namespace bufferlab {
 namespace {
 
@@ -31,10 +37,18 @@ std::vector<Access> EmbeddingOp::accesses() const {
 }
 
 LmHeadOp LmHeadOp::make(uint64_t rows, uint64_t logits_rows, uint64_t hidden, uint64_t vocab,
-                        std::string pass) {
+                        std::string pass, LmHeadRows source_rows) {
   LmHeadOp op;
   op.dims = {rows, logits_rows, hidden, vocab};
   op.pass = std::move(pass);
+  op.source_rows = source_rows;
+  for (uint64_t r = 0; r < logits_rows; ++r) {
+    // The rule is affine, so checking the last row of each part checks them all.
+    if (r + 1 != logits_rows && r + 1 != source_rows.direct) continue;
+    if (source_rows.source(r) >= rows)
+      throw Error("lm_head(" + op.pass + "): logits row " + u(r) + " would read input row " +
+                  u(source_rows.source(r)) + " of " + u(rows));
+  }
   // The gather reads single rows of the final norm; its footprint is the rows they lie in.
   op.input = arena_tensor(BufferId::norm_output, 0, {rows, hidden}, DType::bf16);
   op.table = pool_tensor({vocab, hidden}, DType::bf16);
@@ -45,6 +59,15 @@ LmHeadOp LmHeadOp::make(uint64_t rows, uint64_t logits_rows, uint64_t hidden, ui
 std::string LmHeadOp::params() const {
   return "lm_head(" + pass + ",logits_rows=" + u(dims.logits_rows) + ",h=" + u(dims.hidden) +
          ",vocab=" + u(dims.vocab) + ")";
+}
+
+LmHeadOp::Bound LmHeadOp::bind(const Workspace& ws) const {
+  const std::string p = params();
+  detail::require_elements(input, (Size(dims.rows) * dims.hidden).value(), p);
+  detail::require_elements(table, (Size(dims.vocab) * dims.hidden).value(), p);
+  detail::require_elements(output, (Size(dims.logits_rows) * dims.vocab).value(), p);
+  return {ws.data<const uint16_t>(input), ws.data<const uint16_t>(table),
+          ws.data<uint16_t>(output)};
 }
 
 std::vector<Access> LmHeadOp::accesses() const {

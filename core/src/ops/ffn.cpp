@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "bind_check.h"
 #include "bufferlab/core/checked.h"
 
 namespace bufferlab {
@@ -27,6 +28,13 @@ std::string SwigluOp::params() const {
   std::ostringstream s;
   s << "swiglu(rows=" << dims.rows << ",width=" << dims.width << ",limit=" << limit << ")";
   return s.str();
+}
+
+SwigluOp::Bound SwigluOp::bind(const Workspace& ws) const {
+  const uint64_t n = (Size(dims.rows) * dims.width).value();
+  detail::require_elements(gate, n, params());
+  detail::require_elements(up, n, params());
+  return {ws.data<uint16_t>(gate), ws.data<const uint16_t>(up)};
 }
 
 std::vector<Access> SwigluOp::accesses() const {

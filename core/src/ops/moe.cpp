@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "bind_check.h"
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 
@@ -36,7 +37,98 @@ TensorRef expert_rows(const ModelConfig& c, uint64_t rows) {
                       {mul(rows, c.num_experts_per_tok), c.moe_input_size().value()}, DType::bf16);
 }
 
+uint64_t elems(uint64_t a, uint64_t b) { return mul(a, b); }
+
 }  // namespace
+
+MoeRouterOp::Bound MoeRouterOp::bind(const Workspace& ws) const {
+  const std::string p = params();
+  const uint64_t n_in = elems(dims.rows, dims.hidden), n_out = elems(dims.rows, dims.experts);
+  Bound b;
+  detail::require_elements(input, n_in, p);
+  if (precision == RouterPrecision::fp32_routing) {
+    detail::require_dtype(input, DType::f32, p);
+    b.x_f32 = ws.data<const float>(input);
+  } else {
+    detail::require_dtype(input, DType::bf16, p);
+    b.x_bf16 = ws.data<const uint16_t>(input);
+  }
+  detail::require_elements(weight, elems(dims.experts, dims.hidden), p);
+  b.weight = ws.data<const uint16_t>(weight);
+  detail::require_elements(logits, n_out, p);
+  if (precision == RouterPrecision::bf16) {
+    detail::require_dtype(logits, DType::bf16, p);
+    b.logits_bf16 = ws.data<uint16_t>(logits);
+  } else {
+    detail::require_dtype(logits, DType::f32, p);
+    b.logits_f32 = ws.data<float>(logits);
+  }
+  return b;
+}
+
+MoeTopKOp::Bound MoeTopKOp::bind(const Workspace& ws) const {
+  const std::string p = params();
+  Bound b;
+  detail::require_elements(logits, elems(dims.rows, dims.experts), p);
+  if (logits.dtype == DType::f32)
+    b.logits_f32 = ws.data<const float>(logits);
+  else
+    b.logits_bf16 = ws.data<const uint16_t>(logits);
+  if (use_bias) {
+    detail::require_elements(bias, dims.experts, p);
+    b.bias = ws.data<const float>(bias);
+  }
+  if (hash) {
+    detail::require_elements(token_ids, dims.rows, p);
+    detail::require_elements(tid2eid, elems(dims.vocab, dims.top_k), p);
+    b.token_ids = ws.data<const uint32_t>(token_ids);
+    b.tid2eid = ws.data<const int32_t>(tid2eid);
+  }
+  detail::require_elements(ids, elems(dims.rows, dims.top_k), p);
+  detail::require_elements(weights, elems(dims.rows, dims.top_k), p);
+  b.ids = ws.data<uint32_t>(ids);
+  b.weights = ws.data<float>(weights);
+  return b;
+}
+
+MoeGatherOp::Bound MoeGatherOp::bind(const Workspace& ws) const {
+  const std::string p = params();
+  detail::require_elements(input, elems(dims.rows, dims.width), p);
+  detail::require_elements(ids, elems(dims.rows, dims.top_k), p);
+  detail::require_elements(gathered, elems(elems(dims.rows, dims.top_k), dims.width), p);
+  return {ws.data<const uint16_t>(input), ws.data<const uint32_t>(ids),
+          ws.data<uint16_t>(gathered)};
+}
+
+MoeExpertGemmOp::Bound MoeExpertGemmOp::bind(const Workspace& ws) const {
+  const std::string p = params();
+  const uint64_t slots = elems(dims.rows, dims.top_k);
+  detail::require_elements(input, elems(slots, dims.K), p);
+  detail::require_elements(ids, slots, p);
+  detail::require_elements(weight, elems(elems(dims.experts, dims.N), dims.K), p);
+  detail::require_elements(output, elems(slots, dims.N), p);
+  return {ws.data<const uint16_t>(input), ws.data<const uint32_t>(ids),
+          ws.data<const uint16_t>(weight), ws.data<uint16_t>(output)};
+}
+
+MoeCombineOp::Bound MoeCombineOp::bind(const Workspace& ws) const {
+  const std::string p = params();
+  const uint64_t slots = elems(dims.rows, dims.top_k);
+  Bound b;
+  detail::require_elements(ids, slots, p);
+  detail::require_elements(weights, slots, p);
+  detail::require_elements(down, elems(slots, dims.width), p);
+  detail::require_elements(output, elems(dims.rows, dims.width), p);
+  b.ids = ws.data<const uint32_t>(ids);
+  b.weights = ws.data<const float>(weights);
+  b.down = ws.data<const uint16_t>(down);
+  if (reads_input) {
+    detail::require_elements(input, elems(dims.rows, dims.width), p);
+    b.input = ws.data<const uint16_t>(input);
+  }
+  b.output = ws.data<uint16_t>(output);
+  return b;
+}
 
 TopKRegions topk_regions(uint64_t rows, uint64_t top_k) {
   TopKRegions r;

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "bind_check.h"
 #include "bufferlab/core/checked.h"
 
 namespace bufferlab {
@@ -94,6 +95,39 @@ GemmOp GemmOp::make(std::string label, std::string kind, std::vector<Access> inp
 std::string GemmOp::params() const {
   return label + "(" + kind + ",rows=" + u(dims.rows) + ",out_rows=" + u(dims.out_rows) +
          ",K=" + u(dims.K) + ",N=" + u(dims.N) + ",out=" + output.to_string() + ")";
+}
+
+bool GemmOp::is_bf16_kind() const {
+  return kind == "bf16" || kind == "bf16+swiglu-epilogue" || kind == "bf16+accumulate";
+}
+
+GemmEpilogue GemmOp::epilogue() const {
+  if (kind == "bf16") return GemmEpilogue::store;
+  if (kind == "bf16+swiglu-epilogue") return GemmEpilogue::swiglu;
+  if (kind == "bf16+accumulate") return GemmEpilogue::accumulate;
+  throw Error(params() + ": GEMM kind '" + kind +
+              "' has no backend kernel (BF16 kinds only: bf16, bf16+swiglu-epilogue, "
+              "bf16+accumulate)");
+}
+
+GemmOp::Bound GemmOp::bind(const Workspace& ws) const {
+  const GemmEpilogue e = epilogue();
+  const std::string p = params();
+  if (inputs.empty()) throw Error(p + ": no activation input");
+  const TensorRef& x = inputs[0].tensor;
+  detail::require_dtype(x, DType::bf16, p);
+  detail::require_elements(x, (Size(dims.rows) * dims.K).value(), p);
+  detail::require_dtype(weight, DType::bf16, p);
+  detail::require_elements(weight, (Size(dims.N) * dims.K).value(), p);
+  detail::require_dtype(output, DType::bf16, p);
+  detail::require_elements(output, (Size(dims.rows) * dims.N).value(), p);
+  if (e != GemmEpilogue::store) {
+    // The in-place operand (up, or the accumulator) must be the output tensor itself.
+    if (inputs.size() < 2 || inputs[1].tensor.buffer != output.buffer ||
+        inputs[1].tensor.offset != output.offset || inputs[1].tensor.space != output.space)
+      throw Error(p + ": the " + kind + " epilogue reads its output tensor in place as inputs[1]");
+  }
+  return {ws.data<const uint16_t>(x), ws.data<const uint16_t>(weight), ws.data<uint16_t>(output)};
 }
 
 std::vector<Access> GemmOp::accesses() const {

@@ -102,6 +102,21 @@ uint64_t Pass::logits_rows() const {
   return 0;
 }
 
+LmHeadRows Pass::logits_source_rows() const {
+  switch (kind) {
+    case PassKind::prefill:
+      return {0, t - 1, 0};
+    case PassKind::decode:
+    case PassKind::verify:
+      return {decode_rows(), 0, 0};
+    case PassKind::mixed:
+      return {decode_rows(), decode_rows() + t - 1, 0};
+    case PassKind::codispatch:
+      return {0, L - 1, L};
+  }
+  return {};
+}
+
 void Pass::validate() const {
   auto bad = [&](const std::string& why) { throw Error("pass " + to_string() + ": " + why); };
   switch (kind) {

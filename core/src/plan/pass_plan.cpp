@@ -76,7 +76,7 @@ void emit_final_norm(Builder& b, const Ctx& c) {
 // LM head (numerics §8): the rows of buffers.md §4.9 gathered from the final norm.
 void emit_lm_head(Builder& b, const Ctx& c) {
   b.add(LmHeadOp::make(c.T, c.pass.logits_rows(), c.config.hidden_size, c.config.vocab_size,
-                       c.pass.to_string()));
+                       c.pass.to_string(), c.pass.logits_source_rows()));
 }
 
 void emit_mixer(Builder& b, const Ctx& c) {

@@ -8,7 +8,12 @@
 
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/layout.h"
+#include "bufferlab/core/ops/embedding.h"
+#include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/moe.h"
+#include "bufferlab/core/ops/projection.h"
+#include "bufferlab/core/sizing.h"
 #include "bufferlab/core/workspace.h"
 
 namespace bufferlab {
@@ -20,7 +25,12 @@ class BackendUnavailable : public Error {
 };
 
 // Every op descriptor a backend executes. Later op families append to this variant.
-using OpDescriptor = std::variant<FusedAddRmsNormOp>;
+using OpDescriptor = std::variant<FusedAddRmsNormOp, MoeRouterOp, MoeTopKOp, MoeGatherOp,
+                                  MoeExpertGemmOp, SwigluOp, MoeCombineOp, GemmOp, LmHeadOp>;
+
+// Whether a backend can execute this descriptor (GemmOp: the BF16 kinds only). Plans hold
+// ops no backend runs yet (attention, SSM, quantized GEMMs); execute() refuses those.
+bool has_kernel(const OpDescriptor& op);
 
 class Backend {
  public:
@@ -43,6 +53,29 @@ class Backend {
 
   virtual void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) = 0;
 
+  // MoE routing and FFN (spec/numerics.md §2; each descriptor's header says what it
+  // computes and where). Router, experts, dense / shared GEMMs and the LM head are BF16-in,
+  // FP32-accumulate GEMMs.
+  virtual void moe_router(const Workspace& ws, const MoeRouterOp& op) = 0;
+  // Returns the per-call diagnostic (NaN keys met). Throws Error for E' > kMaxScoredExperts,
+  // top_k > kMaxTopK or top_k > E'.
+  virtual TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) = 0;
+  virtual void moe_gather(const Workspace& ws, const MoeGatherOp& op) = 0;
+  virtual void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) = 0;
+  virtual void swiglu(const Workspace& ws, const SwigluOp& op) = 0;
+  virtual void moe_combine(const Workspace& ws, const MoeCombineOp& op) = 0;
+  // BF16 kinds of GemmOp (dense FFN, shared expert, latent up): Error for other kinds.
+  virtual void gemm(const Workspace& ws, const GemmOp& op) = 0;
+  virtual void lm_head(const Workspace& ws, const LmHeadOp& op) = 0;
+
+  // Kernel mutants of spec/bug-catalogue.md, for the mutation tests and `--mutant`: B14 (the
+  // FP32 router paths round their logits to BF16 before storing them) and M-TIE (top-k
+  // exact ties go to the HIGHER index). Error for any other mutant (sizing / plan mutants
+  // live in Sizing; a kernel mutant of another op family is added with its kernels).
+  void set_kernel_mutant(Mutant m);
+  Mutant kernel_mutant() const { return mutant_; }
+  static bool is_backend_mutant(Mutant m);
+
   // Dispatches any descriptor to its method.
   void execute(const Workspace& ws, const OpDescriptor& op);
 
@@ -50,6 +83,8 @@ class Backend {
   virtual Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) = 0;
   // Sets every byte of the arena to `byte`.
   virtual void fill_arena(const Workspace& ws, uint8_t byte) = 0;
+
+  Mutant mutant_ = Mutant::none;
 
  private:
   void zero_unit_weight(const Workspace& ws);

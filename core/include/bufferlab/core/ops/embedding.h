@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bufferlab/core/tensor_ref.h"
+#include "bufferlab/core/workspace.h"
 
 namespace bufferlab {
 
@@ -28,8 +29,20 @@ struct EmbeddingOp {
   std::vector<Access> accesses() const;
 };
 
+// Which input row each logits row reads (buffers.md §4.9), as one affine rule so every
+// backend computes it the same way: row r < direct reads input row r (decode / verify rows,
+// the decode rows of a mixed step); row direct + i reads tail_base + i·tail_stride (a
+// prefill's last token, the mixed step's prefill row at rung(n), one row per co-dispatched
+// stream: the last token of each).
+struct LmHeadRows {
+  uint64_t direct = 0, tail_base = 0, tail_stride = 0;
+  uint64_t source(uint64_t r) const {
+    return r < direct ? r : tail_base + (r - direct) * tail_stride;
+  }
+};
+
 // logits[r] = x[row_r] · W_vocabᵀ for the logits rows of the pass, gathered from the final
-// norm's rows (numerics §8; which rows: buffers.md §4.9).
+// norm's rows (numerics §8; which rows: buffers.md §4.9). BF16 in, FP32 accumulate, BF16 out.
 struct LmHeadOp {
   struct Shape {
     uint64_t rows = 0;         // rows of the pass the gather reads from
@@ -38,10 +51,19 @@ struct LmHeadOp {
   };
   Shape dims;
   std::string pass;  // the pass, for params()
+  LmHeadRows source_rows;
   TensorRef input, table, output;
 
+  // source_rows: where each logits row comes from; make() checks every source row < rows.
   static LmHeadOp make(uint64_t rows, uint64_t logits_rows, uint64_t hidden, uint64_t vocab,
-                       std::string pass);
+                       std::string pass, LmHeadRows source_rows);
+
+  struct Bound {
+    const uint16_t* input = nullptr;  // [rows, hidden]
+    const uint16_t* table = nullptr;  // [vocab, hidden]
+    uint16_t* output = nullptr;       // [logits_rows, vocab]
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "lm_head"; }
   std::string params() const;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bufferlab/core/tensor_ref.h"
+#include "bufferlab/core/workspace.h"
 
 namespace bufferlab {
 
@@ -27,6 +28,12 @@ struct SwigluOp {
 
   static SwigluOp make(uint64_t rows, uint64_t width, double limit, std::string gate_value,
                        std::string up_value, std::string output_value);
+
+  struct Bound {
+    uint16_t* gate = nullptr;  // [rows, width], read then overwritten by a
+    const uint16_t* up = nullptr;
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "swiglu"; }
   std::string params() const;

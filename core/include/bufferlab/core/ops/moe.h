@@ -11,6 +11,7 @@
 
 #include "bufferlab/core/model_config.h"
 #include "bufferlab/core/tensor_ref.h"
+#include "bufferlab/core/workspace.h"
 
 namespace bufferlab {
 
@@ -41,10 +42,33 @@ struct MoeRouterOp {
   std::string input_value, logits_value = "router_logits";
 
   static MoeRouterOp make(const ModelConfig& config, uint64_t rows, RouterPrecision precision);
+
+  // Operand addresses in a workspace, each checked against shape(): x_bf16 on the bf16 and
+  // fp32_gate paths, x_f32 on fp32_routing; logits_bf16 on bf16, logits_f32 otherwise.
+  struct Bound {
+    const uint16_t* x_bf16 = nullptr;
+    const float* x_f32 = nullptr;
+    const uint16_t* weight = nullptr;  // [experts, hidden]
+    uint16_t* logits_bf16 = nullptr;   // [rows, experts]
+    float* logits_f32 = nullptr;       // [rows, experts]
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "moe_router"; }
   std::string params() const;
   std::vector<Access> accesses() const;
+};
+
+// The largest expert count (E + zero experts) and top_k a top-k kernel must handle
+// (numerics §2: up to 1024 scored experts, top_k ≤ 32). make() does not enforce them;
+// backends refuse a launch beyond them with an Error.
+inline constexpr uint64_t kMaxScoredExperts = 1024;
+inline constexpr uint64_t kMaxTopK = 32;
+
+// Per-call diagnostic of a top-k launch: keys that were NaN (a NaN logit, or a NaN bias) —
+// ranked below every number by definition (oracle/routing.h) and counted here.
+struct TopKDiagnostics {
+  uint64_t nan_keys = 0;
 };
 
 enum class MoeScoring { softmax, sigmoid, sqrtsoftplus };
@@ -71,6 +95,19 @@ struct MoeTopKOp {
 
   // logits_f32: the logits come from gate_logits_f32 (FP32-gate and FP32-routing paths).
   static MoeTopKOp make(const ModelConfig& config, uint64_t rows, bool logits_f32, bool hash);
+
+  // logits_bf16 or logits_f32 (whichever `logits` is); bias only when use_bias; token_ids
+  // and tid2eid only for hash layers.
+  struct Bound {
+    const uint16_t* logits_bf16 = nullptr;
+    const float* logits_f32 = nullptr;
+    const float* bias = nullptr;          // [experts]
+    const uint32_t* token_ids = nullptr;  // [rows]
+    const int32_t* tid2eid = nullptr;     // [vocab, top_k]
+    uint32_t* ids = nullptr;              // [rows, top_k]
+    float* weights = nullptr;             // [rows, top_k]
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return hash ? "moe_topk_hash" : "moe_topk"; }
   std::string params() const;
@@ -85,6 +122,13 @@ TensorRef moe_expert_input(const ModelConfig& config, uint64_t rows);
 // expert_down_out (spec §5: gathered rows live there before the down projection writes it).
 // The grouping (expert row ranges) is recomputed from the ids by every grouped kernel; no
 // index map is stored.
+//
+// THE gather order (every backend and the oracle): a slot s = t·top_k + j whose id is a
+// routed expert (id < experts) goes to gathered row
+//     offset(id) + #{slots s' < s with the same id},   offset(e) = #{slots with id < e};
+// i.e. rows sorted by expert, then by slot. Slots of zero experts (id ≥ experts) are not
+// gathered; gathered rows past the routed-slot count are left untouched. An id ≥ the op's
+// E' (a corrupt id) is an error the kernel reports, never an out-of-range read.
 struct MoeGatherOp {
   struct Shape {
     uint64_t rows = 0, top_k = 0, width = 0, experts = 0;
@@ -94,6 +138,13 @@ struct MoeGatherOp {
   std::string input_value = "norm", ids_value = "topk_ids", gathered_value = "moe_gathered";
 
   static MoeGatherOp make(const ModelConfig& config, uint64_t rows);
+
+  struct Bound {
+    const uint16_t* input = nullptr;  // [rows, width]
+    const uint32_t* ids = nullptr;    // [rows, top_k]
+    uint16_t* gathered = nullptr;     // [rows·top_k, width]; the first `routed slots` rows
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "moe_gather"; }
   std::string params() const;
@@ -118,6 +169,17 @@ struct MoeExpertGemmOp {
   std::string input_value, ids_value = "topk_ids", output_value;
 
   static MoeExpertGemmOp make(const ModelConfig& config, uint64_t rows, ExpertProj proj);
+
+  // gate/up: input = gathered rows (gather order above), output = token-major slices, slice
+  // (t, j) written only where ids[t·top_k + j] is a routed expert. down: input slice (t, j)
+  // of expert_gate_out, output row t·top_k + j, again only for routed slots.
+  struct Bound {
+    const uint16_t* input = nullptr;
+    const uint32_t* ids = nullptr;     // [rows, top_k]
+    const uint16_t* weight = nullptr;  // [experts, N, K]
+    uint16_t* output = nullptr;
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const;
   std::string params() const;
@@ -139,6 +201,17 @@ struct MoeCombineOp {
               input_value = "norm", output_value = "@block_out";
 
   static MoeCombineOp make(const ModelConfig& config, uint64_t rows, bool hash);
+
+  // input is null unless reads_input; for latent MoE output == input (in place: a kernel
+  // reads a row's input before writing that row).
+  struct Bound {
+    const uint32_t* ids = nullptr;    // [rows, top_k]
+    const float* weights = nullptr;   // [rows, top_k]
+    const uint16_t* down = nullptr;   // [rows·top_k, width]
+    const uint16_t* input = nullptr;  // [rows, width]
+    uint16_t* output = nullptr;       // [rows, width]
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "moe_combine"; }
   std::string params() const;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bufferlab/core/tensor_ref.h"
+#include "bufferlab/core/workspace.h"
 
 namespace bufferlab {
 
@@ -65,6 +66,14 @@ struct Q2DequantOp {
   std::vector<Access> accesses() const;
 };
 
+// What a BF16 GEMM does with its FP32 result (the `kind` strings the plans use):
+//   store      "bf16"                 out = bf16(x·Wᵀ)
+//   swiglu     "bf16+swiglu-epilogue" out = bf16(silu(x·Wᵀ) · up), up = inputs[1] = the output
+//              tensor itself, read and rewritten in place (the MoE shared expert)
+//   accumulate "bf16+accumulate"      out = bf16(out + x·Wᵀ), out = inputs[1] (β = 1)
+// FP32 math throughout (numerics §2: BF16 in, FP32 accumulate).
+enum class GemmEpilogue { store, swiglu, accumulate };
+
 // A GEMM writing out_rows rows of [*, N]: rows [0, rows) are the result, rows
 // [rows, out_rows) phantom (the FP8 block-scaled path hands the library ceil16(rows) rows).
 struct GemmOp {
@@ -85,6 +94,18 @@ struct GemmOp {
   static GemmOp make(std::string label, std::string kind, std::vector<Access> inputs, uint64_t rows,
                      uint64_t out_rows, uint64_t K, uint64_t N, BufferId out_buffer,
                      uint64_t out_offset, DType out_dtype, std::string output_value);
+  // The BF16 kinds above have kernels on every backend; whether this op is one of them.
+  bool is_bf16_kind() const;
+  GemmEpilogue epilogue() const;  // throws Error for a kind that is not a BF16 kind
+
+  // A BF16 kind's operands (Error for another kind): x = inputs[0] bf16 [rows, K], weight
+  // bf16 [N, K], out bf16 [rows, N] (also read for swiglu / accumulate).
+  struct Bound {
+    const uint16_t* x = nullptr;
+    const uint16_t* weight = nullptr;
+    uint16_t* out = nullptr;
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return label; }
   std::string params() const;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/run_shape.h"
 
 namespace bufferlab::plan {
@@ -41,6 +42,8 @@ struct Pass {
   // verify rows; mixed rung(n) + 1 (the prefill's last token parked at row rung(n));
   // codispatch n (one row per stream).
   uint64_t logits_rows() const;
+  // Which input row each of those reads (buffers.md §4.9); see LmHeadRows (ops/embedding.h).
+  LmHeadRows logits_source_rows() const;
   // Number of prefill sequences (streams): codispatch n, prefill/mixed 1, else 0.
   uint64_t prefill_streams() const;
   // Tokens of each prefill stream: codispatch L, prefill/mixed t, else 0.
