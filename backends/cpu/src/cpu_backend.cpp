@@ -44,13 +44,13 @@ class CpuBackend final : public Backend {
     cpu::fused_add_rmsnorm(host(ws), op);
   }
   void moe_router(const Workspace& ws, const MoeRouterOp& op) override {
-    cpu::moe_router(host(ws), op, kernel_mutant());
+    cpu::moe_router(host(ws), op, kernel_mutant(), scratch_);
   }
   TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) override {
     return cpu::moe_topk(host(ws), op, kernel_mutant());
   }
   void moe_gather(const Workspace& ws, const MoeGatherOp& op) override {
-    cpu::moe_gather(host(ws), op);
+    cpu::moe_gather(host(ws), op, scratch_);
   }
   void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) override {
     cpu::moe_expert_gemm(host(ws), op, scratch_);
@@ -74,8 +74,8 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // The fixed working memory of the GEMM kernels, set up once here (execute() allocates
-  // nothing): see cpu_ops.h.
+  // The fixed working memory of the GEMM and MoE grouping kernels, set up once here
+  // (execute() allocates nothing): see cpu_scratch.h.
   cpu::Scratch scratch_;
 
   // A device workspace handed to the CPU backend would be dereferenced on the host.

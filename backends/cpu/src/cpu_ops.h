@@ -16,10 +16,11 @@ namespace bufferlab::cpu {
 void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op);
 
 // MoE routing and FFN (spec/numerics.md §2). `mutant` is Mutant::none except in mutation
-// tests (Backend::set_kernel_mutant).
-void moe_router(const Workspace& ws, const MoeRouterOp& op, Mutant mutant);
+// tests (Backend::set_kernel_mutant). `scratch` is the backend's fixed working memory
+// (cpu_scratch.h): GEMM panels and the expert grouping tables.
+void moe_router(const Workspace& ws, const MoeRouterOp& op, Mutant mutant, Scratch& scratch);
 TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op, Mutant mutant);
-void moe_gather(const Workspace& ws, const MoeGatherOp& op);
+void moe_gather(const Workspace& ws, const MoeGatherOp& op, Scratch& scratch);
 void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op, Scratch& scratch);
 void swiglu(const Workspace& ws, const SwigluOp& op);
 void moe_combine(const Workspace& ws, const MoeCombineOp& op);

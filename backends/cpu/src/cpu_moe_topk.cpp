@@ -1,0 +1,169 @@
+// CPU MoE top-k selection (numerics §2, oracle/routing.h): rows in parallel, each row one pass
+// over its E' experts keeping a sorted insertion buffer of the best top_k under THE total order
+// (key descending, then index ascending; NaN keys after every number, by index), then the
+// weights of the selected experts. Fixed stack arrays only (kMaxTopK); nothing is allocated.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/number_formats.h"
+#include "cpu_ops.h"
+
+namespace bufferlab::cpu {
+namespace {
+
+// Below this many scored logits the thread start-up costs more than the rows.
+constexpr uint64_t kParallelMinLogits = uint64_t{1} << 14;
+
+// The total order; `ties_high` is kernel mutant M-TIE (exact numeric ties to the HIGHER index).
+bool ranks_before(float a, uint32_t i, float b, uint32_t j, bool ties_high) {
+  const bool a_nan = std::isnan(a), b_nan = std::isnan(b);
+  if (a_nan || b_nan) return a_nan == b_nan ? i < j : b_nan;
+  if (a != b) return a > b;
+  return ties_high ? i > j : i < j;
+}
+
+// s = f(l) in FP32 with the accurate std::exp / std::log1p; softplus stable for large |l|.
+float score_of(MoeScoring scoring, float l) {
+  switch (scoring) {
+    case MoeScoring::sigmoid:
+      return 1.0f / (1.0f + std::exp(-l));
+    case MoeScoring::sqrtsoftplus:
+      return std::sqrt(std::max(l, 0.0f) + std::log1p(std::exp(-std::fabs(l))));
+    case MoeScoring::softmax:
+      break;
+  }
+  return l;
+}
+
+// One row's logits, BF16 or FP32, read as FP32.
+struct RowLogits {
+  const uint16_t* bf16;
+  const float* f32;
+  float operator[](uint64_t e) const { return f32 != nullptr ? f32[e] : bf16_bits_to_f32(bf16[e]); }
+};
+
+struct TopKParams {
+  MoeScoring scoring;
+  const float* bias;  // null unless use_bias
+  uint64_t experts, routed, top_k, vocab;
+  bool norm, hash, ties_high;
+  float scale;
+  const uint32_t* token_ids;
+  const int32_t* tid2eid;
+};
+
+float key_of(const TopKParams& q, const RowLogits& l, uint64_t e) {
+  if (q.scoring == MoeScoring::softmax) return l[e];
+  const float s = score_of(q.scoring, l[e]);
+  return q.bias != nullptr ? s + q.bias[e] : s;
+}
+
+// The best top_k of the row in order into ids; returns the NaN keys met.
+uint64_t select_row(const TopKParams& q, const RowLogits& l, uint32_t* ids) {
+  float best[kMaxTopK];
+  uint64_t filled = 0, nan_keys = 0;
+  for (uint64_t e = 0; e < q.experts; ++e) {
+    const float key = key_of(q, l, e);
+    nan_keys += std::isnan(key) ? 1 : 0;
+    const auto id = static_cast<uint32_t>(e);
+    if (filled == q.top_k && !ranks_before(key, id, best[filled - 1], ids[filled - 1], q.ties_high))
+      continue;
+    uint64_t at = filled < q.top_k ? filled++ : filled - 1;
+    for (; at > 0 && ranks_before(key, id, best[at - 1], ids[at - 1], q.ties_high); --at) {
+      best[at] = best[at - 1];
+      ids[at] = ids[at - 1];
+    }
+    best[at] = key;
+    ids[at] = id;
+  }
+  return nan_keys;
+}
+
+// Hash layers: ids from the table (read as unsigned, ≥ routed clamped to 0); the NaN keys
+// are still counted as the selection would have met them (oracle/routing.cpp).
+uint64_t hash_row(const TopKParams& q, const RowLogits& l, uint32_t token, uint32_t* ids) {
+  uint64_t nan_keys = 0;
+  for (uint64_t e = 0; e < q.experts; ++e) nan_keys += std::isnan(key_of(q, l, e)) ? 1 : 0;
+  for (uint64_t j = 0; j < q.top_k; ++j) {
+    const auto id = static_cast<uint32_t>(q.tid2eid[token * q.top_k + j]);
+    ids[j] = id >= q.routed ? 0u : id;
+  }
+  return nan_keys;
+}
+
+// Weights of the selected ids: softmax over all E' logits (max-subtracted, FP32; NaN in the
+// row makes every weight NaN) gathered, or s = f(l) pre-bias; then normalised and scaled.
+void weigh_row(const TopKParams& q, const RowLogits& l, const uint32_t* ids, float* w) {
+  if (q.scoring == MoeScoring::softmax) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (uint64_t e = 0; e < q.experts; ++e) m = (std::isnan(l[e]) || l[e] > m) ? l[e] : m;
+    float sum = 0.0f;
+    for (uint64_t e = 0; e < q.experts; ++e) sum += std::exp(l[e] - m);
+    for (uint64_t j = 0; j < q.top_k; ++j) w[j] = std::exp(l[ids[j]] - m) / sum;
+  } else {
+    for (uint64_t j = 0; j < q.top_k; ++j) w[j] = score_of(q.scoring, l[ids[j]]);
+  }
+  if (q.norm) {
+    float sum = 0.0f;
+    for (uint64_t j = 0; j < q.top_k; ++j) sum += w[j];
+    if (q.scoring == MoeScoring::softmax || static_cast<double>(sum) > 1e-20)
+      for (uint64_t j = 0; j < q.top_k; ++j) w[j] /= sum;
+  }
+  for (uint64_t j = 0; j < q.top_k; ++j) w[j] *= q.scale;
+}
+
+void refuse_launch(const MoeTopKOp& op) {
+  const auto& d = op.shape();
+  const char* why = d.experts > kMaxScoredExperts ? "experts exceed kMaxScoredExperts (1024)"
+                    : d.top_k > kMaxTopK          ? "top_k exceeds kMaxTopK (32)"
+                    : d.top_k == 0 || d.top_k > d.experts ? "top_k must be in [1, experts]"
+                                                          : nullptr;
+  if (why != nullptr) throw Error(op.params() + ": " + why);
+}
+
+}  // namespace
+
+TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op, Mutant mutant) {
+  refuse_launch(op);
+  const MoeTopKOp::Bound p = op.bind(ws);
+  const auto [rows, experts, routed, top_k, vocab] = op.shape();
+  const TopKParams q{op.scoring,
+                     op.use_bias ? p.bias : nullptr,
+                     experts,
+                     routed,
+                     top_k,
+                     vocab,
+                     op.norm_topk_prob,
+                     op.hash,
+                     mutant == Mutant::M_TIE,
+                     static_cast<float>(op.routed_scaling_factor),
+                     p.token_ids,
+                     p.tid2eid};
+  if (op.hash) {
+    // Checked before the parallel loop: an exception may not leave an OpenMP region.
+    for (uint64_t t = 0; t < rows; ++t)
+      if (p.token_ids[t] >= vocab)
+        throw Error(op.params() + ": token_ids[" + std::to_string(t) +
+                    "] = " + std::to_string(p.token_ids[t]) + " is not below vocab");
+  }
+
+  uint64_t nan_keys = 0;
+  const auto row_count = static_cast<int64_t>(rows);
+#pragma omp parallel for schedule(static) reduction(+ : nan_keys) \
+    if (rows * experts >= kParallelMinLogits)
+  for (int64_t t = 0; t < row_count; ++t) {
+    const auto row = static_cast<uint64_t>(t);
+    const RowLogits l{p.logits_bf16 != nullptr ? p.logits_bf16 + row * experts : nullptr,
+                      p.logits_f32 != nullptr ? p.logits_f32 + row * experts : nullptr};
+    uint32_t* ids = p.ids + row * top_k;
+    nan_keys += q.hash ? hash_row(q, l, q.token_ids[row], ids) : select_row(q, l, ids);
+    weigh_row(q, l, ids, p.weights + row * top_k);
+  }
+  return {nan_keys};
+}
+
+}  // namespace bufferlab::cpu
