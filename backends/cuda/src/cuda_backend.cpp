@@ -1,14 +1,18 @@
 // CudaBackend: a device arena and weight pool from plain cudaMalloc, transfers and fills
 // through Workspace::resolve (bounds-checked before any pointer reaches the runtime), and the
-// kernels of this folder on the default stream. Every runtime call is checked.
+// kernels of this folder on the default stream. Every runtime call is checked. The library
+// workspace (cuBLAS handle, its workspace, GEMM staging, grouping buffers, counters) is one
+// fixed block made with the backend (cublas_context.h); no op allocates device memory.
 #include "bufferlab/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "cublas_context.h"
 #include "cuda_check.h"
 #include "moe_ops.h"
 #include "rmsnorm_kernel.h"
@@ -66,23 +70,25 @@ class CudaBackend final : public Backend {
   }
 
   void moe_router(const Workspace& ws, const MoeRouterOp& op) override {
-    cuda::moe_router(device(ws), op, kernel_mutant());
+    cuda::moe_router(*ctx_, device(ws), op, kernel_mutant());
   }
   TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) override {
-    return cuda::moe_topk(device(ws), op, kernel_mutant());
+    return cuda::moe_topk(*ctx_, device(ws), op, kernel_mutant());
   }
   void moe_gather(const Workspace& ws, const MoeGatherOp& op) override {
-    cuda::moe_gather(device(ws), op);
+    cuda::moe_gather(*ctx_, device(ws), op);
   }
   void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) override {
-    cuda::moe_expert_gemm(device(ws), op);
+    cuda::moe_expert_gemm(*ctx_, device(ws), op);
   }
   void swiglu(const Workspace& ws, const SwigluOp& op) override { cuda::swiglu(device(ws), op); }
   void moe_combine(const Workspace& ws, const MoeCombineOp& op) override {
-    cuda::moe_combine(device(ws), op);
+    cuda::moe_combine(*ctx_, device(ws), op);
   }
-  void gemm(const Workspace& ws, const GemmOp& op) override { cuda::gemm(device(ws), op); }
-  void lm_head(const Workspace& ws, const LmHeadOp& op) override { cuda::lm_head(device(ws), op); }
+  void gemm(const Workspace& ws, const GemmOp& op) override { cuda::gemm(*ctx_, device(ws), op); }
+  void lm_head(const Workspace& ws, const LmHeadOp& op) override {
+    cuda::lm_head(*ctx_, device(ws), op);
+  }
 
  protected:
   Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {
@@ -94,6 +100,9 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Made with the backend: the one fixed library block (DESIGN.md "Testing").
+  std::unique_ptr<cuda::LibraryContext> ctx_ = std::make_unique<cuda::LibraryContext>();
+
   // A host workspace handed to the CUDA backend would be dereferenced by the device.
   static const Workspace& device(const Workspace& ws) {
     if (ws.where() != MemorySpace::device)

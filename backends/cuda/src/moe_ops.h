@@ -1,5 +1,7 @@
-// The CUDA MoE routing and FFN ops (spec/numerics.md §2), host-side entry points. Private to
-// the CUDA backend.
+// The CUDA MoE routing and FFN ops (spec/numerics.md §2) and the BF16 GEMM kinds, host-side
+// entry points. Each binds its operands through op.bind(ws) (extents from op.shape()), uses
+// only the backend's fixed LibraryContext for library workspace and staging (nothing is
+// allocated here), and enqueues on the default stream. Private to the CUDA backend.
 #pragma once
 
 #include "bufferlab/core/ops/embedding.h"
@@ -8,16 +10,21 @@
 #include "bufferlab/core/ops/projection.h"
 #include "bufferlab/core/sizing.h"
 #include "bufferlab/core/workspace.h"
+#include "cublas_context.h"
 
 namespace bufferlab::cuda {
 
-void moe_router(const Workspace& ws, const MoeRouterOp& op, Mutant mutant);
-TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op, Mutant mutant);
-void moe_gather(const Workspace& ws, const MoeGatherOp& op);
-void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op);
+void moe_router(LibraryContext& ctx, const Workspace& ws, const MoeRouterOp& op, Mutant mutant);
+// Synchronises (copies the NaN-key counter and the hash error flag back).
+TopKDiagnostics moe_topk(LibraryContext& ctx, const Workspace& ws, const MoeTopKOp& op,
+                         Mutant mutant);
+void moe_gather(LibraryContext& ctx, const Workspace& ws, const MoeGatherOp& op);
+// Synchronises (copies the per-expert row offsets to the host to size one GEMM per expert).
+void moe_expert_gemm(LibraryContext& ctx, const Workspace& ws, const MoeExpertGemmOp& op);
 void swiglu(const Workspace& ws, const SwigluOp& op);
-void moe_combine(const Workspace& ws, const MoeCombineOp& op);
-void gemm(const Workspace& ws, const GemmOp& op);
-void lm_head(const Workspace& ws, const LmHeadOp& op);
+// Synchronises (copies the corrupt-id flag back).
+void moe_combine(LibraryContext& ctx, const Workspace& ws, const MoeCombineOp& op);
+void gemm(LibraryContext& ctx, const Workspace& ws, const GemmOp& op);
+void lm_head(LibraryContext& ctx, const Workspace& ws, const LmHeadOp& op);
 
 }  // namespace bufferlab::cuda

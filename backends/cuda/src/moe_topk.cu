@@ -1,0 +1,193 @@
+// CUDA MoE top-k selection (spec/numerics.md §2; the semantics of oracle/src/routing.cpp):
+// one warp per token row, expert e = lane + 32·i held by lane `lane` in key[i] (E' ≤ 1024, so
+// i < 32 and the keys stay in registers). Each of the top_k rounds takes every lane's best
+// remaining expert and reduces them with a butterfly under THE total order (key descending,
+// then index ascending; NaN below every number, NaNs by index): a strict total order, so every
+// lane agrees on the winner. Keys and weights use the accurate expf / log1pf / IEEE division
+// and sqrt (no fast-math intrinsics); sums run in a fixed order.
+#include <cstdint>
+#include <string>
+
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/number_formats.h"
+#include "cuda_check.h"
+#include "moe_kernels.h"
+
+namespace bufferlab::cuda {
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kThreads = kWarpSize * kWarpsPerBlock;
+constexpr int kPerLane = 32;  // 1024 experts / 32 lanes
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+constexpr uint32_t kNone = 0xFFFFFFFFu;
+
+__device__ float load_logit(const TopKLaunch& a, uint64_t at) {
+  return a.logits_f32 != nullptr ? a.logits_f32[at] : bf16_bits_to_f32(a.logits_bf16[at]);
+}
+
+// s = f(l): sigmoid 1/(1 + e^-l); sqrtsoftplus √(max(l, 0) + log1p(e^-|l|)) (stable for
+// large |l|; a NaN logit gives NaN through the log1p term). Softmax keys are the logit.
+__device__ float routing_score(TopKScoring scoring, float l) {
+  if (scoring == TopKScoring::sigmoid) return 1.0f / (1.0f + expf(-l));
+  if (scoring == TopKScoring::sqrtsoftplus)
+    return sqrtf((l > 0.0f ? l : 0.0f) + log1pf(expf(-fabsf(l))));
+  return l;
+}
+
+// The total order of oracle/routing.h; the mutant sends exact ties to the higher index.
+__device__ bool ranks_before(float a, uint32_t i, float b, uint32_t j, bool ties_to_higher) {
+  const bool a_nan = isnan(a), b_nan = isnan(b);
+  if (a_nan || b_nan) return a_nan == b_nan ? i < j : b_nan;
+  if (a != b) return a > b;
+  return ties_to_higher ? i > j : i < j;
+}
+
+// (key, index) candidate: kNone ranks below everything.
+__device__ bool better(float a, uint32_t i, float b, uint32_t j, bool ties_to_higher) {
+  if (i == kNone) return false;
+  if (j == kNone) return true;
+  return ranks_before(a, i, b, j, ties_to_higher);
+}
+
+__device__ float warp_max(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// Butterfly sum: every lane ends with the same bits (IEEE addition is commutative).
+__device__ float warp_sum(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+__device__ uint32_t warp_sum_u32(uint32_t v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+__global__ void __launch_bounds__(kThreads) topk_kernel(TopKLaunch a) {
+  const uint64_t row = static_cast<uint64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= a.rows) return;  // uniform per warp: a warp is one row
+  const uint32_t lane = threadIdx.x % kWarpSize;
+  const uint64_t base = row * a.experts;
+  const bool softmax = a.scoring == TopKScoring::softmax;
+
+  // Keys (and the softmax row maximum over the non-NaN logits).
+  float key[kPerLane];
+  uint32_t available = 0;
+  uint32_t nan_keys = 0;
+  bool row_nan = false;
+  float row_max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const uint32_t e = lane + kWarpSize * i;
+    key[i] = 0.0f;
+    if (e >= a.experts) continue;
+    const float l = load_logit(a, base + e);
+    float k = l;
+    if (!softmax) {
+      k = routing_score(a.scoring, l);
+      if (a.bias != nullptr) k = k + a.bias[e];
+    }
+    key[i] = k;
+    available |= 1u << i;
+    nan_keys += isnan(k) ? 1u : 0u;
+    if (isnan(l))
+      row_nan = true;
+    else
+      row_max = fmaxf(row_max, l);
+  }
+  nan_keys = warp_sum_u32(nan_keys);
+  if (lane == 0 && nan_keys > 0) atomicAdd(a.nan_keys, static_cast<unsigned long long>(nan_keys));
+
+  // Softmax over all E' logits: max-subtracted, accurate expf; a NaN row is NaN everywhere.
+  float m = 0.0f, denominator = 1.0f;
+  if (softmax) {
+    row_nan = __any_sync(kFullMask, row_nan);
+    m = warp_max(row_max);
+    float partial = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if ((available >> i) & 1u) partial += expf(key[i] - m);
+    denominator = warp_sum(partial);
+  }
+
+  // Lane j < top_k ends up holding the j-th id.
+  uint32_t my_id = 0;
+  if (a.hash) {
+    const uint32_t token = a.token_ids[row];
+    if (token >= a.vocab) {  // uniform per warp
+      if (lane == 0) atomicExch(a.error_flag, 1u);
+      return;
+    }
+    if (lane < a.top_k) {
+      const auto id =
+          static_cast<uint32_t>(a.tid2eid[static_cast<uint64_t>(token) * a.top_k + lane]);
+      my_id = id >= a.routed_experts ? 0u : id;
+    }
+  } else {
+    for (uint32_t j = 0; j < a.top_k; ++j) {
+      float best_key = 0.0f;
+      uint32_t best = kNone;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const uint32_t e = lane + kWarpSize * i;
+        if (((available >> i) & 1u) && better(key[i], e, best_key, best, a.ties_to_higher)) {
+          best_key = key[i];
+          best = e;
+        }
+      }
+      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        const float other_key = __shfl_xor_sync(kFullMask, best_key, offset);
+        const uint32_t other = __shfl_xor_sync(kFullMask, best, offset);
+        if (better(other_key, other, best_key, best, a.ties_to_higher)) {
+          best_key = other_key;
+          best = other;
+        }
+      }
+      // top_k ≤ E' (checked by the caller), so a candidate is always left.
+      if (lane == best % kWarpSize) available &= ~(1u << (best / kWarpSize));
+      if (lane == j) my_id = best;
+    }
+  }
+
+  // Weights in selection order: softmax probability, or the pre-bias score s.
+  float w = 0.0f;
+  if (lane < a.top_k) {
+    const float l = load_logit(a, base + my_id);
+    if (softmax)
+      w = row_nan ? __int_as_float(0x7FC00000) : expf(l - m) / denominator;
+    else
+      w = routing_score(a.scoring, l);
+  }
+  float sum = 0.0f;  // in selection order, as the oracle sums
+  for (uint32_t j = 0; j < a.top_k; ++j) sum += __shfl_sync(kFullMask, w, static_cast<int>(j));
+  if (a.norm_topk_prob && (softmax || static_cast<double>(sum) > 1e-20)) w = w / sum;
+  w = w * a.routed_scaling_factor;
+  if (lane < a.top_k) {
+    a.ids[row * a.top_k + lane] = my_id;
+    a.weights[row * a.top_k + lane] = w;
+  }
+}
+
+}  // namespace
+
+void launch_topk(const TopKLaunch& a, cudaStream_t stream) {
+  if (a.rows == 0) return;
+  if (a.experts > static_cast<uint64_t>(kWarpSize) * kPerLane || a.top_k > kWarpSize ||
+      a.top_k == 0 || a.top_k > a.experts)
+    throw Error("moe_topk: experts " + std::to_string(a.experts) + " / top_k " +
+                std::to_string(a.top_k) + " outside the kernel's range");
+  const uint64_t blocks = (a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > 0x7FFFFFFFull)
+    throw Error("moe_topk: " + std::to_string(a.rows) + " rows exceed the grid limit");
+  topk_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  BUFFERLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace bufferlab::cuda
