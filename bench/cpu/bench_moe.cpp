@@ -1,0 +1,500 @@
+// Google Benchmark: the CPU MoE routing and FFN ops (issue 4) against baselines measured in the
+// same run. Not pass/fail.
+//
+//   BM_MoeTopKCpu        Backend::moe_topk on FP32 logits (softmax; sigmoid + bias with
+//                        norm_topk_prob and a routed scale) against a naive loop: per row, the
+//                        keys, a full std::sort of (key desc, index asc), the first top_k, the
+//                        weights. Counters: speedup_vs_naive = naive / ours, ids_agree (the
+//                        fraction of selected ids equal to the naive loop's; 1 unless near-tied
+//                        keys round differently), naive_us.
+//   BM_MoeRouterCpu      Backend::moe_router on each precision path against a naive triple loop
+//                        over the same operands (widen each element to float, dot over the
+//                        hidden index innermost, store as the path does). Counters:
+//                        speedup_vs_naive, gflops, naive_us.
+//   BM_MoeGemmCpu        Backend::gemm (kind "bf16"), Backend::moe_expert_gemm (gate and down,
+//   BM_MoeExpertGemmCpu  routed ids spread evenly over the experts) and Backend::lm_head against
+//   BM_MoeLmHeadCpu      Eigen's own peak here: an Eigen::MatrixXf product of the same M, N, K
+//                        (preallocated, OpenMP-parallel like ours). Counters: gflops (ours),
+//                        eigen_gflops, eigen_fraction = ours / eigen.
+//
+// Each ratio compares timings taken the same way, back to back (seconds_per_call), so a busy
+// machine slows both alike. Shapes are real per-op shapes where they fit a 2-core CI machine
+// (router: Qwen3-Next h 2048 × E' 512, DeepSeek-V3 h 7168 × E' 256); the expert and LM-head
+// GEMMs keep their real K and N but fewer experts / a smaller vocabulary. Until a CPU kernel
+// exists its benchmarks report "skipped: <the backend's error>".
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/layout.h"
+#include "bufferlab/core/number_formats.h"
+#include "bufferlab/core/ops/embedding.h"
+#include "bufferlab/core/ops/moe.h"
+#include "bufferlab/core/ops/projection.h"
+#include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/pool_placement.h"
+
+namespace bufferlab {
+namespace {
+
+// ---------------------------------------------------------------- inputs and workspaces
+
+uint64_t mix(uint64_t x) {  // splitmix64 finaliser: a deterministic integer hash
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A value in [-scale, scale) on a grid of 2^16 steps, from element i of stream `seed`.
+float value(uint64_t i, uint64_t seed, float scale) {
+  const auto q = static_cast<int64_t>(mix(i * 0x100000001B3ull + seed) >> 48) - 32768;
+  return scale * static_cast<float>(q) / 32768.0f;
+}
+
+std::vector<uint16_t> bf16_values(uint64_t n, uint64_t seed, float scale) {
+  std::vector<uint16_t> v(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = f32_to_bf16_bits(value(i, seed, scale));
+  return v;
+}
+
+std::vector<float> f32_values(uint64_t n, uint64_t seed, float scale) {
+  std::vector<float> v(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = value(i, seed, scale);
+  return v;
+}
+
+// ids [tokens, top_k]: token t takes top_k consecutive experts from a hashed start, so every
+// token has distinct experts and the slots spread evenly over all of them.
+std::vector<uint32_t> spread_ids(uint64_t tokens, uint64_t top_k, uint64_t experts) {
+  std::vector<uint32_t> ids(tokens * top_k);
+  for (uint64_t t = 0; t < tokens; ++t)
+    for (uint64_t j = 0; j < top_k; ++j)
+      ids[t * top_k + j] = static_cast<uint32_t>((mix(t) + j) % experts);
+  return ids;
+}
+
+// The arena layout holding every arena tensor the ops touch, each sized by its TensorRef.
+Layout footprint_layout(std::initializer_list<std::vector<Access>> ops) {
+  BufferSizes sizes;
+  for (const auto& accesses : ops)
+    for (const Access& a : accesses) {
+      if (a.tensor.space != Space::arena) continue;
+      uint64_t& b = sizes.bytes(a.tensor.buffer);
+      b = std::max(b, a.tensor.offset + a.tensor.bytes());
+    }
+  return Layout::build(sizes);
+}
+
+struct Rig {
+  std::unique_ptr<Backend> backend = make_cpu_backend();
+  Workspace ws;
+  template <class T>
+  void upload(const TensorRef& t, const std::vector<T>& host) {
+    if (host.size() != t.elements()) throw Error("bench upload size mismatch: " + t.to_string());
+    backend->upload(ws, t, host.data());
+  }
+};
+
+// ---------------------------------------------------------------- timing
+
+// Mean seconds per call of f over at least min_s (after one warm-up call unless cold).
+template <class F>
+double seconds_per_call(F f, double min_s = 0.1, bool warm_up = true) {
+  using Clock = std::chrono::steady_clock;
+  if (warm_up) f();
+  uint64_t calls = 0;
+  const auto start = Clock::now();
+  std::chrono::duration<double> elapsed{0};
+  do {
+    f();
+    ++calls;
+    elapsed = Clock::now() - start;
+  } while (elapsed.count() < min_s);
+  return elapsed.count() / static_cast<double>(calls);
+}
+
+// Runs `op` once; on an Error (e.g. a kernel not written yet) skips the benchmark.
+template <class F>
+bool first_call_or_skip(benchmark::State& state, F op) {
+  try {
+    op();
+    return true;
+  } catch (const std::exception& e) {
+    state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
+    return false;
+  }
+}
+
+template <class Key, class F>
+double cached_seconds(std::map<Key, double>& cache, const Key& key, F measure) {
+  auto [it, fresh] = cache.try_emplace(key, 0.0);
+  if (fresh) it->second = measure();
+  return it->second;
+}
+
+// ---------------------------------------------------------------- (a) top-k
+
+struct TopKSetup {
+  MoeTopKOp op;
+  Rig rig;
+  std::vector<std::pair<float, uint32_t>> keyed;  // the naive loop's row buffer
+  std::vector<uint32_t> naive_ids;
+  std::vector<float> naive_weights;
+};
+
+using TopKKey = std::tuple<MoeScoring, uint64_t, uint64_t, uint64_t>;
+
+// Softmax: Qwen-style (no bias, no renormalisation). Sigmoid: DeepSeek-V3-style (bias,
+// norm_topk_prob, routed scale 2.5). Logits on the FP32 paths (gate_logits_f32).
+TopKSetup& topk_setup(MoeScoring scoring, uint64_t experts, uint64_t top_k, uint64_t tokens) {
+  static std::map<TopKKey, std::unique_ptr<TopKSetup>> cache;
+  auto& s = cache[{scoring, experts, top_k, tokens}];
+  if (s) return *s;
+  s = std::make_unique<TopKSetup>();
+  ModelConfig c;
+  c.num_experts = experts;
+  c.num_experts_per_tok = top_k;
+  c.scoring_func = to_string(scoring);
+  const bool sigmoid = scoring == MoeScoring::sigmoid;
+  c.use_routing_bias = sigmoid;
+  c.norm_topk_prob = sigmoid;
+  c.routed_scaling_factor = sigmoid ? 2.5 : 1.0;
+  s->op = MoeTopKOp::make(c, tokens, /*logits_f32=*/true, /*hash=*/false);
+  const uint64_t pool = oracle::place_in_pool({&s->op.bias});
+  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
+  s->rig.backend->poison(s->rig.ws);
+  s->rig.upload(s->op.logits, f32_values(tokens * experts, 1, 4.0f));
+  if (s->op.use_bias) s->rig.upload(s->op.bias, f32_values(experts, 2, 0.05f));
+  s->naive_ids.resize(tokens * top_k);
+  s->naive_weights.resize(tokens * top_k);
+  return *s;
+}
+
+float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// The naive reference: one thread, keys of the whole row, a full sort, the first top_k.
+void naive_topk(TopKSetup& s) {
+  const MoeTopKOp& op = s.op;
+  const MoeTopKOp::Bound b = op.bind(s.rig.ws);
+  const uint64_t E = op.shape().experts, k = op.shape().top_k;
+  const bool softmax = op.scoring == MoeScoring::softmax;
+  for (uint64_t t = 0; t < op.shape().rows; ++t) {
+    const float* l = b.logits_f32 + t * E;
+    s.keyed.clear();
+    for (uint64_t e = 0; e < E; ++e) {
+      const float key = softmax ? l[e] : sigmoidf(l[e]) + (b.bias ? b.bias[e] : 0.0f);
+      s.keyed.emplace_back(key, static_cast<uint32_t>(e));
+    }
+    std::sort(s.keyed.begin(), s.keyed.end(), [](const auto& a, const auto& z) {
+      return a.first > z.first || (a.first == z.first && a.second < z.second);
+    });
+    float max_logit = l[0], denom = 0.0f;
+    if (softmax) {
+      for (uint64_t e = 0; e < E; ++e) max_logit = std::max(max_logit, l[e]);
+      for (uint64_t e = 0; e < E; ++e) denom += std::exp(l[e] - max_logit);
+    }
+    uint32_t* ids = s.naive_ids.data() + t * k;
+    float* w = s.naive_weights.data() + t * k;
+    float sum = 0.0f;
+    for (uint64_t j = 0; j < k; ++j) {
+      ids[j] = s.keyed[j].second;
+      w[j] = softmax ? std::exp(l[ids[j]] - max_logit) / denom : sigmoidf(l[ids[j]]);
+      sum += w[j];
+    }
+    const bool renormalise = op.norm_topk_prob && (softmax || sum > 1e-20f);
+    for (uint64_t j = 0; j < k; ++j)
+      w[j] = (renormalise ? w[j] / sum : w[j]) * static_cast<float>(op.routed_scaling_factor);
+  }
+}
+
+double ids_agree(const TopKSetup& s) {
+  const MoeTopKOp::Bound b = s.op.bind(s.rig.ws);
+  uint64_t same = 0;
+  for (uint64_t i = 0; i < s.naive_ids.size(); ++i) same += b.ids[i] == s.naive_ids[i];
+  return static_cast<double>(same) / static_cast<double>(s.naive_ids.size());
+}
+
+void BM_MoeTopKCpu(benchmark::State& state, MoeScoring scoring) {
+  const auto experts = static_cast<uint64_t>(state.range(0));
+  const auto top_k = static_cast<uint64_t>(state.range(1));
+  const auto tokens = static_cast<uint64_t>(state.range(2));
+  TopKSetup& s = topk_setup(scoring, experts, top_k, tokens);
+  auto ours = [&] { benchmark::DoNotOptimize(s.rig.backend->moe_topk(s.rig.ws, s.op)); };
+  if (!first_call_or_skip(state, ours)) return;
+  for (auto _ : state) ours();
+  static std::map<TopKKey, double> naive_cache;
+  const double naive = cached_seconds(naive_cache, TopKKey{scoring, experts, top_k, tokens},
+                                      [&] { return seconds_per_call([&] { naive_topk(s); }); });
+  const double own = seconds_per_call(ours);
+  state.counters["speedup_vs_naive"] = naive / own;
+  state.counters["naive_us"] = 1e6 * naive;
+  state.counters["ids_agree"] = ids_agree(s);
+  state.counters["threads"] = omp_get_max_threads();
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * tokens));
+}
+
+void topk_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t experts : {64, 256, 512, 1024})
+    for (int64_t top_k : {8, 10, 32})
+      for (int64_t tokens : {64, 1024})
+        if (top_k <= experts) b->Args({experts, top_k, tokens});
+  b->ArgNames({"experts", "top_k", "tokens"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_MoeTopKCpu, softmax, MoeScoring::softmax)->Apply(topk_shapes);
+BENCHMARK_CAPTURE(BM_MoeTopKCpu, sigmoid_bias, MoeScoring::sigmoid)->Apply(topk_shapes);
+
+// ---------------------------------------------------------------- (b) router GEMM
+
+struct RouterSetup {
+  MoeRouterOp op;
+  Rig rig;
+  std::vector<uint16_t> naive_bf16;
+  std::vector<float> naive_f32;
+};
+
+using RouterKey = std::tuple<RouterPrecision, uint64_t, uint64_t, uint64_t>;
+
+RouterSetup& router_setup(RouterPrecision p, uint64_t tokens, uint64_t hidden, uint64_t experts) {
+  static std::map<RouterKey, std::unique_ptr<RouterSetup>> cache;
+  auto& s = cache[{p, tokens, hidden, experts}];
+  if (s) return *s;
+  s = std::make_unique<RouterSetup>();
+  ModelConfig c;
+  c.hidden_size = hidden;
+  c.num_experts = experts;
+  s->op = MoeRouterOp::make(c, tokens, p);
+  const uint64_t pool = oracle::place_in_pool({&s->op.weight});
+  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
+  s->rig.backend->poison(s->rig.ws);
+  if (p == RouterPrecision::fp32_routing)
+    s->rig.upload(s->op.input, f32_values(tokens * hidden, 3, 2.0f));
+  else
+    s->rig.upload(s->op.input, bf16_values(tokens * hidden, 3, 2.0f));
+  s->rig.upload(s->op.weight, bf16_values(experts * hidden, 4, 0.05f));
+  s->naive_bf16.resize(tokens * experts);
+  s->naive_f32.resize(tokens * experts);
+  return *s;
+}
+
+// The naive reference: three loops, each element widened to float, FP32 accumulation in
+// order, stored as the path stores (BF16 on the bf16 path, FP32 otherwise).
+void naive_router(RouterSetup& s) {
+  const MoeRouterOp::Bound b = s.op.bind(s.rig.ws);
+  const uint64_t T = s.op.shape().rows, H = s.op.shape().hidden, E = s.op.shape().experts;
+  for (uint64_t t = 0; t < T; ++t)
+    for (uint64_t e = 0; e < E; ++e) {
+      float acc = 0.0f;
+      for (uint64_t k = 0; k < H; ++k) {
+        const float x = b.x_f32 ? b.x_f32[t * H + k] : bf16_bits_to_f32(b.x_bf16[t * H + k]);
+        acc += x * bf16_bits_to_f32(b.weight[e * H + k]);
+      }
+      if (s.op.precision == RouterPrecision::bf16)
+        s.naive_bf16[t * E + e] = f32_to_bf16_bits(acc);
+      else
+        s.naive_f32[t * E + e] = acc;
+    }
+}
+
+void BM_MoeRouterCpu(benchmark::State& state, RouterPrecision p) {
+  const auto tokens = static_cast<uint64_t>(state.range(0));
+  const auto hidden = static_cast<uint64_t>(state.range(1));
+  const auto experts = static_cast<uint64_t>(state.range(2));
+  RouterSetup& s = router_setup(p, tokens, hidden, experts);
+  auto ours = [&] { s.rig.backend->moe_router(s.rig.ws, s.op); };
+  if (!first_call_or_skip(state, ours)) return;
+  for (auto _ : state) ours();
+  // The naive loop takes seconds at 1024 tokens: one cold call is its measurement there.
+  static std::map<RouterKey, double> naive_cache;
+  const double naive = cached_seconds(naive_cache, RouterKey{p, tokens, hidden, experts}, [&] {
+    return seconds_per_call([&] { naive_router(s); }, 0.1, false);
+  });
+  const double own = seconds_per_call(ours);
+  const double flops = 2.0 * static_cast<double>(tokens * hidden * experts);
+  state.counters["speedup_vs_naive"] = naive / own;
+  state.counters["naive_us"] = 1e6 * naive;
+  state.counters["gflops"] = flops / own / 1e9;
+  state.counters["threads"] = omp_get_max_threads();
+}
+
+void router_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t tokens : {64, 1024}) {
+    b->Args({tokens, 2048, 512});  // Qwen3-Next
+    b->Args({tokens, 7168, 256});  // DeepSeek-V3
+  }
+  b->ArgNames({"tokens", "hidden", "experts"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_MoeRouterCpu, bf16, RouterPrecision::bf16)->Apply(router_shapes);
+BENCHMARK_CAPTURE(BM_MoeRouterCpu, fp32_gate, RouterPrecision::fp32_gate)->Apply(router_shapes);
+BENCHMARK_CAPTURE(BM_MoeRouterCpu, fp32_routing, RouterPrecision::fp32_routing)
+    ->Apply(router_shapes);
+
+// ---------------------------------------------------------------- (c) GEMMs against Eigen
+
+// Eigen's float GEMM of the same M, N, K, preallocated, measured once per shape.
+double eigen_seconds(uint64_t M, uint64_t N, uint64_t K) {
+  static std::map<std::tuple<uint64_t, uint64_t, uint64_t>, double> cache;
+  return cached_seconds(cache, std::tuple{M, N, K}, [&] {
+    const auto m = static_cast<Eigen::Index>(M), n = static_cast<Eigen::Index>(N),
+               k = static_cast<Eigen::Index>(K);
+    Eigen::MatrixXf a(m, k), b(k, n), c(m, n);
+    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = value(i, 5, 1.0f);
+    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = value(i, 6, 0.05f);
+    return seconds_per_call([&] {
+      c.noalias() = a * b;
+      benchmark::DoNotOptimize(c.data());
+    });
+  });
+}
+
+void report_gemm(benchmark::State& state, double own, uint64_t M, uint64_t N, uint64_t K) {
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N * K);
+  const double eigen = eigen_seconds(M, N, K);
+  state.counters["gflops"] = flops / own / 1e9;
+  state.counters["eigen_gflops"] = flops / eigen / 1e9;
+  state.counters["eigen_fraction"] = eigen / own;
+  state.counters["threads"] = omp_get_max_threads();
+  state.counters["eigen_threads"] = Eigen::nbThreads();
+}
+
+struct GemmSetup {
+  GemmOp op;
+  Rig rig;
+};
+
+// A dense BF16 projection y[rows, N] = x[rows, K]·Wᵀ (norm_output → moe_output).
+GemmSetup& gemm_setup(uint64_t rows, uint64_t K, uint64_t N) {
+  static std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::unique_ptr<GemmSetup>> cache;
+  auto& s = cache[{rows, K, N}];
+  if (s) return *s;
+  s = std::make_unique<GemmSetup>();
+  const TensorRef x = arena_tensor(BufferId::norm_output, 0, {rows, K}, DType::bf16);
+  s->op = GemmOp::make("bench_proj", "bf16", {{x, AccessKind::read, "norm"}}, rows, rows, K, N,
+                       BufferId::moe_output, 0, DType::bf16, "proj_out");
+  const uint64_t pool = oracle::place_in_pool({&s->op.weight});
+  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
+  s->rig.backend->poison(s->rig.ws);
+  s->rig.upload(x, bf16_values(rows * K, 7, 1.0f));
+  s->rig.upload(s->op.weight, bf16_values(N * K, 8, 0.05f));
+  return *s;
+}
+
+void BM_MoeGemmCpu(benchmark::State& state) {
+  const auto rows = static_cast<uint64_t>(state.range(0));
+  const auto K = static_cast<uint64_t>(state.range(1));
+  const auto N = static_cast<uint64_t>(state.range(2));
+  GemmSetup& s = gemm_setup(rows, K, N);
+  auto ours = [&] { s.rig.backend->gemm(s.rig.ws, s.op); };
+  if (!first_call_or_skip(state, ours)) return;
+  for (auto _ : state) ours();
+  report_gemm(state, seconds_per_call(ours), rows, N, K);
+}
+
+// Qwen3-Next shared expert gate/up (2048 → 512) and a square 2048 projection.
+BENCHMARK(BM_MoeGemmCpu)
+    ->ArgsProduct({{64, 256}, {2048}, {512, 2048}})
+    ->ArgNames({"rows", "K", "N"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Routed experts with Qwen3-Next's per-expert shape (D 2048, I 512, top_k 10) but 64 of its 512
+// experts, so the weights stay 128 MiB per projection.
+constexpr uint64_t kExpertHidden = 2048, kExpertInter = 512, kExperts = 64, kExpertTopK = 10;
+
+struct ExpertSetup {
+  MoeExpertGemmOp op;
+  Rig rig;
+};
+
+ExpertSetup& expert_setup(ExpertProj proj, uint64_t tokens) {
+  static std::map<std::pair<ExpertProj, uint64_t>, std::unique_ptr<ExpertSetup>> cache;
+  auto& s = cache[{proj, tokens}];
+  if (s) return *s;
+  s = std::make_unique<ExpertSetup>();
+  ModelConfig c;
+  c.hidden_size = kExpertHidden;
+  c.moe_intermediate_size = kExpertInter;
+  c.num_experts = kExperts;
+  c.num_experts_per_tok = kExpertTopK;
+  s->op = MoeExpertGemmOp::make(c, tokens, proj);
+  const uint64_t pool = oracle::place_in_pool({&s->op.weight});
+  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
+  s->rig.backend->poison(s->rig.ws);
+  s->rig.upload(s->op.input, bf16_values(s->op.input.elements(), 9, 1.0f));
+  s->rig.upload(s->op.ids, spread_ids(tokens, kExpertTopK, kExperts));
+  s->rig.upload(s->op.weight, bf16_values(s->op.weight.elements(), 10, 0.05f));
+  return *s;
+}
+
+void BM_MoeExpertGemmCpu(benchmark::State& state, ExpertProj proj) {
+  const auto tokens = static_cast<uint64_t>(state.range(0));
+  ExpertSetup& s = expert_setup(proj, tokens);
+  auto ours = [&] { s.rig.backend->moe_expert_gemm(s.rig.ws, s.op); };
+  if (!first_call_or_skip(state, ours)) return;
+  for (auto _ : state) ours();
+  // Every slot is routed: the grouped GEMM does slots × N × K multiply-adds.
+  report_gemm(state, seconds_per_call(ours), tokens * kExpertTopK, s.op.shape().N, s.op.shape().K);
+}
+
+void expert_shapes(benchmark::internal::Benchmark* b) {
+  b->Arg(16)->Arg(128)->ArgName("tokens")->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_MoeExpertGemmCpu, gate, ExpertProj::gate)->Apply(expert_shapes);
+BENCHMARK_CAPTURE(BM_MoeExpertGemmCpu, down, ExpertProj::down)->Apply(expert_shapes);
+
+struct LmHeadSetup {
+  LmHeadOp op;
+  Rig rig;
+};
+
+// Decode rows (each logits row reads its own input row), h 2048, a 32000-token vocabulary.
+constexpr uint64_t kLmHidden = 2048, kLmVocab = 32000;
+
+LmHeadSetup& lm_head_setup(uint64_t rows) {
+  static std::map<uint64_t, std::unique_ptr<LmHeadSetup>> cache;
+  auto& s = cache[rows];
+  if (s) return *s;
+  s = std::make_unique<LmHeadSetup>();
+  s->op = LmHeadOp::make(rows, rows, kLmHidden, kLmVocab, "decode", LmHeadRows{rows, 0, 0});
+  const uint64_t pool = oracle::place_in_pool({&s->op.table});
+  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
+  s->rig.backend->poison(s->rig.ws);
+  s->rig.upload(s->op.input, bf16_values(rows * kLmHidden, 11, 1.0f));
+  s->rig.upload(s->op.table, bf16_values(kLmVocab * kLmHidden, 12, 0.05f));
+  return *s;
+}
+
+void BM_MoeLmHeadCpu(benchmark::State& state) {
+  const auto rows = static_cast<uint64_t>(state.range(0));
+  LmHeadSetup& s = lm_head_setup(rows);
+  auto ours = [&] { s.rig.backend->lm_head(s.rig.ws, s.op); };
+  if (!first_call_or_skip(state, ours)) return;
+  for (auto _ : state) ours();
+  report_gemm(state, seconds_per_call(ours), rows, kLmVocab, kLmHidden);
+}
+
+BENCHMARK(BM_MoeLmHeadCpu)
+    ->Arg(8)
+    ->Arg(64)
+    ->ArgName("rows")
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace bufferlab
