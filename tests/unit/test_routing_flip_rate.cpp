@@ -1,0 +1,147 @@
+// MEASURES how often the BF16 router path selects a different expert set than the FP32 paths
+// (and than the FP64 oracle) on near-tied logits, per logit magnitude band, on the CPU
+// backend; prints the table (stdout and GTest RecordProperty). Inputs: the generators'
+// near_ties pattern — logits within half a BF16 ULP of a few BF16 values, so the BF16 store
+// makes each cluster an exact tie (resolved to the lower index) while FP32 keeps them
+// 2^-23..2^-8 relative apart. Deterministic seeds.
+//
+// Asserted, because provable: the FP32 paths never violate the tie-stability property (u =
+// 2^-24); the BF16 path agrees above its larger bound; and the BF16 path flips at least once
+// per band (its clusters' gaps are below half a BF16 ULP by construction, so it ranks them by
+// index where FP32 ranks them by value). The rates themselves are reported, not asserted.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/routing.h"
+#include "bufferlab/oracle/routing_harness.h"
+#include "bufferlab/oracle/routing_judge.h"
+#include "bufferlab/properties/routing_generators.h"
+
+namespace bufferlab {
+namespace {
+
+struct Band {
+  const char* name;
+  int lo, hi;  // |l| in [2^lo, 2^hi): magnitudes lo .. hi-1
+};
+constexpr Band kBands[] = {{"[2^-4,2^-2)", -4, -2},
+                           {"[2^-2,1)", -2, 0},
+                           {"[1,4)", 0, 2},
+                           {"[4,16)", 2, 4},
+                           {"[16,64)", 4, 6}};
+
+struct Tally {
+  uint64_t rows = 0;
+  uint64_t bf16_vs_fp32 = 0;     // BF16 set ≠ FP32-gate set
+  uint64_t bf16_vs_oracle = 0;   // BF16 set ≠ the oracle's (exact logits)
+  uint64_t fp32_vs_oracle = 0;   // FP32-gate set ≠ the oracle's (cut within the FP32 bound)
+  uint64_t fp32_violations = 0;  // tie-stability failures, FP32-gate and FP32-routing
+  uint64_t bf16_violations = 0;  // failures above the BF16 path's larger bound
+};
+
+struct PathRun {
+  std::vector<uint32_t> ids;
+  oracle::RoutingVerdict verdict;
+};
+
+PathRun run_path(Backend& backend, gen::RoutingCase c, RouterPrecision p) {
+  c.precision = p;
+  const auto ops = oracle::make_routing_ops(c.config, c.rows, p, false);
+  const gen::RoutingTensors t = gen::routing_tensors(c);
+  const oracle::RouterInputs rin{t.x_bf16, t.x_f32, t.weight};
+  const oracle::TopKHostInputs tin{t.bias, {}, {}};
+  const Workspace ws = backend.allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
+  const auto out = oracle::run_routing_chain(backend, ws, ops, rin, tin);
+  return {out.topk.ids, oracle::judge_routing_chain(ops, rin, tin, out, oracle::kUnitRoundoffCpu,
+                                                    backend.name(), c.seed)};
+}
+
+bool same_set(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b, uint64_t row,
+              uint64_t k) {
+  return std::is_permutation(a.begin() + static_cast<std::ptrdiff_t>(row * k),
+                             a.begin() + static_cast<std::ptrdiff_t>((row + 1) * k),
+                             b.begin() + static_cast<std::ptrdiff_t>(row * k));
+}
+
+gen::RoutingCase near_tie_case(int magnitude, uint64_t seed, const char* scoring) {
+  gen::RoutingCase c;
+  c.config.hidden_size = 8;
+  c.config.num_experts = 16;
+  c.config.num_experts_per_tok = 1 + seed % 4;
+  c.config.scoring_func = scoring;
+  c.config.vocab_size = 1;
+  c.rows = 64;
+  c.pattern = gen::RoutingPattern::near_ties;
+  c.magnitude = magnitude;
+  c.seed = seed;
+  return c;
+}
+
+TEST(RoutingFlipRate, Bf16PathFlipsNearTiesTheFp32PathsKeep) {
+  const std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::vector<Tally> tallies;
+  for (const Band& band : kBands) {
+    Tally tally;
+    for (int mag = band.lo; mag < band.hi; ++mag)
+      for (uint64_t seed = 1; seed <= 8; ++seed) {
+        // softmax ranks logits; sigmoid ranks f(l) (its flips shrink where σ′ is small).
+        const gen::RoutingCase c = near_tie_case(mag, seed, seed % 2 ? "softmax" : "sigmoid");
+        const uint64_t k = c.config.num_experts_per_tok;
+        const PathRun bf16 = run_path(*cpu, c, RouterPrecision::bf16);
+        const PathRun gate = run_path(*cpu, c, RouterPrecision::fp32_gate);
+        const PathRun f32 = run_path(*cpu, c, RouterPrecision::fp32_routing);
+        EXPECT_TRUE(gate.verdict.passed()) << c.describe() << oracle::format_verdict(gate.verdict);
+        EXPECT_TRUE(f32.verdict.passed()) << c.describe() << oracle::format_verdict(f32.verdict);
+        EXPECT_TRUE(bf16.verdict.passed()) << c.describe() << oracle::format_verdict(bf16.verdict);
+        tally.fp32_violations += gate.verdict.ties->failures + f32.verdict.ties->failures;
+        tally.bf16_violations += bf16.verdict.ties->failures;
+        tally.bf16_vs_oracle += bf16.verdict.ties->sets_differ;
+        tally.fp32_vs_oracle += gate.verdict.ties->sets_differ;
+        for (uint64_t t = 0; t < c.rows; ++t)
+          tally.bf16_vs_fp32 += same_set(bf16.ids, gate.ids, t, k) ? 0 : 1;
+        tally.rows += c.rows;
+      }
+    tallies.push_back(tally);
+  }
+
+  std::string table =
+      "BF16-path selection flips on near-ties (CPU backend, E' = 16, top_k 1..4, h = 8)\n"
+      "band |l|        rows  flips(bf16 vs fp32)  rate    bf16 vs oracle  fp32 vs oracle  "
+      "fp32 violations  bf16 violations\n";
+  for (size_t b = 0; b < tallies.size(); ++b) {
+    const Tally& t = tallies[b];
+    const double rate = t.rows ? static_cast<double>(t.bf16_vs_fp32) / t.rows : 0.0;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "%-14s %6llu  %19llu  %5.1f%%  %14llu  %14llu  %15llu  %15llu\n", kBands[b].name,
+                  static_cast<unsigned long long>(t.rows),
+                  static_cast<unsigned long long>(t.bf16_vs_fp32), 100.0 * rate,
+                  static_cast<unsigned long long>(t.bf16_vs_oracle),
+                  static_cast<unsigned long long>(t.fp32_vs_oracle),
+                  static_cast<unsigned long long>(t.fp32_violations),
+                  static_cast<unsigned long long>(t.bf16_violations));
+    table += line;
+    const std::string key = std::string("band_") + std::to_string(b);
+    RecordProperty(key + "_range", kBands[b].name);
+    RecordProperty(key + "_rows", std::to_string(t.rows));
+    RecordProperty(key + "_bf16_vs_fp32_flips", std::to_string(t.bf16_vs_fp32));
+    RecordProperty(key + "_bf16_vs_oracle", std::to_string(t.bf16_vs_oracle));
+    RecordProperty(key + "_fp32_vs_oracle", std::to_string(t.fp32_vs_oracle));
+    RecordProperty(key + "_fp32_violations", std::to_string(t.fp32_violations));
+    EXPECT_EQ(t.fp32_violations, 0u) << kBands[b].name;
+    EXPECT_EQ(t.bf16_violations, 0u) << kBands[b].name;
+    EXPECT_GT(t.bf16_vs_fp32, 0u) << kBands[b].name;
+  }
+  std::fputs(table.c_str(), stdout);
+}
+
+}  // namespace
+}  // namespace bufferlab
