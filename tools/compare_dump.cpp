@@ -15,35 +15,27 @@
 namespace bufferlab::cli {
 namespace {
 
-// Writes one array and records it in the manifest's "files".
-class DumpWriter {
- public:
-  explicit DumpWriter(std::filesystem::path dir) : dir_(std::move(dir)) {}
-
-  template <class T>
-  void add(const std::string& file, const std::string& tensor, const char* format,
-           const char* descr, const std::vector<T>& data, std::vector<uint64_t> shape) {
-    write_npy((dir_ / file).string(), std::span<const T>(data), shape);
-    files_[file] = {{"tensor", tensor}, {"format", format}, {"npy_dtype", descr}, {"shape", shape}};
-  }
-  const nlohmann::json& files() const { return files_; }
-
- private:
-  std::filesystem::path dir_;
-  nlohmann::json files_ = nlohmann::json::object();
-};
-
-constexpr const char* kBf16 = "bf16 as uint16 (raw bits)";
+constexpr const char* kBf16 = kBf16DumpFormat;
 
 }  // namespace
+
+DumpWriter::DumpWriter(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) throw Error("--dump " + dir + ": cannot create the directory: " + ec.message());
+}
+
+void DumpWriter::write_manifest(nlohmann::json manifest) const {
+  manifest["files"] = files_;
+  const std::string path = (dir_ / "manifest.json").string();
+  std::ofstream f(path, std::ios::trunc);
+  f << manifest.dump(2) << '\n';
+  if (!f) throw Error("cannot write " + path);
+}
 
 void write_rmsnorm_dump(const std::string& dir, const FusedAddRmsNormOp& op,
                         const oracle::RmsNormInputs& in, const oracle::RmsNormOutputs& out,
                         const oracle::AgreementReport& report, const CompareRunInfo& info) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("--dump " + dir + ": cannot create the directory: " + ec.message());
-
   const std::vector<uint64_t> matrix{op.shape().rows, op.shape().width};
   const std::vector<uint64_t> row{op.shape().width};
   DumpWriter w(dir);
@@ -80,12 +72,8 @@ void write_rmsnorm_dump(const std::string& dir, const FusedAddRmsNormOp& op,
                                    {info.from_preset ? "preset" : "config", info.model_label},
                                    {"tokens", info.tokens},
                                    {"formats", {{"bf16", kBf16}, {"f32", "<f4"}, {"f64", "<f8"}}},
-                                   {"files", w.files()},
                                    {"report", report_json(report)}};
-  const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
-  std::ofstream f(path, std::ios::trunc);
-  f << manifest.dump(2) << '\n';
-  if (!f) throw Error("cannot write " + path);
+  w.write_manifest(manifest);
 }
 
 }  // namespace bufferlab::cli

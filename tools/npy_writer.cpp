@@ -70,5 +70,9 @@ void write_npy(const std::string& path, std::span<const double> data,
                const std::vector<uint64_t>& shape) {
   write_file(path, "<f8", data, shape);
 }
+void write_npy(const std::string& path, std::span<const uint32_t> data,
+               const std::vector<uint64_t>& shape) {
+  write_file(path, "<u4", data, shape);
+}
 
 }  // namespace bufferlab::cli

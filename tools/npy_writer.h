@@ -23,5 +23,7 @@ void write_npy(const std::string& path, std::span<const float> data,
                const std::vector<uint64_t>& shape);
 void write_npy(const std::string& path, std::span<const double> data,
                const std::vector<uint64_t>& shape);
+void write_npy(const std::string& path, std::span<const uint32_t> data,
+               const std::vector<uint64_t>& shape);
 
 }  // namespace bufferlab::cli

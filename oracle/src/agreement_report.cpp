@@ -1,6 +1,8 @@
 // AgreementReport: verdict and the human-readable table.
 #include "bufferlab/oracle/agreement_report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace bufferlab::oracle {
@@ -13,14 +15,14 @@ std::string bound_text(const Tolerance& t) {
   return s.empty() ? "exact" : s;
 }
 
-std::string row_text(const TensorComparison& c) {
+std::string row_text(const TensorComparison& c, size_t name_width) {
   const std::string ulp = c.max_ulp ? std::to_string(*c.max_ulp) : "-";
   const std::string fails = c.asserted ? std::to_string(c.failures) : "-";
   std::string verdict = !c.asserted ? "(reported)" : c.passed() ? "ok" : "FAIL";
   if (c.asserted) verdict += "  " + bound_text(c.tol);
-  return fmt::format("  {:<28} {:<5} {:>11} {:>10.3g} {:>10.3g} {:>10.3g} {:>7} {:>7} {:>6}  {}\n",
-                     c.name, c.dtype, fmt::format("{}x{}", c.rows, c.cols), c.max_abs, c.max_rel,
-                     c.nmse, ulp, c.nonfinite, fails, verdict);
+  return fmt::format("  {:<{}} {:<5} {:>11} {:>10.3g} {:>10.3g} {:>10.3g} {:>7} {:>7} {:>6}  {}\n",
+                     c.name, name_width, c.dtype, fmt::format("{}x{}", c.rows, c.cols), c.max_abs,
+                     c.max_rel, c.nmse, ulp, c.nonfinite, fails, verdict);
 }
 
 std::string mismatch_text(const TensorComparison& c) {
@@ -43,14 +45,18 @@ const TensorComparison* AgreementReport::first_failure() const {
 
 std::string format_report(const AgreementReport& r) {
   std::string out = fmt::format("{}  backend={}  seed={}\n", r.params, r.backend, r.seed);
+  // The name column fits the longest name (at least 28, the width of the short names).
+  size_t w = 28;
+  for (const auto* list : {&r.checks, &r.reported})
+    for (const auto& c : *list) w = std::max(w, c.name.size());
   const std::string head = fmt::format(
-      "  {:<28} {:<5} {:>11} {:>10} {:>10} {:>10} {:>7} {:>7} {:>6}  {}\n", "tensor", "dtype",
+      "  {:<{}} {:<5} {:>11} {:>10} {:>10} {:>10} {:>7} {:>7} {:>6}  {}\n", "tensor", w, "dtype",
       "shape", "max|d|", "max rel", "NMSE", "maxULP", "nonfin", "fails", "result  bound");
   out += "backend vs faithful oracle (asserted):\n" + head;
-  for (const auto& c : r.checks) out += row_text(c);
+  for (const auto& c : r.checks) out += row_text(c, w);
   if (!r.reported.empty()) {
     out += "exact vs faithful oracle (reported, not asserted):\n";
-    for (const auto& c : r.reported) out += row_text(c);
+    for (const auto& c : r.reported) out += row_text(c, w);
   }
   out += "bounds (derived, spec/numerics.md §9):\n";
   for (const auto& c : r.checks)

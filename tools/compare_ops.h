@@ -1,0 +1,50 @@
+// The op runners of `bufferlab compare` beyond rmsnorm: router, top-k (router → top-k),
+// the routed experts and the LM head. Each runs on a backend over the model's real arena
+// (BufferSizes::from_config at max_batch_tokens = --tokens), judges every stage against the
+// FP64 oracle on the backend's own stored inputs, and returns the report plus what the op
+// adds to it (the first token whose top-k selection differs, the experts that got weights).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/layout.h"
+#include "bufferlab/core/model_config.h"
+#include "bufferlab/oracle/agreement_report.h"
+
+namespace bufferlab::cli {
+
+struct CompareSetup {
+  ModelConfig config;
+  std::string model_label;
+  uint64_t tokens = 0;
+  uint64_t seed = 0;
+  Layout layout;         // the model's arena at max_batch_tokens = tokens
+  std::string path;      // router path: bf16 | fp32-gate | fp32-routing
+  std::string pattern;   // router inputs: random | near-ties | ... (routing_generators.h)
+  bool hash = false;     // a hash-routing layer (models with num_hash_layers > 0)
+  std::string dump_dir;  // empty: no dump
+};
+
+struct CompareResult {
+  oracle::AgreementReport report;
+  std::string header;         // one line: what ran, arena and pool sizes
+  std::string details;        // printed after the report (may be empty)
+  nlohmann::json extra_json;  // merged into --json output
+  uint64_t weight_pool_bytes = 0;
+};
+
+CompareResult compare_router(Backend& backend, const CompareSetup& s);
+CompareResult compare_topk(Backend& backend, const CompareSetup& s);
+CompareResult compare_experts(Backend& backend, const CompareSetup& s);
+CompareResult compare_lm_head(Backend& backend, const CompareSetup& s);
+
+// Every arena tensor of `accesses` must lie inside the buffer the sizing gave it; saying so
+// up front names the sizing instead of failing later inside a transfer.
+void require_footprint_fits(const std::string& params, const std::vector<Access>& accesses,
+                            const Layout& layout, const std::string& model_label, uint64_t tokens);
+
+}  // namespace bufferlab::cli
