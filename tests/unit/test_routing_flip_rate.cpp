@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bufferlab/core/backend.h"
+#include "bufferlab/core/number_formats.h"
 #include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
@@ -52,16 +53,21 @@ struct PathRun {
   oracle::RoutingVerdict verdict;
 };
 
-PathRun run_path(Backend& backend, gen::RoutingCase c, RouterPrecision p) {
+PathRun run_path(Backend& backend, gen::RoutingCase c, RouterPrecision p,
+                 const gen::RoutingTensors& t) {
   c.precision = p;
   const auto ops = oracle::make_routing_ops(c.config, c.rows, p, false);
-  const gen::RoutingTensors t = gen::routing_tensors(c);
   const oracle::RouterInputs rin{t.x_bf16, t.x_f32, t.weight};
   const oracle::TopKHostInputs tin{t.bias, {}, {}};
   const Workspace ws = backend.allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
   const auto out = oracle::run_routing_chain(backend, ws, ops, rin, tin);
   return {out.topk.ids, oracle::judge_routing_chain(ops, rin, tin, out, oracle::kUnitRoundoffCpu,
                                                     backend.name(), c.seed)};
+}
+
+PathRun run_path(Backend& backend, gen::RoutingCase c, RouterPrecision p) {
+  c.precision = p;
+  return run_path(backend, c, p, gen::routing_tensors(c));
 }
 
 bool same_set(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b, uint64_t row,
@@ -139,6 +145,78 @@ TEST(RoutingFlipRate, Bf16PathFlipsNearTiesTheFp32PathsKeep) {
     EXPECT_EQ(t.fp32_violations, 0u) << kBands[b].name;
     EXPECT_EQ(t.bf16_violations, 0u) << kBands[b].name;
     EXPECT_GT(t.bf16_vs_fp32, 0u) << kBands[b].name;
+  }
+  std::fputs(table.c_str(), stdout);
+}
+
+// The same measurement on RANDOM router inputs of a realistic shape (E' = 512, top_k 10,
+// h = 512: Qwen3-Next's expert count and top_k, a shorter hidden to stay in the CI budget).
+// Softmax ranks logits, and BF16 rounding is relative, so scaling every logit by 2^m changes
+// nothing: the band is instead an OFFSET c shared by a row's logits (a constant input column
+// times a gate column c: logit = c + a random part of spread ~1), so |l| ≈ c while the gaps
+// between experts stay the same and the BF16 ULP at the logit grows with c. Counts how often
+// the BF16 store changes the selected SET, or only the ORDER, relative to the FP32-gate path.
+// Rates reported, not asserted; the FP32 paths and the BF16 path above its bound are asserted.
+TEST(RoutingFlipRate, Bf16PathFlipsOnRandomRouterInputsPerLogitOffset) {
+  const std::unique_ptr<Backend> cpu = make_cpu_backend();
+  constexpr double kOffsets[] = {0.0, 0.25, 1.0, 4.0, 16.0, 64.0};
+  std::string table =
+      "BF16-path flips on random router inputs (CPU backend, softmax, E' = 512, top_k 10, "
+      "h = 512, logits = offset + spread ~1)\n"
+      "offset   rows  set flips  rate    order-only flips  rate    fp32 violations  "
+      "bf16 violations\n";
+  for (const double offset : kOffsets) {
+    uint64_t rows = 0, set_flips = 0, order_flips = 0, fp32_bad = 0, bf16_bad = 0;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      gen::RoutingCase c;
+      c.config.hidden_size = 512;
+      c.config.num_experts = 512;
+      c.config.num_experts_per_tok = 10;
+      c.config.scoring_func = "softmax";
+      c.config.norm_topk_prob = true;
+      c.config.vocab_size = 1;
+      c.rows = 32;
+      c.pattern = gen::RoutingPattern::random;
+      c.magnitude = 0;
+      c.seed = 1000 + seed;
+      gen::RoutingTensors t = gen::routing_tensors(c);
+      const uint64_t h = c.config.hidden_size, k = c.config.num_experts_per_tok;
+      // Column 0 carries the offset: x[., 0] = 1, Wg[., 0] = offset (both exact in BF16).
+      for (uint64_t r = 0; r < c.rows; ++r) {
+        t.x_bf16[r * h] = f32_to_bf16_bits(1.0f);
+        t.x_f32[r * h] = 1.0f;
+      }
+      for (uint64_t e = 0; e < c.experts(); ++e)
+        t.weight[e * h] = f32_to_bf16_bits(static_cast<float>(offset));
+      const PathRun bf16 = run_path(*cpu, c, RouterPrecision::bf16, t);
+      const PathRun gate = run_path(*cpu, c, RouterPrecision::fp32_gate, t);
+      fp32_bad += gate.verdict.ties->failures;
+      bf16_bad += bf16.verdict.ties->failures;
+      for (uint64_t r = 0; r < c.rows; ++r) {
+        const bool same = same_set(bf16.ids, gate.ids, r, k);
+        const auto at = [&](const std::vector<uint32_t>& v) {
+          return v.begin() + static_cast<std::ptrdiff_t>(r * k);
+        };
+        set_flips += same ? 0 : 1;
+        order_flips +=
+            same && !std::equal(at(bf16.ids), at(bf16.ids) + static_cast<std::ptrdiff_t>(k),
+                                at(gate.ids))
+                ? 1
+                : 0;
+      }
+      rows += c.rows;
+    }
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "%-6g %6llu  %9llu  %5.1f%%  %16llu  %5.1f%%  %15llu  %15llu\n", offset,
+                  static_cast<unsigned long long>(rows), static_cast<unsigned long long>(set_flips),
+                  100.0 * set_flips / rows, static_cast<unsigned long long>(order_flips),
+                  100.0 * order_flips / rows, static_cast<unsigned long long>(fp32_bad),
+                  static_cast<unsigned long long>(bf16_bad));
+    table += line;
+    RecordProperty("offset_" + std::to_string(offset) + "_set_flips", std::to_string(set_flips));
+    EXPECT_EQ(fp32_bad, 0u) << "offset " << offset;
+    EXPECT_EQ(bf16_bad, 0u) << "offset " << offset;
   }
   std::fputs(table.c_str(), stdout);
 }
