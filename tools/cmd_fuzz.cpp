@@ -1,6 +1,8 @@
 // `bufferlab fuzz`: random (config, run shape, pass, paths) cases through the verifier and
 // the sizing checks until a limit or the first failure, which is shrunk and saved as JSON.
-// Exit 0 clean, 1 a failure (written under --out), 2 bad input.
+// With --numeric routing|experts, the numerical properties instead (fuzz_numeric.h).
+// Exit 0 clean, 1 a failure (written under --out), 2 bad input (77: --numeric's backend
+// cannot run here).
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "bufferlab/properties/fuzz_engine.h"
 #include "bufferlab/properties/generators.h"
 #include "commands.h"
+#include "fuzz_numeric.h"
 #include "parse_number.h"
 #include "verify_options.h"
 #include "verify_report.h"
@@ -41,6 +44,11 @@ struct FuzzCommand {
   CLI::Option* seconds_option = nullptr;
   CLI::Option* cases_option = nullptr;
   CLI::Option* shard_option = nullptr;
+  // --numeric routing|experts and the options only it takes.
+  std::string numeric;
+  std::string backend = "cpu";
+  std::string skip;
+  CLI::App* app = nullptr;
 };
 
 struct Shard {
@@ -104,16 +112,20 @@ class ProgressLine {
   ProgressLine() : tty_(isatty(fileno(stderr)) != 0) {}
 
   void update(const fuzz::Progress& p) {
-    const std::string line = fmt::format("fuzz: {} cases ({} refused), {:.0f} cases/s, {:.1f} s",
-                                         p.cases, p.refused, p.rate, p.elapsed_s);
+    show(fmt::format("fuzz: {} cases ({} refused), {:.0f} cases/s, {:.1f} s", p.cases, p.refused,
+                     p.rate, p.elapsed_s),
+         p.elapsed_s);
+  }
+
+  void show(const std::string& line, double elapsed_s) {
     if (tty_) {
       fmt::print(stderr, "\r{:<{}}", line, width_);
       width_ = std::max(width_, line.size());
       std::fflush(stderr);
       shown_ = true;
-    } else if (p.elapsed_s >= last_ + 5.0) {
+    } else if (elapsed_s >= last_ + 5.0) {
       fmt::print(stderr, "{}\n", line);
-      last_ = p.elapsed_s;
+      last_ = elapsed_s;
     }
   }
 
@@ -196,7 +208,51 @@ void print_corpus_failure(const fuzz::FuzzOptions& opts, const fuzz::FuzzFailure
   print_result(f.result);
 }
 
+bool given(const FuzzCommand& cmd, const char* option) {
+  return cmd.app->get_option(option)->count() > 0;
+}
+
+// --numeric: the options of the plan fuzz that mean nothing there are refused, as are
+// --backend and --skip without it.
+int run_numeric(const FuzzCommand& cmd) {
+  for (const char* option : {"--family", "--pass-kind", "--stop-on", "--corpus", "--target",
+                             "--splitk", "--q2-dequant", "--q2-mmq", "--sizing"})
+    if (given(cmd, option))
+      throw Error(std::string(option) + " applies to the plan fuzz, not to --numeric");
+  check_numeric_family(cmd.numeric);
+  NumericFuzzOptions opts;
+  opts.family = cmd.numeric;
+  opts.backend = cmd.backend;
+  if (given(cmd, "--mutant")) opts.mutant = cmd.app->get_option("--mutant")->as<std::string>();
+  const bool has_seconds = cmd.seconds_option->count() > 0;
+  const bool has_cases = cmd.cases_option->count() > 0;
+  opts.seconds = has_seconds ? parse_seconds(cmd.seconds) : has_cases ? 0.0 : 60.0;
+  if (has_cases) {
+    opts.max_cases = parse_u64("--cases", cmd.cases);
+    if (opts.max_cases == 0) throw Error("--cases = 0: give at least one case");
+  }
+  if (opts.seconds == 0 && opts.max_cases == 0)
+    throw Error("--seconds 0 without --cases: the run would never stop");
+  opts.seed = parse_u64("--seed", cmd.seed);
+  if (given(cmd, "--skip")) opts.skip = parse_u64("--skip", cmd.skip);
+  const Shard shard = shard_of(cmd);
+  opts.shard_index = shard.index;
+  opts.shard_count = shard.count;
+  opts.out_dir = cmd.out_dir;
+
+  ProgressLine progress;
+  return run_numeric_fuzz(opts, [&progress, &opts](const NumericProgress& p) {
+    progress.show(fmt::format("fuzz --numeric {}: {} cases, {} failures, {:.1f} cases/s, {:.1f} s",
+                              opts.family, p.cases, p.failures, p.rate, p.elapsed_s),
+                  p.elapsed_s);
+    if (p.done) progress.finish();
+  });
+}
+
 int run_fuzz(const FuzzCommand& cmd) {
+  if (given(cmd, "--numeric")) return run_numeric(cmd);
+  for (const char* option : {"--backend", "--skip"})
+    if (given(cmd, option)) throw Error(std::string(option) + " applies only to --numeric");
   fuzz::FuzzOptions opts;
   const bool has_seconds = cmd.seconds_option->count() > 0;
   const bool has_cases = cmd.cases_option->count() > 0;
@@ -287,6 +343,16 @@ void register_fuzz_command(CLI::App& app) {
                       "check only shard i of n of the case space (default: GTEST_SHARD_INDEX / "
                       "GTEST_TOTAL_SHARDS when set, else all)")
           ->type_name("i/n");
+  sub->add_option("--numeric", cmd->numeric,
+                  "fuzz the numerical properties of routing (router -> top-k) or experts (the "
+                  "routed-expert chain) at their full ranges on --backend, instead of plans")
+      ->type_name("FAMILY");
+  sub->add_option("--backend", cmd->backend, "--numeric: cpu or cuda (default cpu)")
+      ->type_name("NAME");
+  sub->add_option("--skip", cmd->skip,
+                  "--numeric: start at case index N (with --cases 1: re-run case N alone)")
+      ->type_name("N");
+  cmd->app = sub;
   sub->callback([cmd] { exit_code() = run_fuzz(*cmd); });
 }
 

@@ -1,0 +1,146 @@
+// End-to-end tests of `bufferlab fuzz --numeric routing|experts`: short clean runs, the
+// routing kernel mutants B14 and M-TIE caught within a bounded number of cases and saved with
+// a command line that re-runs the failing case alone, and the option errors (exit 2).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class CliFuzzNumeric : public bufferlab::testing::TempDirTest {
+ protected:
+  bufferlab::testing::CliRun run(std::vector<std::string> args) {
+    args.insert(args.begin(), "fuzz");
+    return bufferlab::testing::run_cli(args, dir_);
+  }
+
+  std::string out_dir() const { return (dir_ / "out").string(); }
+
+  std::vector<fs::path> written() const {
+    std::vector<fs::path> out;
+    if (fs::exists(dir_ / "out"))
+      for (const auto& e : fs::directory_iterator(dir_ / "out")) out.push_back(e.path());
+    return out;
+  }
+
+  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
+    const auto r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
+  }
+
+  // A mutant of the routing kernels must be caught within `bound` cases of seed 1: the failure
+  // is written as JSON, and its re-run line (the case alone, by --skip) fails the same way.
+  void expect_mutant_caught(const std::string& mutant, int bound) {
+    const auto r =
+        run({"--numeric", "routing", "--mutant", mutant, "--cases", std::to_string(bound), "--seed",
+             "1", "--shard", "0/1", "--out", out_dir()});
+    ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("FAIL: case "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("mutant " + mutant), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("DISAGREE"), std::string::npos) << r.out;
+    const auto files = written();
+    ASSERT_EQ(files.size(), 1u);
+    const std::string name = files[0].filename().string();
+    EXPECT_EQ(name.rfind("fuzz-numeric-routing-seed1-shard0of1-case", 0), 0u) << name;
+    EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+
+    const json j = json::parse(bufferlab::testing::read_file(files[0]));
+    EXPECT_EQ(j.at("numeric"), "routing");
+    EXPECT_EQ(j.at("seed"), 1);
+    EXPECT_EQ(j.at("mutant"), mutant);
+    EXPECT_EQ(j.at("backend"), "cpu");
+    EXPECT_LT(j.at("case_index").get<int>(), bound);
+    EXPECT_NE(j.at("case").get<std::string>().find("seed="), std::string::npos) << j.dump(1);
+    EXPECT_NE(j.at("report").get<std::string>().find("DISAGREE"), std::string::npos);
+    EXPECT_TRUE(j.contains("agreement")) << j.dump(1);
+    const std::string rerun = j.at("rerun");
+    const std::string index = std::to_string(j.at("case_index").get<int>());
+    EXPECT_EQ(rerun, "bufferlab fuzz --numeric routing --seed 1 --skip " + index +
+                         " --cases 1 --mutant " + mutant);
+    EXPECT_NE(r.out.find("re-run: " + rerun), std::string::npos) << r.out;
+
+    // The re-run line reproduces the failure alone; without the mutant the case is clean.
+    fs::remove_all(dir_ / "out");
+    const auto again = run({"--numeric", "routing", "--seed", "1", "--skip", index, "--cases", "1",
+                            "--mutant", mutant, "--shard", "0/1", "--out", out_dir()});
+    EXPECT_EQ(again.exit_code, 1) << again.out << again.err;
+    EXPECT_NE(again.out.find("FAIL: case " + index + " of seed 1"), std::string::npos) << again.out;
+    EXPECT_NE(again.out.find("after 1 cases"), std::string::npos) << again.out;
+    const auto clean = run({"--numeric", "routing", "--seed", "1", "--skip", index, "--cases", "1",
+                            "--shard", "0/1", "--out", out_dir()});
+    EXPECT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+    EXPECT_NE(clean.out.find("fuzz --numeric routing: 1 cases"), std::string::npos) << clean.out;
+  }
+};
+
+TEST_F(CliFuzzNumeric, RoutingShortRunIsClean) {
+  const auto r = run({"--numeric", "routing", "--cases", "12", "--seed", "1", "--shard", "0/1",
+                      "--out", out_dir()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("fuzz --numeric routing: 12 cases"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cases/s, seed 1, shard 0/1, backend cpu: no failure"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(written().empty());
+}
+
+TEST_F(CliFuzzNumeric, ExpertsShortRunIsClean) {
+  const auto r = run({"--numeric", "experts", "--cases", "6", "--seed", "1", "--shard", "0/1",
+                      "--out", out_dir()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("fuzz --numeric experts: 6 cases"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no failure"), std::string::npos) << r.out;
+  EXPECT_TRUE(written().empty());
+}
+
+// The progress line (stderr, one line every 5 s off a terminal) and --seconds.
+TEST_F(CliFuzzNumeric, ProgressLineWhileItRuns) {
+  const auto r = run({"--numeric", "routing", "--seconds", "5.5", "--seed", "2", "--shard", "0/1",
+                      "--out", out_dir()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("fuzz --numeric routing: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" failures, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cases/s"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("no failure"), std::string::npos) << r.out;
+}
+
+// B14: the FP32 paths store BF16-rounded logits — the chain's tie-stability check fails.
+TEST_F(CliFuzzNumeric, MutantB14IsCaughtAndReplays) { expect_mutant_caught("B14", 60); }
+
+// M-TIE: the top-k breaks exact ties to the higher index.
+TEST_F(CliFuzzNumeric, MutantMTieIsCaughtAndReplays) { expect_mutant_caught("M-TIE", 60); }
+
+TEST_F(CliFuzzNumeric, BadOptionsExitTwo) {
+  expect_error({"--numeric", "attention", "--cases", "1"}, "attention");
+  expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B9"}, "B9");
+  expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B99"}, "B99");
+  expect_error({"--numeric", "experts", "--cases", "1", "--mutant", "B14"}, "routing");
+  expect_error({"--numeric", "routing", "--cases", "1", "--family", "moe"}, "--family");
+  expect_error({"--numeric", "routing", "--cases", "1", "--backend", "tpu"}, "tpu");
+  expect_error({"--numeric", "routing", "--cases", "0"}, "--cases");
+  expect_error({"--numeric", "routing", "--cases", "1", "--skip", "x"}, "--skip");
+  expect_error({"--numeric", "routing", "--cases", "1", "--shard", "2/2"}, "--shard");
+  expect_error({"--cases", "1", "--backend", "cpu"}, "--numeric");
+  expect_error({"--cases", "1", "--skip", "3"}, "--numeric");
+}
+
+// No CUDA here (or no GPU): exit 77 with the reason, like `compare`.
+TEST_F(CliFuzzNumeric, CudaUnavailableIsSkipped) {
+  const auto r = run({"--numeric", "routing", "--backend", "cuda", "--cases", "1", "--shard", "0/1",
+                      "--out", out_dir()});
+  if (r.exit_code == 0) GTEST_SKIP() << "a CUDA device is available here";
+  EXPECT_EQ(r.exit_code, 77) << r.out << r.err;
+  EXPECT_EQ(r.out.rfind("skipped: ", 0), 0u) << r.out;
+}
+
+}  // namespace

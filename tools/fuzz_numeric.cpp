@@ -1,0 +1,459 @@
+// `bufferlab fuzz --numeric routing|experts` (see fuzz_numeric.h): cases drawn from the
+// property generators at their full ranges — the routing generator of
+// properties/routing_generators.h with the ranges of tests/slow/test_routing_full_range.cpp,
+// and an expert-chain generator modelled on tests/property/test_moe_ffn_properties.cpp's,
+// widened to real model sizes — run on a backend and judged by the oracle's judges.
+#include "fuzz_numeric.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+#include <nlohmann/json.hpp>
+
+#include "bufferlab/backends/backend_factory.h"
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/number_formats.h"
+#include "bufferlab/core/sizing.h"
+#include "bufferlab/oracle/moe_ffn.h"
+#include "bufferlab/oracle/moe_ffn_harness.h"
+#include "bufferlab/oracle/moe_ffn_inputs.h"
+#include "bufferlab/oracle/moe_ffn_judge.h"
+#include "bufferlab/oracle/routing.h"
+#include "bufferlab/oracle/routing_harness.h"
+#include "bufferlab/oracle/routing_judge.h"
+#include "bufferlab/properties/routing_generators.h"
+#include "compare_report.h"
+
+namespace bufferlab::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using U = uint64_t;
+
+// Full ranges (issue 4): routing as tests/slow/test_routing_full_range.cpp, E' ≤ 1024,
+// top_k ≤ 32, hidden ≤ 7168, rows ≤ 64, 2^30 oracle multiply-adds per case.
+gen::RoutingRanges routing_full_ranges() {
+  gen::RoutingRanges r;
+  r.max_rows = 64;
+  r.max_hidden = 7168;
+  r.max_experts = kMaxScoredExperts;
+  r.max_top_k = kMaxTopK;
+  r.cost_cap = uint64_t{1} << 30;
+  return r;
+}
+
+// The expert chain: oracle work T·top_k·(3·I·D + D) ≤ 2^28 multiply-adds, and the expert
+// weights E·3·I·D ≤ 2^26 elements (128 MiB of BF16: one DeepSeek-V3-sized expert, 3·2048·7168,
+// fits; the host copy, the pool and the read-back copies stay well under a GiB).
+constexpr uint64_t kExpertCostCap = uint64_t{1} << 28;
+constexpr uint64_t kExpertWeightCap = uint64_t{1} << 26;
+
+// SplitMix64 finaliser.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t case_seed(uint64_t seed, uint64_t i) { return mix(mix(seed) ^ i); }
+
+// As the plan fuzz: three cases in four at RapidCheck's full size (every inRange over its
+// whole range), one in four at a size drawn from the seed, so small cases come up often.
+int case_size(uint64_t seed) {
+  return (seed >> 62) == 0 ? static_cast<int>((seed >> 32) % (rc::kNominalSize + 1))
+                           : rc::kNominalSize;
+}
+
+// ---- Routing ----
+
+enum class RoutingCheck { chain, topk, topk_nonfinite };
+
+const char* to_string(RoutingCheck c) {
+  switch (c) {
+    case RoutingCheck::chain:
+      return "chain";
+    case RoutingCheck::topk:
+      return "topk";
+    case RoutingCheck::topk_nonfinite:
+      return "topk-nonfinite";
+  }
+  return "?";
+}
+
+const char* check_description(RoutingCheck c) {
+  switch (c) {
+    case RoutingCheck::chain:
+      return "router -> top-k on the case's path, judge_routing_chain";
+    case RoutingCheck::topk:
+      return "top-k alone on stored logits with exact ties, judge_topk";
+    case RoutingCheck::topk_nonfinite:
+      return "top-k alone on stored logits with NaN / +-Inf, judge_topk";
+  }
+  return "?";
+}
+
+// Half the cases run the chain (its path drawn by the generator: bf16, fp32-gate,
+// fp32-routing), a quarter each the top-k alone without and with non-finite logits.
+RoutingCheck routing_check(uint64_t cs) {
+  switch (mix(cs ^ 0x5a5a5a5a5a5a5a5aull) % 4) {
+    case 2:
+      return RoutingCheck::topk;
+    case 3:
+      return RoutingCheck::topk_nonfinite;
+    default:
+      return RoutingCheck::chain;
+  }
+}
+
+struct Outcome {
+  bool passed = true;
+  std::string what;    // "chain fp32-gate: gate_logits_f32" — names the failure
+  std::string report;  // format_verdict / format_report, or the error
+  std::optional<oracle::AgreementReport> agreement;
+};
+
+// `what` names the check and path, then the first failing comparison.
+Outcome routing_outcome(const oracle::RoutingVerdict& v, const std::string& what) {
+  const auto* bad = v.report.first_failure();
+  return {v.passed(), bad ? what + ": " + bad->name : what, oracle::format_verdict(v), v.report};
+}
+
+Outcome run_routing_case(Backend& backend, const gen::RoutingCase& c, RoutingCheck check) {
+  const auto ops = oracle::make_routing_ops(c.config, c.rows, c.precision, c.hash);
+  const gen::RoutingTensors t = gen::routing_tensors(c);
+  const oracle::TopKHostInputs tin{t.bias, t.token_ids, t.tid2eid};
+  const Workspace ws = backend.allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
+  const std::string what = fmt::format("{} {}", to_string(check), to_string(c.precision));
+  if (check == RoutingCheck::chain) {
+    const oracle::RouterInputs rin{t.x_bf16, t.x_f32, t.weight};
+    const auto out = oracle::run_routing_chain(backend, ws, ops, rin, tin);
+    const double u =
+        backend.name() == "cpu" ? oracle::kUnitRoundoffCpu : oracle::kUnitRoundoffDeviceGemm;
+    return routing_outcome(
+        oracle::judge_routing_chain(ops, rin, tin, out, u, backend.name(), c.seed), what);
+  }
+  oracle::StoredLogits logits;
+  for (float v : gen::topk_logits(c, check == RoutingCheck::topk_nonfinite)) {
+    if (c.precision == RouterPrecision::bf16)
+      logits.bf16.push_back(f32_to_bf16_bits(v));
+    else
+      logits.f32.push_back(v);
+  }
+  const auto out = oracle::run_topk(backend, ws, ops.topk, logits, tin);
+  Outcome o =
+      routing_outcome(oracle::judge_topk(ops.topk, logits, tin, out, backend.name(), c.seed), what);
+  if (check == RoutingCheck::topk_nonfinite && o.passed) {
+    // The NaN keys the kernel reports equal the oracle's count (the defined NaN order).
+    const auto ref =
+        oracle::select_topk(ops.topk, {logits.values(), tin.bias, tin.token_ids, tin.tid2eid});
+    if (out.diagnostics.nan_keys != ref.nan_keys) {
+      o.passed = false;
+      o.what += ": nan_keys count";
+      o.report += fmt::format("nan_keys: the backend reported {}, the oracle counts {}\n",
+                              out.diagnostics.nan_keys, ref.nan_keys);
+    }
+  }
+  return o;
+}
+
+// ---- The routed-expert chain ----
+
+struct ExpertCase {
+  ModelConfig config;
+  uint64_t rows = 1;
+  bool hash = false;
+  oracle::RoutingProfile routing;
+  oracle::ValueProfile act;
+  int weight_wide = 0;
+  uint64_t seed = 0;
+
+  std::string describe() const {
+    const ModelConfig& m = config;
+    return fmt::format(
+        "rows={} hidden={} latent={} I={} E={} zero={} top_k={} hash={} swiglu_limit={} "
+        "zero_fraction={} hot_fraction={} repeat={} act_scale=2^{} act_wide={} weight_wide={} "
+        "seed={}",
+        rows, m.hidden_size, m.moe_latent_size, m.moe_intermediate_size, m.num_experts,
+        m.zero_expert_num, m.num_experts_per_tok, hash, m.swiglu_limit, routing.zero_fraction,
+        routing.hot_fraction, routing.repeat_within_token, std::ilogb(act.scale), act.wide_exponent,
+        weight_wide, seed);
+  }
+};
+
+uint64_t expert_input_size(const ModelConfig& m) {
+  return m.moe_latent_size > 0 ? m.moe_latent_size : m.hidden_size;
+}
+
+uint64_t expert_weights(const ModelConfig& m) {
+  return m.num_experts * 3 * m.moe_intermediate_size * expert_input_size(m);
+}
+
+uint64_t expert_cost(const ModelConfig& m, uint64_t rows) {
+  const uint64_t D = expert_input_size(m), I = m.moe_intermediate_size;
+  return rows * m.num_experts_per_tok * (3 * I * D + D);
+}
+
+// Halves the larger of I and D (the latent when there is one).
+void halve_expert_dims(ModelConfig& m) {
+  uint64_t& D = m.moe_latent_size > 0 ? m.moe_latent_size : m.hidden_size;
+  uint64_t& I = m.moe_intermediate_size;
+  if (I >= D && I > 1)
+    I /= 2;
+  else if (D > 1)
+    D /= 2;
+  else
+    I = std::max<uint64_t>(I / 2, 1);
+}
+
+// The property generator of the chain (test_moe_ffn_properties.cpp) at real sizes: hidden
+// ≤ 7168, latent ≤ 2048, I ≤ 4096, E ≤ 256, top_k ≤ 32, rows ≤ 64 — E, then I / D, halved
+// until the weights fit kExpertWeightCap; rows, then I / D, until the cost fits kExpertCostCap.
+rc::Gen<ExpertCase> expert_case() {
+  return rc::gen::exec([] {
+    ExpertCase c;
+    ModelConfig& m = c.config;
+    m.hidden_size = *rc::gen::oneOf(rc::gen::inRange<U>(1, 257), rc::gen::inRange<U>(1, 7169));
+    m.moe_latent_size =
+        *rc::gen::element(false, false, false, true)
+            ? *rc::gen::oneOf(rc::gen::element(U{8}, U{24}, U{64}), rc::gen::inRange<U>(1, 2049))
+            : 0;
+    m.moe_intermediate_size =
+        *rc::gen::oneOf(rc::gen::inRange<U>(1, 129), rc::gen::inRange<U>(1, 4097));
+    m.num_experts = *rc::gen::oneOf(rc::gen::inRange<U>(1, 9), rc::gen::inRange<U>(1, 257));
+    c.hash = *rc::gen::element(false, false, false, true);
+    m.zero_expert_num = *rc::gen::element(U{0}, U{0}, U{1}, U{3});
+    const uint64_t top_k_max = std::min<uint64_t>(32, m.num_experts + (c.hash ? 0 : 3));
+    m.num_experts_per_tok =
+        *rc::gen::oneOf(rc::gen::inRange<U>(1, std::min<uint64_t>(8, top_k_max) + 1),
+                        rc::gen::inRange<U>(1, top_k_max + 1));
+    m.swiglu_limit = *rc::gen::element(0.0, 0.0, 7.0, 0.75);
+    c.rows = *rc::gen::inRange<U>(1, 65);
+    while (expert_weights(m) > kExpertWeightCap && m.num_experts > 1) m.num_experts /= 2;
+    while (expert_weights(m) > kExpertWeightCap) halve_expert_dims(m);
+    while (expert_cost(m, c.rows) > kExpertCostCap && c.rows > 1) c.rows /= 2;
+    while (expert_cost(m, c.rows) > kExpertCostCap) halve_expert_dims(m);
+    // top_k ≤ the ids a token may hold (hash layers: the routed experts only).
+    m.num_experts_per_tok =
+        std::min<uint64_t>(m.num_experts_per_tok, m.num_experts + (c.hash ? 0 : m.zero_expert_num));
+    c.routing.experts = m.num_experts;
+    c.routing.zero_experts = c.hash ? 0 : m.zero_expert_num;
+    c.routing.zero_fraction = *rc::gen::element(0.0, 0.25, 0.6);
+    c.routing.hot_fraction = *rc::gen::element(0.0, 0.5, 0.9);
+    // Hash layers clamp ids ≥ E to 0: a token may hold expert 0 twice.
+    c.routing.repeat_within_token = c.hash || *rc::gen::element(false, false, true);
+    c.act.scale = std::ldexp(1.0, *rc::gen::inRange(-8, 9));
+    c.act.wide_exponent = *rc::gen::element(0, 0, 8);
+    c.weight_wide = *rc::gen::element(0, 0, 6);
+    c.seed = *rc::gen::arbitrary<uint64_t>();
+    return c;
+  });
+}
+
+Outcome run_expert_case(Backend& backend, const ExpertCase& c) {
+  const auto chain = oracle::ExpertChain::make(c.config, c.rows, c.hash);
+  if (oracle::expert_chain_cost(chain) > kExpertCostCap)
+    throw Error(
+        fmt::format("expert case over the cost cap: {} > 2^28", oracle::expert_chain_cost(chain)));
+  const auto in =
+      oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
+  const Workspace ws = oracle::allocate_footprint(backend, chain);
+  const auto run = oracle::run_expert_chain(backend, ws, chain, in);
+  const auto bounds = backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+  auto report = oracle::judge_expert_chain(chain, in, run, backend.name(), c.seed, bounds);
+  const auto* bad = report.first_failure();
+  const std::string what = bad ? "chain: " + bad->name : "chain";
+  return {report.passed(), what, oracle::format_report(report), std::move(report)};
+}
+
+// ---- One case of either family ----
+
+struct DrawnCase {
+  std::string description;  // the generator's describe()
+  std::string check;        // routing: chain / topk / topk-nonfinite; experts: chain
+  std::string check_description;
+  Outcome outcome;
+};
+
+DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs) {
+  DrawnCase d;
+  const rc::Random random(cs);
+  const int size = case_size(cs);
+  if (family == "routing") {
+    const gen::RoutingCase c = gen::routing_case(routing_full_ranges())(random, size).value();
+    const RoutingCheck check = routing_check(cs);
+    d.description = c.describe();
+    d.check = to_string(check);
+    d.check_description = check_description(check);
+    try {
+      d.outcome = run_routing_case(backend, c, check);
+    } catch (const std::exception& e) {
+      d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
+    }
+  } else {
+    const ExpertCase c = expert_case()(random, size).value();
+    d.description = c.describe();
+    d.check = "chain";
+    d.check_description =
+        "gather -> gate -> up -> SwiGLU -> down -> combine, judge_expert_chain (" +
+        std::string(backend.name() == "cpu" ? "cpu_bounds" : "device_bounds") + ")";
+    try {
+      d.outcome = run_expert_case(backend, c);
+    } catch (const std::exception& e) {
+      d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
+    }
+  }
+  return d;
+}
+
+std::string rerun_line(const NumericFuzzOptions& o, uint64_t index) {
+  std::string line = fmt::format("bufferlab fuzz --numeric {} --seed {} --skip {} --cases 1",
+                                 o.family, o.seed, index);
+  if (o.backend != "cpu") line += " --backend " + o.backend;
+  if (!o.mutant.empty()) line += " --mutant " + o.mutant;
+  return line;
+}
+
+std::filesystem::path write_failure(const NumericFuzzOptions& o, uint64_t index, uint64_t cs,
+                                    const DrawnCase& d) {
+  nlohmann::json j;
+  j["bufferlab_numeric_case"] = 1;
+  j["numeric"] = o.family;
+  j["check"] = d.check;
+  j["check_description"] = d.check_description;
+  j["case"] = d.description;
+  j["seed"] = o.seed;
+  j["shard"] = fmt::format("{}/{}", o.shard_index, o.shard_count);
+  j["case_index"] = index;
+  j["case_seed"] = cs;
+  j["case_size"] = case_size(cs);
+  j["backend"] = o.backend;
+  j["mutant"] = o.mutant.empty() ? "none" : o.mutant;
+  j["failure"] = d.outcome.what;
+  j["report"] = d.outcome.report;
+  if (d.outcome.agreement) j["agreement"] = report_json(*d.outcome.agreement);
+  j["rerun"] = rerun_line(o, index);
+  const std::filesystem::path dir(o.out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
+  const std::filesystem::path path =
+      dir / fmt::format("fuzz-numeric-{}-seed{}-shard{}of{}-case{}.json", o.family, o.seed,
+                        o.shard_index, o.shard_count, index);
+  std::ofstream out(path, std::ios::binary);
+  out << j.dump(2) << "\n";
+  if (!out) throw Error("cannot write " + path.string());
+  return path;
+}
+
+// Opens the backend with the mutant; null when it cannot run here (the reason printed).
+std::unique_ptr<Backend> open_backend(const NumericFuzzOptions& o) {
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_backend(o.backend);
+  } catch (const BackendUnavailable& e) {
+    fmt::print("skipped: {}\n", e.what());
+    return nullptr;
+  }
+  if (!o.mutant.empty()) backend->set_kernel_mutant(mutant_from_string(o.mutant));
+  return backend;
+}
+
+}  // namespace
+
+const char* numeric_families_list() { return "routing, experts"; }
+
+void check_numeric_family(const std::string& family) {
+  if (family != "routing" && family != "experts")
+    throw Error("--numeric = '" + family +
+                "': unknown numeric family (known: " + numeric_families_list() + ")");
+}
+
+int run_numeric_fuzz(const NumericFuzzOptions& o,
+                     const std::function<void(const NumericProgress&)>& on_progress) {
+  check_numeric_family(o.family);
+  if (o.max_cases == 0 && o.seconds <= 0)
+    throw Error("fuzz --numeric: set --cases or --seconds (at least one limit)");
+  if (o.shard_count == 0 || o.shard_index >= o.shard_count)
+    throw Error(fmt::format("fuzz: shard {} of {} is not a shard", o.shard_index, o.shard_count));
+  if (!o.mutant.empty()) {
+    const Mutant m = mutant_from_string(o.mutant);  // Error for an unknown id
+    if (!Backend::is_backend_mutant(m) || m == Mutant::none)
+      throw Error("--mutant " + o.mutant +
+                  ": --numeric takes a kernel mutant of the backend (B14, M-TIE)");
+    // Both change the routing kernels (B14 the router's logit store, M-TIE the top-k's tie
+    // order): the expert chain runs neither, so a clean run would prove nothing.
+    if (o.family == "experts")
+      throw Error("--mutant " + o.mutant +
+                  " changes the routing kernels; --numeric experts runs none of them (use "
+                  "--numeric routing)");
+  }
+  const std::unique_ptr<Backend> backend = open_backend(o);
+  if (!backend) return 77;
+
+  const auto t0 = Clock::now();
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  NumericProgress p;
+  auto update = [&] {
+    p.elapsed_s = since(t0);
+    p.rate = p.elapsed_s > 0 ? static_cast<double>(p.cases) / p.elapsed_s : 0;
+  };
+  auto last_report = t0;
+  // The first index of this shard at or after skip.
+  uint64_t first =
+      o.skip + (o.shard_index + o.shard_count - o.skip % o.shard_count) % o.shard_count;
+  for (uint64_t i = first;; i += o.shard_count) {
+    if (o.max_cases > 0 && i >= o.skip + o.max_cases) break;
+    if (o.seconds > 0 && since(t0) >= o.seconds) break;
+    const uint64_t cs = case_seed(o.seed, i);
+    const DrawnCase d = draw_and_run(o.family, *backend, cs);
+    ++p.cases;
+    if (!d.outcome.passed) {
+      ++p.failures;
+      update();
+      p.done = true;
+      if (on_progress) on_progress(p);
+      const std::filesystem::path path = write_failure(o, i, cs, d);
+      fmt::print(
+          "FAIL: case {} of seed {} (numeric {}, shard {}/{}, backend {}{}) after {} cases in "
+          "{:.1f} s: {}\n",
+          i, o.seed, o.family, o.shard_index, o.shard_count, backend->name(),
+          o.mutant.empty() ? "" : ", mutant " + o.mutant, p.cases, p.elapsed_s, d.outcome.what);
+      fmt::print("wrote {}\n", path.string());
+      fmt::print("case:  {}\n", d.description);
+      fmt::print("check: {} ({})\n", d.check, d.check_description);
+      fmt::print("{}", d.outcome.report);
+      fmt::print("re-run: {}\n", rerun_line(o, i));
+      return 1;
+    }
+    if (on_progress && since(last_report) >= 0.5) {
+      last_report = Clock::now();
+      update();
+      on_progress(p);
+    }
+  }
+  update();
+  p.done = true;
+  if (on_progress) on_progress(p);
+  fmt::print(
+      "fuzz --numeric {}: {} cases in {:.1f} s, {:.1f} cases/s, seed {}, shard {}/{}, backend "
+      "{}{}: no failure\n",
+      o.family, p.cases, p.elapsed_s, p.rate, o.seed, o.shard_index, o.shard_count, backend->name(),
+      o.mutant.empty() ? "" : ", mutant " + o.mutant);
+  return 0;
+}
+
+}  // namespace bufferlab::cli
