@@ -88,10 +88,27 @@ std::vector<uint32_t> ranked(const double* keys, uint64_t n) {
   return order;
 }
 
+// Renormalised softmax weights of the selected ids (routing.h): e^(l_i − m_sel) over their sum,
+// m_sel = the largest selected logit. softmax_i / Σ_sel softmax_j = e^(l_i − m)/Σ_sel e^(l_j − m)
+// for any m (the factor e^(m − m')/Σ_all cancels), so this IS the softmax over all E' logits
+// renormalised over the selection — evaluated where the largest term is 1 and the sum ≥ 1.
+// A NaN in the row: NaN everywhere (as the softmax of the row).
+std::vector<double> renormalised_softmax(const double* l, uint64_t n,
+                                         const std::vector<uint32_t>& ids) {
+  std::vector<double> w(ids.size(), NAN);
+  if (std::any_of(l, l + n, [](double v) { return std::isnan(v); })) return w;
+  double m_sel = -INFINITY;
+  for (uint32_t id : ids) m_sel = std::max(m_sel, l[id]);
+  double sum = 0.0;
+  for (size_t j = 0; j < ids.size(); ++j) sum += w[j] = std::exp(l[ids[j]] - m_sel);
+  for (double& v : w) v /= sum;
+  return w;
+}
+
 void normalise_and_scale(const MoeTopKOp& op, std::vector<double>& w) {
   const double sum = std::accumulate(w.begin(), w.end(), 0.0);
-  const bool softmax = op.scoring == MoeScoring::softmax;
-  if (op.norm_topk_prob && (softmax || sum > 1e-20))
+  // Softmax with norm_topk_prob arrives renormalised already (renormalised_softmax).
+  if (op.norm_topk_prob && op.scoring != MoeScoring::softmax && sum > 1e-20)
     for (double& v : w) v /= sum;
   for (double& v : w) v *= op.routed_scaling_factor;
 }
@@ -197,7 +214,8 @@ TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in) {
       key[e] = softmax ? l[e] : score[e] + (op.use_bias ? double{in.bias[e]} : 0.0);
       ref.nan_keys += std::isnan(key[e]) ? 1 : 0;
     }
-    if (softmax) score = softmax_row(l, experts);
+    const bool renormalised_softmax_weights = softmax && op.norm_topk_prob;
+    if (softmax && !renormalised_softmax_weights) score = softmax_row(l, experts);
 
     std::vector<uint32_t> ids;
     if (op.hash) {
@@ -213,7 +231,10 @@ TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in) {
       ids.resize(top_k);
     }
     std::vector<double> w;
-    for (uint32_t id : ids) w.push_back(score[id]);
+    if (renormalised_softmax_weights)
+      w = renormalised_softmax(l, experts, ids);
+    else
+      for (uint32_t id : ids) w.push_back(score[id]);
     normalise_and_scale(op, w);
     ref.ids.insert(ref.ids.end(), ids.begin(), ids.end());
     ref.weights.insert(ref.weights.end(), w.begin(), w.end());
@@ -229,8 +250,32 @@ TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in) {
 //   most whole) + u, quotient u (+ 4u for the second form): ≤ 10u. sqrtsoftplus:
 //   e^-|l| 4u, log1p passes a relative input error at most whole (t/((1 + t)·log1p t) ≤ 1)
 //   and adds 4u, + max(l, 0) (non-negative terms) u, sqrt halves it and adds u: ≤ 10u.
-//   With Higham's Lemma 3.1 that is |f̂ − f(l̂)| ≤ γ_10·|f(l̂)| ≤ γ_10·(|s| + d).
-//   FP32 s + b: u·|ŝ + b| ≤ u·(|s + b| + d + γ_10·(|s| + d)).
+//   With Higham's Lemma 3.1 that is |f̂ − f(l̂)| ≤ γ_10·|f(l̂)| ≤ γ_10·(|s| + d) — as long as
+//   nothing underflows; the underflow slack z (score_underflow_slack, below) is absolute.
+//   FP32 s + b: u·|ŝ + b| ≤ u·(|s + b| + d + γ_10·(|s| + d) + z). (A sum that lands in the
+//   subnormals is exact.) Total: d + eval + z + u·(|s + b| + d + eval + z).
+//
+// FP32 underflow of f, which the relative γ_10·|s| does not cover (Lemma 3.1 assumes none):
+//   sigmoid 1/(1 + e^-l): for l ≤ −88.7 e^-l overflows to +Inf and the FP32 result is 0, while
+//     σ(l) < e^l < 2^-127; above, a subnormal quotient is off by ≤ 2^-150 (half a subnormal
+//     ULP) beyond its relative bound. The form e^l/(1 + e^l) flushes e^l < 2^-149 to 0 the same
+//     way. z = 2^-126.
+//   sqrtsoftplus √(max(l,0) + log1p(e^-|l|)), l < 0: e^l in the FP32 subnormals (or flushed to
+//     0 below 2^-150) is off by ≤ δ = 2^-148 absolute, which log1p passes at most whole (its
+//     slope is ≤ 1); √(a + δ) − √a ≤ √δ = 2^-74. (For l ≥ 0 the argument is ≥ ln 2 and nothing
+//     underflows.) z = 2^-74.
+double score_underflow_slack(MoeScoring scoring) {
+  switch (scoring) {
+    case MoeScoring::sigmoid:
+      return 0x1p-126;
+    case MoeScoring::sqrtsoftplus:
+      return 0x1p-74;
+    case MoeScoring::softmax:
+      break;
+  }
+  return 0.0;
+}
+
 std::vector<double> score_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
                                      const std::vector<double>& logit_bounds,
                                      const std::vector<float>& bias) {
@@ -243,13 +288,14 @@ std::vector<double> score_key_bounds(const MoeTopKOp& op, const std::vector<doub
 
   constexpr double u = 0x1p-24;
   const double g10 = gamma(10.0, u);
+  const double z = score_underflow_slack(op.scoring);
   std::vector<double> bounds(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
     const double l = logits[i], e = logit_bounds[i];
     const double b = op.use_bias ? double{bias[i % experts]} : 0.0;
     const double s = routing_score(op.scoring, l);
     const double d = sup_derivative(op.scoring, l - e, l + e) * e;
-    const double eval = g10 * (std::fabs(s) + d);
+    const double eval = g10 * (std::fabs(s) + d) + z;
     bounds[i] = d + eval + u * (std::fabs(s + b) + d + eval);
   }
   return bounds;

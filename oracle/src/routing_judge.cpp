@@ -20,19 +20,6 @@ constexpr double kU = 0x1p-24;  // FP32 unit roundoff of the top-k's own arithme
 // Two subnormal FP32 ULPs: a result that underflows is off by at most this, absolutely.
 constexpr double kTiny = 0x1p-148;
 
-// FP32 underflow in the score functions, which the relative γ_10·|s| of routing.cpp's
-// score_key_bounds does not cover (that derivation assumes no underflow):
-//   sigmoid 1/(1 + e^-l): for l ≤ −88.7 e^-l overflows and the FP32 result is 0, while
-//     σ(l) < e^l < 2^-127; above, a subnormal quotient is off by ≤ 2^-150. Slack 2^-126.
-//   sqrtsoftplus √(max(l,0) + log1p(e^-|l|)), l < 0: e^l in the FP32 subnormals (or flushed
-//     below 2^-150) is off by ≤ δ = 2^-148 absolute after log1p; √(a + δ) − √a ≤ √δ = 2^-74.
-//     (For l ≥ 0 the argument is ≥ ln 2 and δ/(2√a) is below the relative bound.) Slack 2^-74.
-double underflow_slack(MoeScoring scoring) {
-  if (scoring == MoeScoring::sigmoid) return 0x1p-126;
-  if (scoring == MoeScoring::sqrtsoftplus) return 0x1p-74;
-  return 0.0;
-}
-
 double gamma(double k) { return k * kU >= 1.0 ? INFINITY : k * kU / (1.0 - k * kU); }
 
 // One backend element as the comparison rules see it (compare.h's rules, per-element bound).
@@ -175,7 +162,8 @@ constexpr const char* kRouterFormula =
     "of |l|+e on the bf16 path)";
 constexpr const char* kWeightFormula =
     "topk_weight_bounds: exp/sum/div (softmax, gamma_E' sum) or gamma_10 (f), renormalisation "
-    "(gamma_k sum, one div), gamma_3 scaling";
+    "(gamma_k sum, one div; softmax: exp(l_i - m_sel) over the selected, gamma_k sum, one div), "
+    "gamma_3 scaling";
 
 }  // namespace
 
@@ -225,38 +213,68 @@ AgreementReport judge_router(const MoeRouterOp& op, const RouterInputs& in,
 // read exactly (u = 2^-24, γ_n = n·u/(1 − n·u); kTiny = 2^-148 covers a result that underflows
 // into the FP32 subnormals, 2 subnormal ULPs absolute, at every step that can underflow).
 // The assumed evaluation is the standard one; reorderings of the last steps are covered by γ_3.
+// Ulp counts: expf within 2 ulp = 4u relative (CUDA's documented maximum; glibc's is < 1 ulp).
 //
-// softmax over all E' logits, max-subtracted: m = max l (exact), d_i = l_i − m ≤ 0 rounded
-//   (|d̂ − d| ≤ u|d|), ê_i = expf(d̂_i) within 2 ulp (4u) of exp(d̂_i). exp is increasing and
-//   d̂ ∈ [d(1+u), d(1−u)], so |exp(d̂) − e| ≤ β_i = exp(d(1−u)) − exp(d) and
-//     |ê_i − e_i| ≤ α_i = β_i(1 + 4u) + 4u·e_i + kTiny.
-//   S = Σ e_i ≥ 1 (the max term is e⁰); FP32 sum of E' terms in any order (Higham §3.1):
+// Exponential of a rounded difference (both softmax forms below): d = l_i − c ≤ 0 with c a
+//   logit of the row (exact), d̂ = fl(d), |d̂ − d| ≤ u·|d| — an ABSOLUTE error u·|d| in the
+//   exponent; ê = expf(d̂). exp is increasing and convex and d̂ ∈ [d(1+u), d(1−u)], so
+//   |exp(d̂) − e^d| ≤ β = exp(d(1−u)) − e^d (≤ u·|d|·e^(d(1−u)), at most ≈ u/e), and
+//     |ê − e^d| ≤ α = β(1 + 4u) + 4u·e^d + kTiny.
+//
+// softmax without norm_topk_prob, over all E' logits: c = m = max l. S = Σ e_i ≥ 1 (the max
+//   term is e⁰); FP32 sum of E' terms in any order (Higham §3.1):
 //     |Ŝ − S| ≤ σ = A + γ_E'·(S + A), A = Σ α_i.
-//   p_i = e_i/S: |ê_i/Ŝ − e_i/S| ≤ (α_i + p_i·σ)/(S − σ), then the division rounds:
-//     Δp_i = that + u·(p_i + that).
+//   p_i = e_i/S: |ê_i/Ŝ − e_i/S| ≤ (α_i + p_i·σ)/(S − σ), then the division rounds —
+//   relatively, or by half a subnormal ULP when the quotient underflows (kTiny):
+//     Δp_i = that + u·(p_i + that) + kTiny.
+//   (A weight that underflows to 0 here is a defined result: within Δp_i of the FP64 one.)
+// softmax with norm_topk_prob (routing.h: the renormalised softmax evaluated as
+//   q_i = e^(d_i)/Σ_sel e^(d_j), d_i = l_i − m_sel, m_sel = the largest selected logit): c =
+//   m_sel, α_i as above for the k selected terms; P = Σ_sel e^(d_j) ≥ 1 (the m_sel term is
+//   e⁰ = 1, exact in FP32 too), FP32 sum of k terms in any order:
+//     |P̂ − P| ≤ Π = A_sel + γ_k·(P + A_sel), A_sel = Σ_sel α_j;
+//   ê_i/P̂ − e_i/P = ((ê_i − e_i)·P − e_i·(P̂ − P))/(P·P̂), |P̂| ≥ P − Π, so
+//     |ê_i/P̂ − q_i| ≤ (α_i + q_i·Π)/(P − Π)   (+∞ when P ≤ Π — never: Π ≪ 1 ≤ P),
+//   then the division rounds (u·(q_i + that), + kTiny should the quotient be subnormal):
+//     Δq_i = (α_i + q_i·Π)/(P − Π) + u·(q_i + (α_i + q_i·Π)/(P − Π)) + kTiny.
+//   No 0/0 remains: P ≥ 1. The row's other logits do not enter (a NaN among them makes every
+//   weight NaN by definition — bound 0, NaN meets NaN; so does a selected set of only −Inf).
 // sigmoid / sqrtsoftplus: p_i = s_i = f(l_i), evaluated within γ_10·|s_i| (routing.cpp's
-//   derivation of score_key_bounds with an exact logit) + the underflow slack above:
-//   Δp_i = γ_10·s_i + underflow_slack + kTiny.
-// renormalisation (norm_topk_prob; sigmoid / sqrtsoftplus only when P > 1e-20): P = Σ_sel p_j
-//   over k terms: |P̂ − P| ≤ Π = ΣΔp_j + γ_k·(P + ΣΔp_j); q_i = p_i/P:
-//     Δq_i = (Δp_i + q_i·Π)/(P − Π) (+∞ when P ≤ Π), then + u·(q_i + Δq_i) for the division.
-//   P = 0 (only a hash layer can select softmax weights that all underflow): 0/0 is NaN in
-//   FP64 and FP32 alike — the weight must be NaN (bound 0, NaN meets NaN).
+//   derivation of score_key_bounds with an exact logit) + score_underflow_slack + kTiny:
+//   Δp_i = γ_10·s_i + score_underflow_slack + kTiny.
+// renormalisation (norm_topk_prob, sigmoid / sqrtsoftplus when P > 1e-20): P = Σ_sel p_j over k
+//   terms: |P̂ − P| ≤ Π = ΣΔp_j + γ_k·(P + ΣΔp_j); q_i = p_i/P:
+//     Δq_i = (Δp_i + q_i·Π)/(P − Π) (+∞ when P ≤ Π), then + u·(q_i + Δq_i) + kTiny for the
+//     division (kTiny: a subnormal quotient).
 //   When |P − 1e-20| ≤ Π + u·1e-20 (FP32's 1e-20 included) the kernel may decide either way:
 //   the bound then also covers the other decision (weights_of_ids both ways).
 // scaling: w_i = rsf·q_i with rsf converted to FP32 (u), one product (u) and one reassociation
 //   (rsf/P first, u): Δw_i = rsf·Δq_i + γ_3·rsf·(q_i + Δq_i) + kTiny.
+// Outside the defined domain (NaN bound, not asserted): a softmax row holding +Inf or whose
+// maximum is −Inf; a selected ±Inf sigmoid / sqrtsoftplus score.
 std::vector<double> topk_weight_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
                                        const std::vector<uint32_t>& ids) {
   const auto [rows, experts, routed, top_k, vocab] = op.shape();
   if (logits.size() != (Size(rows) * experts).value() || ids.size() != (Size(rows) * top_k).value())
     throw Error(op.params() + ": topk_weight_bounds: logits or ids do not fit the op");
   const bool softmax = op.scoring == MoeScoring::softmax;
+  const bool renormalised_softmax = softmax && op.norm_topk_prob;
   const double rsf = std::fabs(op.routed_scaling_factor);
+  // |ê − e^d| for d = l − c ≤ 0 (above); e^d returned through ex.
+  const auto exp_error = [](double d, double& ex) {
+    ex = std::exp(d);
+    const double beta = std::exp(d * (1.0 - kU)) - ex;
+    return beta * (1.0 + 4.0 * kU) + 4.0 * kU * ex + kTiny;
+  };
+  // Scaling of a weight q within dq: the final bound.
+  const auto scaled = [&](double q, double dq) {
+    return rsf * dq + gamma(3.0) * rsf * (std::fabs(q) + dq) + kTiny;
+  };
   std::vector<double> out(ids.size(), NAN);
   for (uint64_t t = 0; t < rows; ++t) {
     const double* l = logits.data() + t * experts;
     const uint32_t* id = ids.data() + t * top_k;
+    const auto logit_of = [&](uint64_t j) { return l[id[j] < experts ? id[j] : 0]; };
     std::vector<double> p(top_k), dp(top_k);
     bool domain = true;
     if (softmax) {
@@ -270,13 +288,32 @@ std::vector<double> topk_weight_bounds(const MoeTopKOp& op, const std::vector<do
         continue;
       }
       if (!std::isfinite(m)) continue;  // +Inf present or every logit −Inf: outside the domain
+      if (renormalised_softmax) {
+        double m_sel = -INFINITY;
+        for (uint64_t j = 0; j < top_k; ++j) m_sel = std::max(m_sel, logit_of(j));
+        if (m_sel == -INFINITY) {  // (−Inf) − (−Inf): NaN by definition, bound 0
+          for (uint64_t j = 0; j < top_k; ++j) out[t * top_k + j] = 0.0;
+          continue;
+        }
+        std::vector<double> ex(top_k), alpha(top_k);
+        double P = 0.0, A = 0.0;
+        for (uint64_t j = 0; j < top_k; ++j) {
+          alpha[j] = exp_error(logit_of(j) - m_sel, ex[j]);
+          P += ex[j];
+          A += alpha[j];
+        }
+        const double Pi = A + gamma(static_cast<double>(top_k)) * (P + A);
+        for (uint64_t j = 0; j < top_k; ++j) {
+          const double q = ex[j] / P;
+          const double d = P > Pi ? (alpha[j] + q * Pi) / (P - Pi) : INFINITY;
+          out[t * top_k + j] = scaled(q, d + kU * (q + d) + kTiny);
+        }
+        continue;
+      }
       double S = 0.0, A = 0.0;
       std::vector<double> ex(experts), alpha(experts);
       for (uint64_t e = 0; e < experts; ++e) {
-        const double d = l[e] - m;
-        ex[e] = std::exp(d);
-        const double beta = std::exp(d * (1.0 - kU)) - ex[e];
-        alpha[e] = beta * (1.0 + 4.0 * kU) + 4.0 * kU * ex[e] + kTiny;
+        alpha[e] = exp_error(l[e] - m, ex[e]);
         S += ex[e];
         A += alpha[e];
       }
@@ -285,36 +322,33 @@ std::vector<double> topk_weight_bounds(const MoeTopKOp& op, const std::vector<do
         const uint32_t e = id[j] < experts ? id[j] : 0;
         p[j] = ex[e] / S;
         const double d = S > sigma ? (alpha[e] + p[j] * sigma) / (S - sigma) : INFINITY;
-        dp[j] = d + kU * (p[j] + d);
+        dp[j] = d + kU * (p[j] + d) + kTiny;
       }
     } else {
       for (uint64_t j = 0; j < top_k; ++j) {
-        p[j] = routing_score(op.scoring, l[id[j] < experts ? id[j] : 0]);
+        p[j] = routing_score(op.scoring, logit_of(j));
         domain &= !std::isinf(p[j]);
-        dp[j] = gamma(10.0) * std::fabs(p[j]) + underflow_slack(op.scoring) + kTiny;
+        dp[j] = gamma(10.0) * std::fabs(p[j]) + score_underflow_slack(op.scoring) + kTiny;
       }
     }
     if (!domain) continue;
     const double P = std::accumulate(p.begin(), p.end(), 0.0);
     const double dP = std::accumulate(dp.begin(), dp.end(), 0.0);
     const double Pi = dP + gamma(static_cast<double>(top_k)) * (P + dP);
-    const bool normalise = op.norm_topk_prob && (softmax || P > 1e-20);
+    // Softmax here is never renormalised (the renormalised form is handled above).
+    const bool normalise = op.norm_topk_prob && !softmax && P > 1e-20;
     const bool ambiguous = op.norm_topk_prob && !softmax && std::isfinite(P) &&
                            std::fabs(P - 1e-20) <= Pi + kU * 1e-20;
     // The weight and its bound under one decision.
     const auto weight = [&](uint64_t j, bool norm, double& w) {
       double q = p[j], dq = dp[j];
-      if (norm && P == 0.0) {  // 0/0 (a hash layer's underflowed softmax weights): NaN
-        w = NAN;
-        return 0.0;
-      }
       if (norm) {
         q = p[j] / P;
         dq = P > Pi ? (dp[j] + q * Pi) / (P - Pi) : INFINITY;
-        dq += kU * (q + dq);
+        dq += kU * (q + dq) + kTiny;
       }
       w = rsf * q;
-      return rsf * dq + gamma(3.0) * rsf * (std::fabs(q) + dq) + kTiny;
+      return scaled(q, dq);
     };
     for (uint64_t j = 0; j < top_k; ++j) {
       double w = 0.0, w_other = 0.0;
@@ -350,10 +384,7 @@ std::vector<double> weights_of_ids(const MoeTopKOp& op, const std::vector<double
 std::vector<double> routing_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
                                        const std::vector<double>& logit_bounds,
                                        const std::vector<float>& bias) {
-  std::vector<double> b = score_key_bounds(op, logits, logit_bounds, bias);
-  const double slack = underflow_slack(op.scoring) * (1.0 + 0x1p-23);  // s + b moves with s
-  for (double& v : b) v += slack;
-  return b;
+  return score_key_bounds(op, logits, logit_bounds, bias);
 }
 
 // ---- Exact ties ----
@@ -413,7 +444,7 @@ RoutingVerdict judge_topk(const MoeTopKOp& op, const StoredLogits& logits, const
     checks.push_back(hash_ids(out.ids, ref.ids, top_k));
   } else {
     const std::vector<double> zero(l.size(), 0.0);
-    const std::vector<double> kb = routing_key_bounds(op, l, zero, in.bias);
+    const std::vector<double> kb = score_key_bounds(op, l, zero, in.bias);
     v.ties = tie_stability_check(ref.keys, kb, experts, top_k, out.ids);
     checks.push_back(ids_comparison(
         "topk_ids (set/order, stored logits)", *v.ties, top_k,
@@ -455,7 +486,7 @@ RoutingVerdict judge_routing_chain(const RoutingOps& ops, const RouterInputs& ro
   const std::vector<double> exact = router_logits(ops.router, router_in, Mode::exact);
   const std::vector<double> logit_bounds = router_logit_bounds(ops.router, router_in, u);
   const TopKReference ref = select_topk(op, {exact, topk_in.bias, {}, {}});
-  const std::vector<double> kb = routing_key_bounds(op, exact, logit_bounds, topk_in.bias);
+  const std::vector<double> kb = score_key_bounds(op, exact, logit_bounds, topk_in.bias);
   v.ties = tie_stability_check(ref.keys, kb, op.shape().experts, op.shape().top_k, out.topk.ids);
   v.report.checks.push_back(ids_comparison(
       fmt::format("topk_ids (tie stability, {} path)", to_string(ops.router.precision)), *v.ties,

@@ -13,7 +13,18 @@ namespace bufferlab::gen {
 namespace {
 
 // Streams of routing_hash: one per tensor, so changing one tensor's shape moves no other.
-enum Stream : uint64_t { kX = 1, kW, kXf32, kBias, kTokens, kTable, kRows, kLogits, kDesign };
+enum Stream : uint64_t {
+  kX = 1,
+  kW,
+  kXf32,
+  kBias,
+  kTokens,
+  kTable,
+  kRows,
+  kLogits,
+  kDesign,
+  kFarBelow
+};
 
 // A hash-driven source of draws for one (seed, stream).
 struct Draws {
@@ -97,6 +108,20 @@ std::vector<float> bias_of(const RoutingCase& c) {
   std::vector<float> b(c.experts());
   for (float& v : b) v = set[d.below(4)];
   return b;
+}
+
+// token_ids [rows] and tid2eid [vocab, top_k] of a hash case: entries −3 .. E' + 2, so negative
+// entries and ids ≥ E (clamped to 0 by the top-k) occur.
+void hash_tables(const RoutingCase& c, std::vector<uint32_t>& token_ids,
+                 std::vector<int32_t>& tid2eid) {
+  Draws d{c.seed, kTokens};
+  const uint64_t k = c.config.num_experts_per_tok,
+                 vocab = std::max<uint64_t>(c.config.vocab_size, 1);
+  for (uint64_t r = 0; r < c.rows; ++r) token_ids.push_back(static_cast<uint32_t>(d.below(vocab)));
+  Draws tab{c.seed, kTable};
+  const uint64_t span = c.experts() + 6;  // −3 .. E' + 2: negative entries and ids ≥ E
+  for (uint64_t i = 0; i < vocab * k; ++i)
+    tid2eid.push_back(static_cast<int32_t>(tab.below(span)) - 3);
 }
 
 }  // namespace
@@ -236,19 +261,40 @@ RoutingTensors routing_tensors(const RoutingCase& c) {
         designed && i % h < 3 ? static_cast<float>(v) : static_cast<float>(v * (1.0 + j * 0x1p-20));
   }
   if (c.config.use_routing_bias && c.config.scoring_func != "softmax") t.bias = bias_of(c);
-  if (c.hash) {
-    Draws d{c.seed, kTokens};
-    const uint64_t k = c.config.num_experts_per_tok,
-                   vocab = std::max<uint64_t>(c.config.vocab_size, 1);
-    for (uint64_t r = 0; r < c.rows; ++r)
-      t.token_ids.push_back(static_cast<uint32_t>(d.below(vocab)));
-    Draws tab{c.seed, kTable};
-    const uint64_t span = experts + 6;  // −3 .. E' + 2: negative entries and ids ≥ E
-    for (uint64_t i = 0; i < vocab * k; ++i)
-      t.tid2eid.push_back(static_cast<int32_t>(tab.below(span)) - 3);
-  }
+  if (c.hash) hash_tables(c, t.token_ids, t.tid2eid);
   return t;
 }
+
+namespace {
+
+// Hash layers select by table, so their selected logits can lie anywhere below the row
+// maximum. In about half the rows every expert the table selects for the row's token (the
+// clamped ids) gets a logit −m·2^q (a BF16 value) far below the rest of the row: q ≥ the row's
+// magnitude + 2, drawn from 7 (gaps of ~128..512: e^gap underflows in FP32, not in FP64), 10
+// (~1e3..4e3: underflows in FP64 too) and 100 (~1e30). The literal "softmax over all E', then
+// renormalise" is 0/0 there; routing.h's renormalised form is not.
+void far_below_the_max(const RoutingCase& c, std::vector<float>& l) {
+  std::vector<uint32_t> tokens;
+  std::vector<int32_t> table;
+  hash_tables(c, tokens, table);
+  const uint64_t experts = c.experts(), k = c.config.num_experts_per_tok;
+  const int p = std::clamp(c.magnitude, -100, 100);
+  Draws d{c.seed, kFarBelow};
+  for (uint64_t r = 0; r < c.rows; ++r) {
+    if (d.one_in(2)) continue;
+    const int choices[] = {7, 10, 100};
+    const int q = std::max(p + 2, choices[d.below(3)]);
+    for (uint64_t j = 0; j < k; ++j) {
+      const auto id = static_cast<uint32_t>(table[tokens[r] * k + j]);
+      const uint64_t e = id >= c.config.num_experts ? 0 : id;
+      float& v = l[r * experts + e];
+      if (!std::isfinite(v)) continue;  // keep the NaN / ±Inf cases as drawn
+      v = -std::fabs(d.bf16_value(q, 2));
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<float> topk_logits(const RoutingCase& c, bool nonfinite) {
   const uint64_t experts = c.experts();
@@ -270,6 +316,7 @@ std::vector<float> topk_logits(const RoutingCase& c, bool nonfinite) {
       l.push_back(v);
     }
   }
+  if (c.hash) far_below_the_max(c, l);
   return l;
 }
 

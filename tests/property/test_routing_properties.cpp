@@ -18,6 +18,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -126,26 +127,67 @@ RC_GTEST_PROP(RoutingProperty, TopKInvariants, ()) {
   const auto& op = r.p.ops.topk;
   const uint64_t k = op.shape().top_k;
   const std::vector<double> l = r.logits.values();
-  // Weights ≥ 0 wherever the oracle's weight is a number. (It is NaN only for 0/0: a hash layer
-  // with softmax + norm_topk_prob whose selected softmax weights all underflow to 0.)
+  // Finite logits: every weight is a number ≥ 0 — softmax + norm_topk_prob included, whose
+  // renormalised form (routing.h) has no 0/0 however far a hash layer's selection lies below
+  // the row maximum.
   const auto want = oracle::weights_of_ids(op, l, r.p.topk_in.bias, r.out.ids, op.norm_topk_prob);
-  for (size_t i = 0; i < want.size(); ++i)
-    if (!std::isnan(want[i])) RC_ASSERT(r.out.weights[i] >= 0.0f);
+  for (size_t i = 0; i < want.size(); ++i) {
+    RC_ASSERT(!std::isnan(want[i]));
+    RC_ASSERT(r.out.weights[i] >= 0.0f);
+  }
   const auto bounds = oracle::topk_weight_bounds(op, l, r.out.ids);
   const auto scores = oracle::weights_of_ids(op, l, r.p.topk_in.bias, r.out.ids, false);
+  const bool softmax = op.scoring == MoeScoring::softmax;
+  bool far_below = false;  // a hash row whose selection lies past FP32's exp range below the max
   for (uint64_t t = 0; t < op.shape().rows && op.norm_topk_prob; ++t) {
     double sum = 0.0, bound = 0.0, raw = 0.0;
+    double row_max = -INFINITY, sel_max = -INFINITY;
+    for (uint64_t e = 0; e < op.shape().experts; ++e)
+      row_max = std::max(row_max, l[t * op.shape().experts + e]);
     for (uint64_t j = 0; j < k; ++j) {
       sum += r.out.weights[t * k + j];
       bound += bounds[t * k + j];
       raw += scores[t * k + j] / op.routed_scaling_factor;
+      sel_max = std::max(sel_max, l[t * op.shape().experts + r.out.ids[t * k + j]]);
     }
-    // Not renormalised: sigmoid / sqrtsoftplus sums ≤ 1e-20 (2e-20: either decision near it);
-    // softmax 0/0 (above).
-    if (!(raw > (op.scoring == MoeScoring::softmax ? 0.0 : 2e-20))) continue;
+    far_below |= softmax && op.hash && row_max - sel_max > 104.0;
+    // Not renormalised: sigmoid / sqrtsoftplus sums ≤ 1e-20 (2e-20: either decision near it).
+    if (!softmax && !(raw > 2e-20)) continue;
     RC_ASSERT(std::fabs(sum - op.routed_scaling_factor) <=
               bound + 0x1p-47 * op.routed_scaling_factor);
   }
+  RC_CLASSIFY(far_below, "hash softmax+norm, selection > 104 below the row max");
+}
+
+// Hash + softmax + norm_topk_prob with the selected experts far below the row maximum (the
+// generator puts them ~2^7, ~2^10 or ~2^100 below in about half the rows): weights within their
+// bound of routing.h's renormalised form, finite, summing to routed_scaling_factor.
+RC_GTEST_PROP(RoutingProperty, HashSoftmaxRenormalisesFarBelowTheMax, ()) {
+  RoutingCase c = ci_case();
+  c.hash = true;
+  c.config.scoring_func = "softmax";
+  c.config.use_routing_bias = false;
+  c.config.norm_topk_prob = true;
+  if (c.config.routed_scaling_factor == 6.0) c.config.routed_scaling_factor = 2.5;
+  tag(c);
+  const TopKRun r = run_topk_alone(c, false);
+  RC_LOG() << oracle::format_verdict(r.verdict);
+  RC_ASSERT(r.verdict.passed());
+  for (float w : r.out.weights) RC_ASSERT(std::isfinite(w));
+  // How far below the row maximum the selections lie (the literal form is 0/0 in FP32 past
+  // ~104, in FP64 past ~745).
+  const auto [rows, experts, routed, top_k, vocab] = r.p.ops.topk.shape();
+  const std::vector<double> l = r.logits.values();
+  double gap = 0.0;
+  for (uint64_t t = 0; t < rows; ++t) {
+    double row_max = -INFINITY, sel_max = -INFINITY;
+    for (uint64_t e = 0; e < experts; ++e) row_max = std::max(row_max, l[t * experts + e]);
+    for (uint64_t j = 0; j < top_k; ++j)
+      sel_max = std::max(sel_max, l[t * experts + r.out.ids[t * top_k + j]]);
+    gap = std::max(gap, row_max - sel_max);
+  }
+  RC_CLASSIFY(gap > 745.0, "a selection > 745 below its row max");
+  RC_CLASSIFY(gap > 104.0 && gap <= 745.0, "a selection 104..745 below its row max");
 }
 
 // NaN / ±Inf logits: the defined behaviour above, NaN keys counted as the oracle counts them.

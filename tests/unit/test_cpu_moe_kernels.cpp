@@ -358,6 +358,57 @@ TEST(CpuMoeTopK, HashClampsIdsAndRefusesTokensPastVocab) {
   }
 }
 
+// Hash + softmax + norm_topk_prob with the selected experts far below the row maximum
+// (docs/findings.md, "softmax renormalisation of hash-selected experts"). Row 0 [0, −120],
+// token 0 → expert 1, top_k 1: the literal softmax-then-renormalise gives e^-120 = 0 in FP32
+// and 0/0 = NaN; the renormalised form e^(l − m_sel)/Σ_sel is e⁰/e⁰ = 1 exactly, × 2.5.
+// Row 1 [0, −1e30]: the same in FP64 too. Row 2 [0, −120, −121], experts 1 and 2: 1/(1 + e^-1)
+// and e^-1/(1 + e^-1) (the gap to the row max does not enter).
+TEST(CpuMoeTopK, HashSoftmaxRenormalisesExpertsFarBelowTheMax) {
+  for (bool f32 : {true, false}) {
+    MoeTopKOp op = topk_op(1, 2, 1, "softmax", /*hash=*/true, f32);
+    op.norm_topk_prob = true;
+    op.routed_scaling_factor = 2.5;
+    TopKCase in;
+    in.tokens = {0};
+    in.table.assign(16, 0);
+    in.table[0] = 1;
+    const Floats row = {0.0f, -120.0f};
+    if (f32)
+      in.logits = row;
+    else
+      for (float v : row) in.logits_bf16.push_back(bf(v));
+    TopKRun r = run_topk(op, in);
+    EXPECT_EQ(r.ids, (Ids{1}));
+    EXPECT_EQ(r.weights[0], 2.5f) << "f32 logits " << f32;
+    expect_matches_oracle(op, in, r);
+    if (f32) {
+      in.logits = {0.0f, -1e30f};
+      r = run_topk(op, in);
+      EXPECT_EQ(r.weights[0], 2.5f);
+      expect_matches_oracle(op, in, r);
+    }
+  }
+  MoeTopKOp op = topk_op(1, 3, 2, "softmax", /*hash=*/true);
+  op.norm_topk_prob = true;
+  TopKCase in{{0.0f, -120.0f, -121.0f}, {}, {}, {0}, std::vector<int32_t>(32, 0)};
+  in.table[0] = 1;
+  in.table[1] = 2;
+  const TopKRun r = run_topk(op, in);
+  EXPECT_EQ(r.ids, (Ids{1, 2}));
+  EXPECT_NEAR(r.weights[0], 0.7310585786300049, 1e-7);
+  EXPECT_NEAR(r.weights[1], 0.2689414213699951, 1e-7);
+  expect_matches_oracle(op, in, r);
+  // Without norm_topk_prob the weight stays the softmax over all E' logits: e^-120 underflows
+  // to 0 in FP32 (a defined result); no NaN.
+  op.norm_topk_prob = false;
+  for (float w : run_topk(op, in).weights) EXPECT_EQ(w, 0.0f);
+  // A NaN anywhere in the row still makes every softmax weight NaN.
+  op.norm_topk_prob = true;
+  in.logits[0] = std::nanf("");
+  for (float w : run_topk(op, in).weights) EXPECT_TRUE(std::isnan(w));
+}
+
 // One row of E' logits: E' > 1024, top_k > 32 and top_k > E' are refused before any read.
 TEST(CpuMoeTopK, RefusesShapesBeyondItsLimits) {
   auto run = [](uint64_t experts, uint64_t top_k) {

@@ -4,6 +4,7 @@
 // and the tie-stability check on near-ties just below and just above the bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/oracle/routing.h"
+#include "bufferlab/oracle/routing_judge.h"
 
 namespace bufferlab {
 namespace {
@@ -193,6 +195,65 @@ TEST(OracleRouting, HashLayersClampTableIdsAtTheRoutedCount) {
   EXPECT_THROW(select_topk(op, in), Error);
 }
 
+// Softmax + norm_topk_prob weighs the selected experts as e^(l_i − m_sel)/Σ_sel e^(l_j − m_sel),
+// m_sel = the largest selected logit — the softmax over all E' renormalised, in the form whose
+// largest term is 1. A hash layer's selection can sit far below the row maximum: [0, −120] with
+// token 0 → expert 1 gives exactly 1 (× 2.5); the literal form would give e^-120/(1 + e^-120)
+// renormalised — fine in FP64, 0/0 in FP32 — and [0, −1e30] would be 0/0 in FP64 too.
+TEST(OracleRouting, HashSoftmaxRenormalisesExpertsFarBelowTheMax) {
+  auto op = topk(1, 2, 1, MoeScoring::softmax);
+  op.hash = op.norm_topk_prob = true;
+  op.dims.vocab = 1;
+  op.routed_scaling_factor = 2.5;
+  for (double far : {-120.0, -1000.0, -1e30}) {
+    const auto ref = select_topk(op, {{0.0, far}, {}, {0}, {1}});
+    EXPECT_EQ(ref.ids, (Ids{1}));
+    EXPECT_EQ(ref.weights[0], 2.5) << far;
+  }
+  // Two selected, [0, −120, −121] → experts 1, 2: 1/(1 + e^-1), e^-1/(1 + e^-1).
+  auto two = topk(1, 3, 2, MoeScoring::softmax);
+  two.hash = two.norm_topk_prob = true;
+  two.dims.vocab = 1;
+  auto ref = select_topk(two, {{0.0, -120.0, -121.0}, {}, {0}, {1, 2}});
+  EXPECT_NEAR(ref.weights[0], 0.7310585786300049, 1e-15);
+  EXPECT_NEAR(ref.weights[1], 0.2689414213699951, 1e-15);
+  // The same set at a gap of 1e30: unchanged (only the selected logits' differences enter).
+  ref = select_topk(two, {{1e30, 0.0, -1.0}, {}, {0}, {1, 2}});
+  EXPECT_NEAR(ref.weights[0], 0.7310585786300049, 1e-15);
+  // Without norm_topk_prob: the softmax over all E' logits, gathered (e^-120/(1 + ...)).
+  two.norm_topk_prob = false;
+  ref = select_topk(two, {{0.0, -120.0, -121.0}, {}, {0}, {1, 2}});
+  EXPECT_NEAR(ref.weights[0], std::exp(-120.0), 1e-66);
+  // NaN anywhere in the row: NaN weights; a selection of only −Inf logits: (−Inf) − (−Inf).
+  two.norm_topk_prob = true;
+  ref = select_topk(two, {{NAN, -120.0, -121.0}, {}, {0}, {1, 2}});
+  for (double w : ref.weights) EXPECT_TRUE(std::isnan(w));
+  ref = select_topk(two, {{0.0, -INFINITY, -INFINITY}, {}, {0}, {1, 2}});
+  for (double w : ref.weights) EXPECT_TRUE(std::isnan(w));
+  // A −Inf next to a finite selected logit weighs 0.
+  ref = select_topk(two, {{0.0, -INFINITY, -3.0}, {}, {0}, {1, 2}});
+  EXPECT_EQ(ref.weights[0], 0.0);
+  EXPECT_EQ(ref.weights[1], 1.0);
+}
+
+// Top-k by logit selects the row maximum, so m_sel = max and the renormalised form equals the
+// softmax over all E' followed by the renormalisation (4/7, 3/7 above) on random rows.
+TEST(OracleRouting, RenormalisedSoftmaxEqualsSoftmaxThenRenormalisation) {
+  auto op = topk(1, 9, 3, MoeScoring::softmax);
+  op.norm_topk_prob = true;
+  for (int r = 0; r < 20; ++r) {
+    std::vector<double> l(9);
+    for (int e = 0; e < 9; ++e) l[e] = 6.0 * std::sin(1.7 * (9 * r + e) + 0.4);
+    const auto ref = select_topk(op, {l, {}, {}, {}});
+    const double m = *std::max_element(l.begin(), l.end());
+    double all = 0.0, sel = 0.0;
+    for (double v : l) all += std::exp(v - m);
+    for (uint32_t id : ref.ids) sel += std::exp(l[id] - m) / all;
+    for (int j = 0; j < 3; ++j)
+      EXPECT_NEAR(ref.weights[j], std::exp(l[ref.ids[j]] - m) / all / sel, 1e-15);
+  }
+}
+
 TEST(OracleRouting, ZeroExpertsAreOrdinaryColumnsOfTheSelection) {
   // E = 2 routed + 1 zero expert; logits ln1, ln2, ln3: softmax over all three = 1/6, 2/6, 3/6.
   // The zero expert (id 2) has the largest logit: selected first, weight 0.5; then expert 1, 1/3.
@@ -247,6 +308,40 @@ TEST(OracleRouting, ScoreKeyBoundsCarryTheLogitBoundIntoScoreSpace) {
   op.scoring = MoeScoring::softmax;  // softmax ranks logits: the logit bounds as they are
   EXPECT_EQ(oracle::score_key_bounds(op, {0.0, 10.0}, {1e-3, 1.0}, {}),
             (std::vector<double>{1e-3, 1.0}));
+}
+
+// FP32 underflow of the score functions is part of the key bound itself (score_underflow_slack):
+// sigmoid(l ≤ −88.7) is 0 in FP32 (e^-l overflows) and between −103 and −87 the quotient is
+// subnormal; sqrtsoftplus(l < −87) reads a subnormal e^l (or 0 below −103.9, where the true
+// value e^(l/2) < 2^-74). The FP32 evaluation the CPU kernel uses (std::exp, std::log1p) stays
+// within the bound with an exact logit (e = 0), where the relative γ_10·|s| alone does not.
+TEST(OracleRouting, ScoreKeyBoundsCoverFp32Underflow) {
+  EXPECT_EQ(oracle::score_underflow_slack(MoeScoring::sigmoid), 0x1p-126);
+  EXPECT_EQ(oracle::score_underflow_slack(MoeScoring::sqrtsoftplus), 0x1p-74);
+  EXPECT_EQ(oracle::score_underflow_slack(MoeScoring::softmax), 0.0);
+  const std::vector<double> logits = {-60,  -80,  -87.5, -88.5, -89, -95,
+                                      -100, -103, -104,  -110,  -200};
+  const std::vector<double> zero(logits.size(), 0.0);
+  for (MoeScoring scoring : {MoeScoring::sigmoid, MoeScoring::sqrtsoftplus}) {
+    auto op = topk(1, logits.size(), 1, scoring);
+    const auto b = oracle::score_key_bounds(op, logits, zero, {});
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const auto l = static_cast<float>(logits[i]);
+      const float fp32 = scoring == MoeScoring::sigmoid
+                             ? 1.0f / (1.0f + std::exp(-l))
+                             : std::sqrt(std::max(l, 0.0f) + std::log1p(std::exp(-std::fabs(l))));
+      const double s = oracle::routing_score(scoring, logits[i]);
+      EXPECT_LE(std::fabs(double{fp32} - s), b[i]) << logits[i];
+      EXPECT_LE(b[i], 2.0 * oracle::score_underflow_slack(scoring) + 1e-6 * s) << logits[i];
+    }
+  }
+  // sigmoid(−200) = e^-200 ≈ 1.4e-87 is 0 in FP32: the bound is the slack (2^-126), not γ_10·s.
+  auto op = topk(1, 1, 1, MoeScoring::sigmoid);
+  EXPECT_GE(oracle::score_key_bounds(op, {-200.0}, {0.0}, {})[0], 0x1p-126);
+  // The judges' alias is the same function.
+  op = topk(1, 2, 1, MoeScoring::sqrtsoftplus);
+  EXPECT_EQ(oracle::routing_key_bounds(op, {-100.0, -60.0}, {0.0, 0.0}, {}),
+            oracle::score_key_bounds(op, {-100.0, -60.0}, {0.0, 0.0}, {}));
 }
 
 // routing.cpp's sup of (√softplus)′ clamps its peak into the interval: that needs the

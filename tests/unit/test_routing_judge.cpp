@@ -59,8 +59,10 @@ float score_f32(MoeScoring s, float l) {
   return l;
 }
 
+// `literal_softmax_norm`: softmax + norm_topk_prob as the softmax over all E' then divided by
+// the selected sum (0/0 when the selected weights underflow) instead of routing.h's form.
 TopKOutputs fp32_topk(const MoeTopKOp& op, const StoredLogits& stored, const TopKHostInputs& in,
-                      bool ties_high) {
+                      bool ties_high, bool literal_softmax_norm = false) {
   const auto [rows, experts, routed, top_k, vocab] = op.shape();
   const std::vector<double> l64 = stored.values();
   TopKOutputs out;
@@ -84,7 +86,14 @@ TopKOutputs fp32_topk(const MoeTopKOp& op, const StoredLogits& stored, const Top
         const auto id = static_cast<uint32_t>(in.tid2eid[in.token_ids[t] * top_k + j]);
         ids[j] = id >= routed ? 0u : id;
       }
-    if (op.scoring == MoeScoring::softmax) {
+    const bool renormalised = op.scoring == MoeScoring::softmax && op.norm_topk_prob;
+    if (renormalised && !literal_softmax_norm) {
+      // e^(l_i − m_sel) over the selected (a NaN in the row: NaN everywhere).
+      const bool row_nan = std::any_of(l.begin(), l.end(), [](float v) { return std::isnan(v); });
+      float m_sel = -INFINITY;
+      for (uint32_t id : ids) m_sel = std::max(m_sel, l[id]);
+      for (uint32_t id : ids) s[id] = row_nan ? NAN : std::exp(l[id] - m_sel);
+    } else if (op.scoring == MoeScoring::softmax) {
       const float m = *std::max_element(l.begin(), l.end());
       float sum = 0.0f;
       for (uint64_t e = 0; e < experts; ++e) sum += s[e] = std::exp(l[e] - m);
@@ -226,6 +235,68 @@ TEST(RoutingJudge, WeightsPoisonNanCountAndHashIdsAreJudged) {
   w = table;
   w.ids[0] = (w.ids[0] + 1) % static_cast<uint32_t>(c.config.num_experts);
   EXPECT_EQ(failing(w), "topk_ids = clamped tid2eid");
+}
+
+// Hash + softmax + norm_topk_prob, selected experts far below the row maximum: [0, −120],
+// token 0 → expert 1. The literal "softmax over all E', then renormalise" is 0/0 = NaN in FP32
+// and fails (NaN mismatch against routing.h's weight 1·scale); routing.h's form passes within a
+// bound of a few u.
+TEST(RoutingJudge, HashSoftmaxFarBelowTheMaxIsJudgedByTheRenormalisedForm) {
+  RoutingCase c = near_tie_case(RouterPrecision::fp32_gate, "softmax", 17);
+  c.config.num_experts = 2;
+  c.config.num_experts_per_tok = 1;
+  c.config.vocab_size = 1;
+  c.config.norm_topk_prob = true;
+  c.config.routed_scaling_factor = 2.5;
+  c.rows = 1;
+  c.hash = true;
+  RoutingRun r = prepare(c);
+  r.topk_in.token_ids = {0};
+  r.topk_in.tid2eid = {1};
+  const StoredLogits logits{{}, {0.0f, -120.0f}};
+  const TopKOutputs good = fp32_topk(r.ops.topk, logits, r.topk_in, false);
+  ASSERT_EQ(good.weights[0], 2.5f);
+  const auto v = oracle::judge_topk(r.ops.topk, logits, r.topk_in, good, "ref", 17);
+  EXPECT_TRUE(v.passed()) << oracle::format_verdict(v);
+  const auto b = oracle::topk_weight_bounds(r.ops.topk, logits.values(), good.ids);
+  EXPECT_GT(b[0], 0.0);
+  EXPECT_LT(b[0], 64 * 0x1p-24 * 2.5);
+  const TopKOutputs literal = fp32_topk(r.ops.topk, logits, r.topk_in, false, true);
+  ASSERT_TRUE(std::isnan(literal.weights[0]));
+  const auto bad = oracle::judge_topk(r.ops.topk, logits, r.topk_in, literal, "literal", 17);
+  ASSERT_FALSE(bad.passed());
+  ASSERT_TRUE(bad.report.first_failure());
+  EXPECT_EQ(bad.report.first_failure()->name, "topk_weights");
+}
+
+// The renormalised-softmax bound (routing_judge.cpp) on a generic row is a few u per weight:
+// q_i·(Π + α_i/q_i) with Π ≈ (k·4u + γ_k), plus the division and γ_3 scaling.
+TEST(RoutingJudge, RenormalisedSoftmaxBoundFollowsItsFormula) {
+  MoeTopKOp op;
+  op.dims = {1, 4, 4, 2, 0};
+  op.scoring = MoeScoring::softmax;
+  op.norm_topk_prob = true;
+  // [0, ln 2 (as the FP64 value), −5, 1]: ids 3, 1 (row max 1 selected: m_sel = 1).
+  const double l1 = std::log(2.0);
+  const std::vector<double> l = {0.0, l1, -5.0, 1.0};
+  const auto b = oracle::topk_weight_bounds(op, l, {3, 1});
+  // By hand: u = 2^-24, d = [0, l1 − 1]; e = [1, e^(l1−1)]; α_0 = 4u + kTiny;
+  // α_1 = β(1 + 4u) + 4u·e_1, β = e^((l1−1)(1−u)) − e^(l1−1); P = 1 + e_1; Π = A + γ_2(P + A);
+  // Δq = (α + qΠ)/(P − Π) + u(q + ·) + kTiny; w-bound = Δq + γ_3(q + Δq) + kTiny.
+  const double u = 0x1p-24, tiny = 0x1p-148;
+  const double g2 = 2 * u / (1 - 2 * u), g3 = 3 * u / (1 - 3 * u);
+  const double d1 = l1 - 1.0, e1 = std::exp(d1);
+  const double beta = std::exp(d1 * (1 - u)) - e1;
+  const double a0 = 4 * u + tiny, a1 = beta * (1 + 4 * u) + 4 * u * e1 + tiny;
+  const double P = 1 + e1, A = a0 + a1, Pi = A + g2 * (P + A);
+  const auto want = [&](double q, double a) {
+    const double d = (a + q * Pi) / (P - Pi);
+    const double dq = d + u * (q + d) + tiny;
+    return dq + g3 * (q + dq) + tiny;
+  };
+  EXPECT_DOUBLE_EQ(b[0], want(1 / P, a0));
+  EXPECT_DOUBLE_EQ(b[1], want(e1 / P, a1));
+  EXPECT_LT(b[0], 20 * u);
 }
 
 TEST(RoutingJudge, WeightBoundsAreTightEnoughToMean) {

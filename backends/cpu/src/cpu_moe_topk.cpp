@@ -95,9 +95,27 @@ uint64_t hash_row(const TopKParams& q, const RowLogits& l, uint32_t token, uint3
   return nan_keys;
 }
 
-// Weights of the selected ids: softmax over all E' logits (max-subtracted, FP32; NaN in the
-// row makes every weight NaN) gathered, or s = f(l) pre-bias; then normalised and scaled.
+// Weights of the selected ids, then normalised and scaled (oracle/routing.h):
+//   softmax without norm_topk_prob: the softmax over all E' logits (max-subtracted, FP32)
+//     gathered — a weight may underflow to 0, a defined result;
+//   softmax with norm_topk_prob: e^(l_i − m_sel) / Σ_sel e^(l_j − m_sel), m_sel = the largest
+//     selected logit — the renormalised softmax in the form whose largest term is 1, so a hash
+//     layer's experts far below the row maximum do not underflow to 0/0;
+//   sigmoid / sqrtsoftplus: s = f(l) pre-bias, renormalised when Σ > 1e-20.
+// A softmax row holding a NaN has NaN weights everywhere.
 void weigh_row(const TopKParams& q, const RowLogits& l, const uint32_t* ids, float* w) {
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+  if (q.scoring == MoeScoring::softmax && q.norm) {
+    bool row_nan = false;
+    for (uint64_t e = 0; e < q.experts; ++e) row_nan |= std::isnan(l[e]);
+    float m_sel = -std::numeric_limits<float>::infinity();
+    for (uint64_t j = 0; j < q.top_k; ++j) m_sel = std::max(m_sel, l[ids[j]]);
+    float sum = 0.0f;
+    for (uint64_t j = 0; j < q.top_k; ++j)
+      sum += w[j] = row_nan ? kNan : std::exp(l[ids[j]] - m_sel);
+    for (uint64_t j = 0; j < q.top_k; ++j) w[j] = w[j] / sum * q.scale;
+    return;
+  }
   if (q.scoring == MoeScoring::softmax) {
     float m = -std::numeric_limits<float>::infinity();
     for (uint64_t e = 0; e < q.experts; ++e) m = (std::isnan(l[e]) || l[e] > m) ? l[e] : m;
@@ -106,12 +124,12 @@ void weigh_row(const TopKParams& q, const RowLogits& l, const uint32_t* ids, flo
     for (uint64_t j = 0; j < q.top_k; ++j) w[j] = std::exp(l[ids[j]] - m) / sum;
   } else {
     for (uint64_t j = 0; j < q.top_k; ++j) w[j] = score_of(q.scoring, l[ids[j]]);
-  }
-  if (q.norm) {
-    float sum = 0.0f;
-    for (uint64_t j = 0; j < q.top_k; ++j) sum += w[j];
-    if (q.scoring == MoeScoring::softmax || static_cast<double>(sum) > 1e-20)
-      for (uint64_t j = 0; j < q.top_k; ++j) w[j] /= sum;
+    if (q.norm) {
+      float sum = 0.0f;
+      for (uint64_t j = 0; j < q.top_k; ++j) sum += w[j];
+      if (static_cast<double>(sum) > 1e-20)
+        for (uint64_t j = 0; j < q.top_k; ++j) w[j] /= sum;
+    }
   }
   for (uint64_t j = 0; j < q.top_k; ++j) w[j] *= q.scale;
 }

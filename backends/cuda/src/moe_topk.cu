@@ -106,9 +106,11 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopKLaunch a) {
   if (lane == 0 && nan_keys > 0) atomicAdd(a.nan_keys, static_cast<unsigned long long>(nan_keys));
 
   // Softmax over all E' logits: max-subtracted, accurate expf; a NaN row is NaN everywhere.
+  // With norm_topk_prob the weights need only the selected logits (below): no row pass.
+  const bool renormalised_softmax = softmax && a.norm_topk_prob;
   float m = 0.0f, denominator = 1.0f;
-  if (softmax) {
-    row_nan = __any_sync(kFullMask, row_nan);
+  if (softmax) row_nan = __any_sync(kFullMask, row_nan);
+  if (softmax && !renormalised_softmax) {
     m = warp_max(row_max);
     float partial = 0.0f;
 #pragma unroll
@@ -156,12 +158,21 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopKLaunch a) {
     }
   }
 
-  // Weights in selection order: softmax probability, or the pre-bias score s.
+  // Weights in selection order: softmax probability, or the pre-bias score s. Softmax with
+  // norm_topk_prob (oracle/routing.h): e^(l_i − m_sel) / Σ_sel e^(l_j − m_sel), m_sel = the
+  // largest selected logit — the renormalised softmax with its largest term 1, so a hash
+  // layer's experts far below the row maximum do not underflow to 0/0.
+  const float selected_logit = lane < a.top_k ? load_logit(a, base + my_id) : -INFINITY;
+  const float m_sel = renormalised_softmax ? warp_max(selected_logit) : 0.0f;
   float w = 0.0f;
   if (lane < a.top_k) {
-    const float l = load_logit(a, base + my_id);
-    if (softmax)
-      w = row_nan ? __int_as_float(0x7FC00000) : expf(l - m) / denominator;
+    const float l = selected_logit;
+    if (softmax && row_nan)
+      w = __int_as_float(0x7FC00000);
+    else if (renormalised_softmax)
+      w = expf(l - m_sel);
+    else if (softmax)
+      w = expf(l - m) / denominator;
     else
       w = routing_score(a.scoring, l);
   }

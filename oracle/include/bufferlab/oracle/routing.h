@@ -78,13 +78,28 @@ double routing_score(MoeScoring scoring, double logit);
 //     so a negative entry becomes 0 too; weights from the scoring of the selected logits;
 //   then: if norm_topk_prob divide by the sum of the selected weights (sigmoid /
 //   sqrtsoftplus only when that sum > 1e-20); times routed_scaling_factor.
+// Softmax with norm_topk_prob is evaluated in the form it reduces to exactly (the softmax's
+// common factor e^m/Σ_all cancels in the renormalisation):
+//   w_i = e^(l_i − m_sel) / Σ_{j selected} e^(l_j − m_sel),  m_sel = the largest SELECTED logit,
+// so the largest term is e⁰ = 1 and no selected set yields 0/0 — a hash layer's selected
+// logits may lie arbitrarily far below the row maximum, where the literal form underflows
+// every selected weight to 0 (docs/findings.md, "softmax renormalisation of hash-selected
+// experts"). Top-k by logit always selects the row maximum, so m_sel = max there. A row holding
+// a NaN still has NaN weights everywhere; a selected set of only −Inf logits gives
+// (−Inf) − (−Inf) = NaN.
 // Zero experts (ids E..E'-1) are ordinary columns here; the combine adds their identity term.
 TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in);
 
+// Absolute slack for FP32 underflow in the evaluation of s = f(l), which the relative γ_10·|s|
+// does not cover: 2^-126 for sigmoid, 2^-74 for sqrtsoftplus, 0 for softmax (a logit key).
+// Derivation in routing.cpp.
+double score_underflow_slack(MoeScoring scoring);
+
 // Bounds [rows, E'] of the keys the top-k kernel ranks by, from the per-logit bounds (the
 // tie-stability bounds of numerics §2): softmax ranks logits, so the logit bounds; sigmoid /
-// sqrtsoftplus: e_s = sup|f′|·e over [l − e, l + e] + the FP32 evaluation of f (γ_10·|f|) + the
-// FP32 rounding of s + bias (u·|s + bias|), u = 2^-24. Derivation in routing.cpp.
+// sqrtsoftplus: e_s = sup|f′|·e over [l − e, l + e] + the FP32 evaluation of f (γ_10·|f| +
+// score_underflow_slack) + the FP32 rounding of s + bias (u·|s + bias|), u = 2^-24. The one
+// source of the key bounds: the judges use it as it is. Derivation in routing.cpp.
 std::vector<double> score_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
                                      const std::vector<double>& logit_bounds,
                                      const std::vector<float>& bias);

@@ -57,6 +57,8 @@ AgreementReport judge_router(const MoeRouterOp& op, const RouterInputs& in,
 // Per-slot bounds [rows, top_k] of FP32 top-k weights of `ids` computed from `logits` (the
 // values the kernel read, exact in FP64) against the FP64 weights of the same ids
 // (select_topk's rule: scoring, normalisation, scaling). Derivation in routing_judge.cpp.
+// Softmax with norm_topk_prob is bounded in routing.h's form e^(l_i − m_sel)/Σ_sel e^(l_j − m_sel)
+// (m_sel = the largest selected logit; the sum ≥ 1, so no 0/0).
 // NaN marks a row outside the defined domain (a softmax row holding +Inf or with max −Inf;
 // a selected ±Inf score): its weights are not asserted.
 std::vector<double> topk_weight_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
@@ -68,10 +70,8 @@ std::vector<double> weights_of_ids(const MoeTopKOp& op, const std::vector<double
                                    const std::vector<float>& bias, const std::vector<uint32_t>& ids,
                                    bool normalise);
 
-// The bounds of the keys the top-k ranks by, as the judges use them: score_key_bounds
-// (routing.h) plus the FP32 underflow of the score functions, which its relative γ_10 term
-// does not cover (2^-126 for sigmoid, 2^-74 for sqrtsoftplus; derivation in
-// routing_judge.cpp).
+// Alias of score_key_bounds (routing.h), which carries the FP32 underflow slack of the score
+// functions itself: the judges use score_key_bounds directly. Kept for existing callers.
 std::vector<double> routing_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
                                        const std::vector<double>& logit_bounds,
                                        const std::vector<float>& bias);

@@ -86,7 +86,10 @@ RoutingTensors routing_tensors(const RoutingCase& c);
 
 // Logits for running the top-k alone, [rows, E'], every value a BF16 value (so either logit
 // dtype holds it): drawn from a few values per row (exact ties), ±0 included; with
-// `nonfinite`, about one in eight is NaN, +Inf or −Inf.
+// `nonfinite`, about one in eight is NaN, +Inf or −Inf. Hash cases: in about half the rows the
+// experts the table selects get logits far below the rest of the row (gaps ~2^7, ~2^10 or
+// ~2^100: FP32's e^gap underflows, FP64's too for the larger two), so the renormalised softmax
+// of experts far below the row maximum is exercised.
 std::vector<float> topk_logits(const RoutingCase& c, bool nonfinite);
 
 // Deterministic integer hashing (splitmix64 finaliser) of (seed, stream, index).
