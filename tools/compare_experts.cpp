@@ -51,6 +51,27 @@ Renumbered renumber_selected(const std::vector<uint32_t>& ids, uint64_t experts)
   return r;
 }
 
+// What one compare run may cost this machine before it is refused with a clear error instead
+// of running out of memory or computing for hours: host memory, as a multiple `held` of the
+// weight bytes (their host copy, the backend's pool, the copies read back for judging, the
+// oracle's arrays — measured: experts 9.4 GiB peak for 2.13 GiB of weights, lm-head 4.5 GiB
+// for 0.58 GiB, on qwen3-next-80b at 64 tokens), and the FP64 oracle's multiply-adds (2^37 ≈
+// 1.4e11: a few minutes; qwen3-next-80b at 64 tokens needs 2e10).
+constexpr double kMaxRunBytes = 12.0 * (uint64_t{1} << 30);
+constexpr double kMaxOracleMacs = static_cast<double>(uint64_t{1} << 37);
+
+void require_affordable(const std::string& what, double weight_bytes, double held,
+                        double oracle_macs, const CompareSetup& s) {
+  const double gib = static_cast<double>(uint64_t{1} << 30);
+  if (held * weight_bytes <= kMaxRunBytes && oracle_macs <= kMaxOracleMacs) return;
+  throw Error(fmt::format(
+      "{} on {} at {} tokens needs about {:.1f} GiB of host memory ({:.1f} GiB of weights, "
+      "held about {:g} times) and {:.3g} oracle multiply-adds; the limits are {:.0f} GiB and "
+      "{:.3g}: use fewer --tokens",
+      what, s.model_label, s.tokens, held * weight_bytes / gib, weight_bytes / gib, held,
+      oracle_macs, kMaxRunBytes / gib, kMaxOracleMacs));
+}
+
 }  // namespace
 
 CompareResult compare_experts(Backend& backend, const CompareSetup& s) {
@@ -75,6 +96,9 @@ CompareResult compare_experts(Backend& backend, const CompareSetup& s) {
                         chain.act.accesses(), chain.down.accesses(), chain.combine.accesses()})
     accesses.insert(accesses.end(), a.begin(), a.end());
   require_footprint_fits(chain.params(), accesses, s.layout, s.model_label, s.tokens);
+  // Oracle: the faithful chain, the per-stage references and their bounds (~3 passes).
+  require_affordable("--op experts", static_cast<double>(chain.weight_pool_bytes), 4.5,
+                     3.0 * static_cast<double>(oracle::expert_chain_cost(chain)), s);
 
   oracle::RoutingProfile compact_profile = routing;
   compact_profile.experts = sub.num_experts;
@@ -109,6 +133,10 @@ CompareResult compare_lm_head(Backend& backend, const CompareSetup& s) {
                                fmt::format("decode(rows={})", s.tokens), {s.tokens, 0, 0});
   const uint64_t pool = oracle::place_in_pool({&op.table});
   require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
+  // Oracle: value and bound, one pass each over tokens × vocab × h.
+  require_affordable(
+      "--op lm-head", static_cast<double>(op.table.bytes()), 8.0,
+      2.0 * static_cast<double>(s.tokens) * static_cast<double>(vocab) * static_cast<double>(h), s);
   oracle::LmHeadInputs in;
   in.input = oracle::seeded_bf16(s.tokens * h, s.seed, oracle::ValueProfile{});
   in.table = oracle::seeded_bf16(vocab * h, s.seed + 1,
