@@ -50,28 +50,6 @@ Renumbered renumber_selected(const std::vector<uint32_t>& ids, uint64_t experts)
   }
   return r;
 }
-
-// What one compare run may cost this machine before it is refused with a clear error instead
-// of running out of memory or computing for hours: host memory, as a multiple `held` of the
-// weight bytes (their host copy, the backend's pool, the copies read back for judging, the
-// oracle's arrays — measured: experts 9.4 GiB peak for 2.13 GiB of weights, lm-head 4.5 GiB
-// for 0.58 GiB, on qwen3-next-80b at 64 tokens), and the FP64 oracle's multiply-adds (2^37 ≈
-// 1.4e11: a few minutes; qwen3-next-80b at 64 tokens needs 2e10).
-constexpr double kMaxRunBytes = 12.0 * (uint64_t{1} << 30);
-constexpr double kMaxOracleMacs = static_cast<double>(uint64_t{1} << 37);
-
-void require_affordable(const std::string& what, double weight_bytes, double held,
-                        double oracle_macs, const CompareSetup& s) {
-  const double gib = static_cast<double>(uint64_t{1} << 30);
-  if (held * weight_bytes <= kMaxRunBytes && oracle_macs <= kMaxOracleMacs) return;
-  throw Error(fmt::format(
-      "{} on {} at {} tokens needs about {:.1f} GiB of host memory ({:.1f} GiB of weights, "
-      "held about {:g} times) and {:.3g} oracle multiply-adds; the limits are {:.0f} GiB and "
-      "{:.3g}: use fewer --tokens",
-      what, s.model_label, s.tokens, held * weight_bytes / gib, weight_bytes / gib, held,
-      oracle_macs, kMaxRunBytes / gib, kMaxOracleMacs));
-}
-
 }  // namespace
 
 CompareResult compare_experts(Backend& backend, const CompareSetup& s) {
@@ -124,51 +102,4 @@ CompareResult compare_experts(Backend& backend, const CompareSetup& s) {
                        backend.name());
   return res;
 }
-
-CompareResult compare_lm_head(Backend& backend, const CompareSetup& s) {
-  const ModelConfig& cfg = s.config;
-  const uint64_t h = cfg.hidden_size, vocab = cfg.vocab_size;
-  // Decode-like rows: logits row r is the LM head of input row r (buffers.md §4.9).
-  LmHeadOp op = LmHeadOp::make(s.tokens, s.tokens, h, vocab,
-                               fmt::format("decode(rows={})", s.tokens), {s.tokens, 0, 0});
-  const uint64_t pool = oracle::place_in_pool({&op.table});
-  require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
-  // Oracle: value and bound, one pass each over tokens × vocab × h.
-  require_affordable(
-      "--op lm-head", static_cast<double>(op.table.bytes()), 8.0,
-      2.0 * static_cast<double>(s.tokens) * static_cast<double>(vocab) * static_cast<double>(h), s);
-  oracle::LmHeadInputs in;
-  in.input = oracle::seeded_bf16(s.tokens * h, s.seed, oracle::ValueProfile{});
-  in.table = oracle::seeded_bf16(vocab * h, s.seed + 1,
-                                 oracle::ValueProfile{1.0 / std::sqrt(static_cast<double>(h)), 0});
-  const Workspace ws = backend.allocate(s.layout, pool);
-  const oracle::LmHeadRun run = oracle::run_lm_head(backend, ws, op, in);
-  const oracle::BoundModel bm =
-      backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
-  CompareResult res;
-  res.report = oracle::judge_lm_head(op, run, backend.name(), s.seed, bm);
-  res.weight_pool_bytes = pool;
-  res.header = fmt::format(
-      "compare lm-head on {}, {} logits rows x vocab {}: arena {}, weight pool {}", s.model_label,
-      s.tokens, vocab, human_bytes(s.layout.arena_bytes()), human_bytes(pool));
-  if (!s.dump_dir.empty())
-    write_lm_head_dump(s.dump_dir, op, in, run, res.report, s.model_label, s.seed, backend.name());
-  return res;
-}
-
-void require_footprint_fits(const std::string& params, const std::vector<Access>& accesses,
-                            const Layout& layout, const std::string& model_label, uint64_t tokens) {
-  for (const Access& a : accesses) {
-    const TensorRef& t = a.tensor;
-    if (t.space != Space::arena) continue;
-    const uint64_t have = layout.entry(t.buffer).bytes;
-    if (t.offset + t.bytes() > have)
-      throw Error(
-          fmt::format("{} needs {} bytes of {} ({}), but the sizing of {} at {} tokens "
-                      "gives it {} bytes",
-                      params, t.offset + t.bytes(), buffer_name(t.buffer), t.to_string(),
-                      model_label, tokens, have));
-  }
-}
-
 }  // namespace bufferlab::cli

@@ -42,9 +42,14 @@ CompareResult compare_topk(Backend& backend, const CompareSetup& s);
 CompareResult compare_experts(Backend& backend, const CompareSetup& s);
 CompareResult compare_lm_head(Backend& backend, const CompareSetup& s);
 
-// Every arena tensor of `accesses` must lie inside the buffer the sizing gave it; saying so
-// up front names the sizing instead of failing later inside a transfer.
+// The checks before a runner allocates (compare_checks.cpp). Every arena tensor of `accesses`
+// must lie inside the buffer the sizing gave it; saying so up front names the sizing instead
+// of failing later inside a transfer.
 void require_footprint_fits(const std::string& params, const std::vector<Access>& accesses,
                             const Layout& layout, const std::string& model_label, uint64_t tokens);
+// Refuses (Error, with the estimate) a run whose host memory — `held` times `weight_bytes` —
+// or oracle multiply-adds exceed what this machine affords.
+void require_affordable(const std::string& what, double weight_bytes, double held,
+                        double oracle_macs, const CompareSetup& s);
 
 }  // namespace bufferlab::cli

@@ -32,6 +32,7 @@
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
+#include "bufferlab/properties/expert_chain_generators.h"
 #include "bufferlab/properties/routing_generators.h"
 #include "compare_report.h"
 
@@ -53,11 +54,10 @@ gen::RoutingRanges routing_full_ranges() {
   return r;
 }
 
-// The expert chain: oracle work T·top_k·(3·I·D + D) ≤ 2^28 multiply-adds, and the expert
-// weights E·3·I·D ≤ 2^26 elements (128 MiB of BF16: one DeepSeek-V3-sized expert, 3·2048·7168,
-// fits; the host copy, the pool and the read-back copies stay well under a GiB).
-constexpr uint64_t kExpertCostCap = uint64_t{1} << 28;
-constexpr uint64_t kExpertWeightCap = uint64_t{1} << 26;
+// The expert chain: gen::full_expert_chain_ranges — oracle work T·top_k·(3·I·D + D) ≤ 2^28
+// multiply-adds, and the expert weights E·3·I·D ≤ 2^26 elements (128 MiB of BF16: one
+// DeepSeek-V3-sized expert, 3·2048·7168, fits; the host copy, the pool and the read-back
+// copies stay well under a GiB).
 
 // SplitMix64 finaliser.
 uint64_t mix(uint64_t z) {
@@ -170,102 +170,12 @@ Outcome run_routing_case(Backend& backend, const gen::RoutingCase& c, RoutingChe
 
 // ---- The routed-expert chain ----
 
-struct ExpertCase {
-  ModelConfig config;
-  uint64_t rows = 1;
-  bool hash = false;
-  oracle::RoutingProfile routing;
-  oracle::ValueProfile act;
-  int weight_wide = 0;
-  uint64_t seed = 0;
-
-  std::string describe() const {
-    const ModelConfig& m = config;
-    return fmt::format(
-        "rows={} hidden={} latent={} I={} E={} zero={} top_k={} hash={} swiglu_limit={} "
-        "zero_fraction={} hot_fraction={} repeat={} act_scale=2^{} act_wide={} weight_wide={} "
-        "seed={}",
-        rows, m.hidden_size, m.moe_latent_size, m.moe_intermediate_size, m.num_experts,
-        m.zero_expert_num, m.num_experts_per_tok, hash, m.swiglu_limit, routing.zero_fraction,
-        routing.hot_fraction, routing.repeat_within_token, std::ilogb(act.scale), act.wide_exponent,
-        weight_wide, seed);
-  }
-};
-
-uint64_t expert_input_size(const ModelConfig& m) {
-  return m.moe_latent_size > 0 ? m.moe_latent_size : m.hidden_size;
-}
-
-uint64_t expert_weights(const ModelConfig& m) {
-  return m.num_experts * 3 * m.moe_intermediate_size * expert_input_size(m);
-}
-
-uint64_t expert_cost(const ModelConfig& m, uint64_t rows) {
-  const uint64_t D = expert_input_size(m), I = m.moe_intermediate_size;
-  return rows * m.num_experts_per_tok * (3 * I * D + D);
-}
-
-// Halves the larger of I and D (the latent when there is one).
-void halve_expert_dims(ModelConfig& m) {
-  uint64_t& D = m.moe_latent_size > 0 ? m.moe_latent_size : m.hidden_size;
-  uint64_t& I = m.moe_intermediate_size;
-  if (I >= D && I > 1)
-    I /= 2;
-  else if (D > 1)
-    D /= 2;
-  else
-    I = std::max<uint64_t>(I / 2, 1);
-}
-
-// The property generator of the chain (test_moe_ffn_properties.cpp) at real sizes: hidden
-// ≤ 7168, latent ≤ 2048, I ≤ 4096, E ≤ 256, top_k ≤ 32, rows ≤ 64 — E, then I / D, halved
-// until the weights fit kExpertWeightCap; rows, then I / D, until the cost fits kExpertCostCap.
-rc::Gen<ExpertCase> expert_case() {
-  return rc::gen::exec([] {
-    ExpertCase c;
-    ModelConfig& m = c.config;
-    m.hidden_size = *rc::gen::oneOf(rc::gen::inRange<U>(1, 257), rc::gen::inRange<U>(1, 7169));
-    m.moe_latent_size =
-        *rc::gen::element(false, false, false, true)
-            ? *rc::gen::oneOf(rc::gen::element(U{8}, U{24}, U{64}), rc::gen::inRange<U>(1, 2049))
-            : 0;
-    m.moe_intermediate_size =
-        *rc::gen::oneOf(rc::gen::inRange<U>(1, 129), rc::gen::inRange<U>(1, 4097));
-    m.num_experts = *rc::gen::oneOf(rc::gen::inRange<U>(1, 9), rc::gen::inRange<U>(1, 257));
-    c.hash = *rc::gen::element(false, false, false, true);
-    m.zero_expert_num = *rc::gen::element(U{0}, U{0}, U{1}, U{3});
-    const uint64_t top_k_max = std::min<uint64_t>(32, m.num_experts + (c.hash ? 0 : 3));
-    m.num_experts_per_tok =
-        *rc::gen::oneOf(rc::gen::inRange<U>(1, std::min<uint64_t>(8, top_k_max) + 1),
-                        rc::gen::inRange<U>(1, top_k_max + 1));
-    m.swiglu_limit = *rc::gen::element(0.0, 0.0, 7.0, 0.75);
-    c.rows = *rc::gen::inRange<U>(1, 65);
-    while (expert_weights(m) > kExpertWeightCap && m.num_experts > 1) m.num_experts /= 2;
-    while (expert_weights(m) > kExpertWeightCap) halve_expert_dims(m);
-    while (expert_cost(m, c.rows) > kExpertCostCap && c.rows > 1) c.rows /= 2;
-    while (expert_cost(m, c.rows) > kExpertCostCap) halve_expert_dims(m);
-    // top_k ≤ the ids a token may hold (hash layers: the routed experts only).
-    m.num_experts_per_tok =
-        std::min<uint64_t>(m.num_experts_per_tok, m.num_experts + (c.hash ? 0 : m.zero_expert_num));
-    c.routing.experts = m.num_experts;
-    c.routing.zero_experts = c.hash ? 0 : m.zero_expert_num;
-    c.routing.zero_fraction = *rc::gen::element(0.0, 0.25, 0.6);
-    c.routing.hot_fraction = *rc::gen::element(0.0, 0.5, 0.9);
-    // Hash layers clamp ids ≥ E to 0: a token may hold expert 0 twice.
-    c.routing.repeat_within_token = c.hash || *rc::gen::element(false, false, true);
-    c.act.scale = std::ldexp(1.0, *rc::gen::inRange(-8, 9));
-    c.act.wide_exponent = *rc::gen::element(0, 0, 8);
-    c.weight_wide = *rc::gen::element(0, 0, 6);
-    c.seed = *rc::gen::arbitrary<uint64_t>();
-    return c;
-  });
-}
-
-Outcome run_expert_case(Backend& backend, const ExpertCase& c) {
+Outcome run_expert_case(Backend& backend, const gen::ExpertChainCase& c) {
   const auto chain = oracle::ExpertChain::make(c.config, c.rows, c.hash);
-  if (oracle::expert_chain_cost(chain) > kExpertCostCap)
-    throw Error(
-        fmt::format("expert case over the cost cap: {} > 2^28", oracle::expert_chain_cost(chain)));
+  const uint64_t cap = gen::full_expert_chain_ranges().cost_cap;
+  if (oracle::expert_chain_cost(chain) > cap)
+    throw Error(fmt::format("expert case over the cost cap: {} > {}",
+                            oracle::expert_chain_cost(chain), cap));
   const auto in =
       oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
   const Workspace ws = oracle::allocate_footprint(backend, chain);
@@ -302,7 +212,8 @@ DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs)
       d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
     }
   } else {
-    const ExpertCase c = expert_case()(random, size).value();
+    const gen::ExpertChainCase c =
+        gen::expert_chain_case(gen::full_expert_chain_ranges())(random, size).value();
     d.description = c.describe();
     d.check = "chain";
     d.check_description =

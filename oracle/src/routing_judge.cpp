@@ -379,14 +379,6 @@ std::vector<double> weights_of_ids(const MoeTopKOp& op, const std::vector<double
   return select_topk(chosen, in).weights;
 }
 
-// ---- Key bounds ----
-
-std::vector<double> routing_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
-                                       const std::vector<double>& logit_bounds,
-                                       const std::vector<float>& bias) {
-  return score_key_bounds(op, logits, logit_bounds, bias);
-}
-
 // ---- Exact ties ----
 
 TieCheck exact_tie_check(const MoeTopKOp& op, const std::vector<double>& logits,

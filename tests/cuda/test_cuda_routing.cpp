@@ -61,7 +61,7 @@ std::vector<bool> provable_sets(const Prepared& p) {
   const auto [rows, experts, routed, top_k, vocab] = op.shape();
   const auto exact = oracle::router_logits(p.ops.router, p.router_in, oracle::Mode::exact);
   const auto ref = oracle::select_topk(op, {exact, p.topk_in.bias, {}, {}});
-  const auto bounds = oracle::routing_key_bounds(
+  const auto bounds = oracle::score_key_bounds(
       op, exact,
       oracle::router_logit_bounds(p.ops.router, p.router_in, oracle::kUnitRoundoffDeviceGemm),
       p.topk_in.bias);

@@ -28,6 +28,7 @@
 #include "bufferlab/oracle/moe_ffn_harness.h"
 #include "bufferlab/oracle/moe_ffn_inputs.h"
 #include "bufferlab/oracle/moe_ffn_judge.h"
+#include "bufferlab/properties/expert_chain_generators.h"
 
 namespace bufferlab {
 namespace {
@@ -44,46 +45,11 @@ Backend& cpu() {
 
 // ---- The routed-expert chain ----
 
-struct ChainCase {
-  ModelConfig config;
-  uint64_t rows = 1;
-  bool hash = false;
-  oracle::RoutingProfile routing;
-  oracle::ValueProfile act;
-  int weight_wide = 0;
-  uint64_t seed = 0;
-};
+using ChainCase = gen::ExpertChainCase;
 
-// Cost: T·top_k·3·I·D (gate, up, down) + T·top_k·D (combine) multiply-adds ≤ 2^26, so
-// T ≤ 2^26 / (top_k·(3·I·D + D)), and T ≤ 24.
-ChainCase gen_chain_case() {
-  ChainCase c;
-  ModelConfig& m = c.config;
-  m.hidden_size = *rc::gen::inRange<uint64_t>(1, 257);
-  m.moe_latent_size = *rc::gen::element(U{0}, U{0}, U{0}, U{8}, U{24}, U{64});
-  m.moe_intermediate_size = *rc::gen::inRange<uint64_t>(1, 129);
-  m.num_experts = *rc::gen::inRange<uint64_t>(1, 9);
-  c.hash = *rc::gen::element(false, false, false, true);
-  m.zero_expert_num = *rc::gen::element(U{0}, U{0}, U{1}, U{3});
-  m.num_experts_per_tok = *rc::gen::inRange<uint64_t>(
-      1, std::min<uint64_t>(8, m.num_experts + (c.hash ? 0 : m.zero_expert_num)) + 1);
-  m.swiglu_limit = *rc::gen::element(0.0, 0.0, 7.0, 0.75);
-  const uint64_t D = m.moe_input_size().value(), I = m.moe_intermediate_size;
-  const uint64_t k = m.num_experts_per_tok;
-  const uint64_t max_rows = std::clamp<uint64_t>(kCostCap / (k * (3 * I * D + D)), 1, 24);
-  c.rows = *rc::gen::inRange<uint64_t>(1, max_rows + 1);
-  c.routing.experts = m.num_experts;
-  c.routing.zero_experts = c.hash ? 0 : m.zero_expert_num;
-  c.routing.zero_fraction = *rc::gen::element(0.0, 0.25, 0.6);
-  c.routing.hot_fraction = *rc::gen::element(0.0, 0.5, 0.9);
-  // Hash layers clamp ids ≥ E to 0: a token may hold expert 0 twice.
-  c.routing.repeat_within_token = c.hash || *rc::gen::element(false, false, true);
-  c.act.scale = std::ldexp(1.0, *rc::gen::inRange(-8, 9));
-  c.act.wide_exponent = *rc::gen::element(0, 0, 8);
-  c.weight_wide = *rc::gen::element(0, 0, 6);
-  c.seed = *rc::gen::arbitrary<uint64_t>();
-  return c;
-}
+// Cost (oracle::expert_chain_cost): T·top_k·3·I·D (gate, up, down) + T·top_k·D (combine)
+// multiply-adds ≤ 2^26 (gen::ci_expert_chain_ranges: rows, then I / D, halved to fit).
+ChainCase gen_chain_case() { return *gen::expert_chain_case(gen::ci_expert_chain_ranges()); }
 
 RC_GTEST_PROP(MoeFfnProperty, CpuExpertChainAgreesStageByStage, ()) {
   const ChainCase c = gen_chain_case();

@@ -70,12 +70,6 @@ std::vector<double> weights_of_ids(const MoeTopKOp& op, const std::vector<double
                                    const std::vector<float>& bias, const std::vector<uint32_t>& ids,
                                    bool normalise);
 
-// Alias of score_key_bounds (routing.h), which carries the FP32 underflow slack of the score
-// functions itself: the judges use score_key_bounds directly. Kept for existing callers.
-std::vector<double> routing_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
-                                       const std::vector<double>& logit_bounds,
-                                       const std::vector<float>& bias);
-
 // The exact-tie rule on the values the kernel ranked (logits and bias), for non-hash ops.
 TieCheck exact_tie_check(const MoeTopKOp& op, const std::vector<double>& logits,
                          const std::vector<float>& bias, const std::vector<uint32_t>& ids);
