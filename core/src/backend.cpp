@@ -42,18 +42,26 @@ void Backend::execute(const Workspace& ws, const OpDescriptor& op) {
         if constexpr (std::is_same_v<T, MoeCombineOp>) moe_combine(ws, d);
         if constexpr (std::is_same_v<T, GemmOp>) gemm(ws, d);
         if constexpr (std::is_same_v<T, LmHeadOp>) lm_head(ws, d);
+        if constexpr (std::is_same_v<T, HcExpandOp>) hc_expand(ws, d);
+        if constexpr (std::is_same_v<T, HcPreOp>) hc_pre(ws, d);
+        if constexpr (std::is_same_v<T, HcLowRankSplitOp>) hc_lowrank_split(ws, d);
+        if constexpr (std::is_same_v<T, HcLowRankSlabOp>) hc_lowrank_slab(ws, d);
+        if constexpr (std::is_same_v<T, HcPostOp>) hc_post(ws, d);
+        if constexpr (std::is_same_v<T, HcHeadOp>) hc_head(ws, d);
       },
       op);
 }
 
 bool Backend::is_backend_mutant(Mutant m) {
-  return m == Mutant::none || m == Mutant::B14 || m == Mutant::M_TIE;
+  return m == Mutant::none || m == Mutant::B14 || m == Mutant::M_TIE || m == Mutant::B13 ||
+         m == Mutant::M_SKCOL;
 }
 
 void Backend::set_kernel_mutant(Mutant m) {
   if (!is_backend_mutant(m))
-    throw Error(std::string("mutant ") + to_string(m) +
-                " is not a kernel mutant of this backend (kernel mutants: B14, M-TIE)");
+    throw Error(
+        std::string("mutant ") + to_string(m) +
+        " is not a kernel mutant of this backend (kernel mutants: B13, B14, M-TIE, M-SKCOL)");
   mutant_ = m;
 }
 

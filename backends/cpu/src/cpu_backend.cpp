@@ -63,6 +63,24 @@ class CpuBackend final : public Backend {
   void lm_head(const Workspace& ws, const LmHeadOp& op) override {
     cpu::lm_head(host(ws), op, scratch_);
   }
+  void hc_expand(const Workspace& ws, const HcExpandOp& op) override {
+    cpu::hc_expand(host(ws), op);
+  }
+  HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op) override {
+    return cpu::hc_pre(host(ws), op, kernel_mutant());
+  }
+  HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) override {
+    return cpu::hc_lowrank_split(host(ws), op);
+  }
+  HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) override {
+    return cpu::hc_lowrank_slab(host(ws), op, scratch_);
+  }
+  void hc_post(const Workspace& ws, const HcPostOp& op) override {
+    cpu::hc_post(host(ws), op, kernel_mutant());
+  }
+  HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) override {
+    return cpu::hc_head(host(ws), op);
+  }
 
  protected:
   Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {

@@ -5,6 +5,7 @@
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
 #include "bufferlab/core/sizing.h"
@@ -26,5 +27,14 @@ void swiglu(const Workspace& ws, const SwigluOp& op);
 void moe_combine(const Workspace& ws, const MoeCombineOp& op);
 void gemm(const Workspace& ws, const GemmOp& op, Scratch& scratch);
 void lm_head(const Workspace& ws, const LmHeadOp& op, Scratch& scratch);
+
+// mHC hyper-connections (spec/numerics.md §3–§4, ops/mhc.h). `mutant`: M-SKCOL in hc_pre,
+// B13 in hc_post, else Mutant::none. The slab path's GEMMs run on the tiled BF16 GEMM.
+void hc_expand(const Workspace& ws, const HcExpandOp& op);
+HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op, Mutant mutant);
+HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op);
+HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op, Scratch& scratch);
+void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant);
+HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op);
 
 }  // namespace bufferlab::cpu

@@ -14,6 +14,7 @@
 #include "bufferlab/core/error.h"
 #include "cublas_context.h"
 #include "cuda_check.h"
+#include "mhc_ops.h"
 #include "moe_ops.h"
 #include "rmsnorm_kernel.h"
 
@@ -88,6 +89,24 @@ class CudaBackend final : public Backend {
   void gemm(const Workspace& ws, const GemmOp& op) override { cuda::gemm(*ctx_, device(ws), op); }
   void lm_head(const Workspace& ws, const LmHeadOp& op) override {
     cuda::lm_head(*ctx_, device(ws), op);
+  }
+  void hc_expand(const Workspace& ws, const HcExpandOp& op) override {
+    cuda::hc_expand(device(ws), op);
+  }
+  HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op) override {
+    return cuda::hc_pre(*ctx_, device(ws), op, kernel_mutant());
+  }
+  HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) override {
+    return cuda::hc_lowrank_split(*ctx_, device(ws), op);
+  }
+  HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) override {
+    return cuda::hc_lowrank_slab(*ctx_, device(ws), op);
+  }
+  void hc_post(const Workspace& ws, const HcPostOp& op) override {
+    cuda::hc_post(device(ws), op, kernel_mutant());
+  }
+  HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) override {
+    return cuda::hc_head(*ctx_, device(ws), op);
   }
 
  protected:

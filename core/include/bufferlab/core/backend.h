@@ -11,6 +11,7 @@
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
 #include "bufferlab/core/sizing.h"
@@ -25,8 +26,10 @@ class BackendUnavailable : public Error {
 };
 
 // Every op descriptor a backend executes. Later op families append to this variant.
-using OpDescriptor = std::variant<FusedAddRmsNormOp, MoeRouterOp, MoeTopKOp, MoeGatherOp,
-                                  MoeExpertGemmOp, SwigluOp, MoeCombineOp, GemmOp, LmHeadOp>;
+using OpDescriptor =
+    std::variant<FusedAddRmsNormOp, MoeRouterOp, MoeTopKOp, MoeGatherOp, MoeExpertGemmOp, SwigluOp,
+                 MoeCombineOp, GemmOp, LmHeadOp, HcExpandOp, HcPreOp, HcLowRankSplitOp,
+                 HcLowRankSlabOp, HcPostOp, HcHeadOp>;
 
 // Whether a backend can execute this descriptor (GemmOp: the BF16 kinds only). Plans hold
 // ops no backend runs yet (attention, SSM, quantized GEMMs); execute() refuses those.
@@ -68,10 +71,22 @@ class Backend {
   virtual void gemm(const Workspace& ws, const GemmOp& op) = 0;
   virtual void lm_head(const Workspace& ws, const LmHeadOp& op) = 0;
 
+  // mHC hyper-connections (spec/numerics.md §3–§4; each descriptor's header in ops/mhc.h
+  // says what it computes, in which precision, and where). Pre, head and the low-rank norm
+  // stages return the count of tokens with non-finite streams (their outputs are NaN).
+  virtual void hc_expand(const Workspace& ws, const HcExpandOp& op) = 0;
+  virtual HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op) = 0;
+  virtual HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) = 0;
+  virtual HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) = 0;
+  virtual void hc_post(const Workspace& ws, const HcPostOp& op) = 0;
+  virtual HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) = 0;
+
   // Kernel mutants of spec/bug-catalogue.md, for the mutation tests and `--mutant`: B14 (the
-  // FP32 router paths round their logits to BF16 before storing them) and M-TIE (top-k
-  // exact ties go to the HIGHER index). Error for any other mutant (sizing / plan mutants
-  // live in Sizing; a kernel mutant of another op family is added with its kernels).
+  // FP32 router paths round their logits to BF16 before storing them), M-TIE (top-k exact
+  // ties go to the HIGHER index), B13 (hc_post rounds every stream value it writes to BF16)
+  // and M-SKCOL (hc_pre's Sinkhorn without the final exact column normalisation). Error for
+  // any other mutant (sizing / plan mutants live in Sizing; a kernel mutant of another op
+  // family is added with its kernels).
   void set_kernel_mutant(Mutant m);
   Mutant kernel_mutant() const { return mutant_; }
   static bool is_backend_mutant(Mutant m);
