@@ -23,6 +23,11 @@
 
 namespace bufferlab {
 
+// The largest hc_mult a kernel handles (numerics §3: up to 16, 4 in real models): the
+// per-token matrices (hc×hc comb, the (2 + hc)·hc mix vector) live in fixed-size registers
+// / stack arrays. Backends refuse a launch beyond it with an Error.
+inline constexpr uint64_t kMaxHcMult = 16;
+
 // Every stream = the embedding row: hidden_states bf16 [rows, h] "@x" → hc_streams f32
 // [rows, hc, h] "@hc".
 struct HcExpandOp {
