@@ -10,6 +10,31 @@
 
 namespace bufferlab::detail {
 
+// An op's params() string, built only when a check fails: bind() runs on every launch, and a
+// launch allocates nothing (DESIGN.md), not even the message it would need to fail.
+class LazyParams {
+ public:
+  template <class Op>
+  explicit LazyParams(const Op& op)
+      : op_(&op), describe_([](const void* o) { return static_cast<const Op*>(o)->params(); }) {}
+  std::string str() const { return describe_(op_); }
+
+ private:
+  const void* op_;
+  std::string (*describe_)(const void*);
+};
+
+inline void require_elements(const TensorRef& t, uint64_t elements, const LazyParams& params) {
+  if (t.elements() != elements)
+    throw Error(params.str() + ": operand " + t.to_string() + " does not hold the " +
+                std::to_string(elements) + " elements of the op's shape");
+}
+
+inline void require_dtype(const TensorRef& t, DType want, const LazyParams& params) {
+  if (t.dtype != want)
+    throw Error(params.str() + ": operand " + t.to_string() + " has the wrong element type");
+}
+
 inline void require_elements(const TensorRef& t, uint64_t elements, const std::string& params) {
   if (t.elements() != elements)
     throw Error(params + ": operand " + t.to_string() + " does not hold the " +

@@ -62,7 +62,7 @@ std::string LmHeadOp::params() const {
 }
 
 LmHeadOp::Bound LmHeadOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   detail::require_elements(input, (Size(dims.rows) * dims.hidden).value(), p);
   detail::require_elements(table, (Size(dims.vocab) * dims.hidden).value(), p);
   detail::require_elements(output, (Size(dims.logits_rows) * dims.vocab).value(), p);

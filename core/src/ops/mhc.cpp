@@ -21,7 +21,7 @@ uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 // buffer or pool).
 template <class T>
 T* bind_one(const Workspace& ws, const TensorRef& t, uint64_t elements, DType type,
-            const std::string& params) {
+            const detail::LazyParams& params) {
   detail::require_elements(t, elements, params);
   detail::require_dtype(t, type, params);
   return ws.data<T>(t);
@@ -50,7 +50,7 @@ HcExpandOp HcExpandOp::make(const ModelConfig& c, uint64_t rows) {
 }
 
 HcExpandOp::Bound HcExpandOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   Bound b;
   b.input = bind_one<const uint16_t>(ws, input, mul(dims.rows, dims.h), DType::bf16, p);
   b.streams = bind_one<float>(ws, streams, mul(mul(dims.rows, dims.hc), dims.h), DType::f32, p);
@@ -85,7 +85,7 @@ HcPreOp HcPreOp::make(const ModelConfig& c, uint64_t rows) {
 }
 
 HcPreOp::Bound HcPreOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h;
   Bound b;
   b.streams = bind_one<const float>(ws, streams, mul(mul(rows, hc), h), DType::f32, p);
@@ -160,7 +160,7 @@ HcLowRankSplitOp HcLowRankSplitOp::make(Stage stage, const ModelConfig& c, uint6
 }
 
 HcLowRankSplitOp::Bound HcLowRankSplitOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h, r = dims.r, w = width(hc, h);
   Bound b;
   switch (stage) {
@@ -255,7 +255,7 @@ HcLowRankSlabOp HcLowRankSlabOp::make(Stage stage, const ModelConfig& c, uint64_
 }
 
 HcLowRankSlabOp::Bound HcLowRankSlabOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h, r = dims.r, w = width(hc, h);
   Bound b;
   auto bf16 = [&](const TensorRef& t, uint64_t n) {
@@ -367,7 +367,7 @@ HcPostOp HcPostOp::make(const ModelConfig& c, uint64_t rows) {
 }
 
 HcPostOp::Bound HcPostOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h, n = mul(mul(rows, hc), h);
   Bound b;
   b.post = bind_one<const float>(ws, post, mul(rows, hc), DType::f32, p);
@@ -382,7 +382,7 @@ HcPostOp::Bound HcPostOp::bind(const Workspace& ws) const {
   const bool same = in_begin == out_begin;
   const bool overlap = in_begin < out_begin + bytes && out_begin < in_begin + bytes;
   if (overlap && !same)
-    throw Error(p + ": out " + out.to_string() + " overlaps streams " + streams.to_string() +
+    throw Error(p.str() + ": out " + out.to_string() + " overlaps streams " + streams.to_string() +
                 " without being the same tensor (only exact in-place is defined)");
   return b;
 }
@@ -418,7 +418,7 @@ HcHeadOp HcHeadOp::make(const ModelConfig& c, uint64_t rows) {
 }
 
 HcHeadOp::Bound HcHeadOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h;
   Bound b;
   b.streams = bind_one<const float>(ws, streams, mul(mul(rows, hc), h), DType::f32, p);

@@ -42,7 +42,7 @@ uint64_t elems(uint64_t a, uint64_t b) { return mul(a, b); }
 }  // namespace
 
 MoeRouterOp::Bound MoeRouterOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t n_in = elems(dims.rows, dims.hidden), n_out = elems(dims.rows, dims.experts);
   Bound b;
   detail::require_elements(input, n_in, p);
@@ -67,7 +67,7 @@ MoeRouterOp::Bound MoeRouterOp::bind(const Workspace& ws) const {
 }
 
 MoeTopKOp::Bound MoeTopKOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   Bound b;
   detail::require_elements(logits, elems(dims.rows, dims.experts), p);
   if (logits.dtype == DType::f32)
@@ -92,7 +92,7 @@ MoeTopKOp::Bound MoeTopKOp::bind(const Workspace& ws) const {
 }
 
 MoeGatherOp::Bound MoeGatherOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   detail::require_elements(input, elems(dims.rows, dims.width), p);
   detail::require_elements(ids, elems(dims.rows, dims.top_k), p);
   detail::require_elements(gathered, elems(elems(dims.rows, dims.top_k), dims.width), p);
@@ -101,7 +101,7 @@ MoeGatherOp::Bound MoeGatherOp::bind(const Workspace& ws) const {
 }
 
 MoeExpertGemmOp::Bound MoeExpertGemmOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t slots = elems(dims.rows, dims.top_k);
   detail::require_elements(input, elems(slots, dims.K), p);
   detail::require_elements(ids, slots, p);
@@ -112,7 +112,7 @@ MoeExpertGemmOp::Bound MoeExpertGemmOp::bind(const Workspace& ws) const {
 }
 
 MoeCombineOp::Bound MoeCombineOp::bind(const Workspace& ws) const {
-  const std::string p = params();
+  const detail::LazyParams p(*this);
   const uint64_t slots = elems(dims.rows, dims.top_k);
   Bound b;
   detail::require_elements(ids, slots, p);

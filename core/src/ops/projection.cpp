@@ -112,8 +112,8 @@ GemmEpilogue GemmOp::epilogue() const {
 
 GemmOp::Bound GemmOp::bind(const Workspace& ws) const {
   const GemmEpilogue e = epilogue();
-  const std::string p = params();
-  if (inputs.empty()) throw Error(p + ": no activation input");
+  const detail::LazyParams p(*this);
+  if (inputs.empty()) throw Error(p.str() + ": no activation input");
   const TensorRef& x = inputs[0].tensor;
   detail::require_dtype(x, DType::bf16, p);
   detail::require_elements(x, (Size(dims.rows) * dims.K).value(), p);
@@ -125,7 +125,8 @@ GemmOp::Bound GemmOp::bind(const Workspace& ws) const {
     // The in-place operand (up, or the accumulator) must be the output tensor itself.
     if (inputs.size() < 2 || inputs[1].tensor.buffer != output.buffer ||
         inputs[1].tensor.offset != output.offset || inputs[1].tensor.space != output.space)
-      throw Error(p + ": the " + kind + " epilogue reads its output tensor in place as inputs[1]");
+      throw Error(p.str() + ": the " + kind +
+                  " epilogue reads its output tensor in place as inputs[1]");
   }
   return {ws.data<const uint16_t>(x), ws.data<const uint16_t>(weight), ws.data<uint16_t>(output)};
 }
