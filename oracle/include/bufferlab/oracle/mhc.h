@@ -14,11 +14,13 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/oracle/compare.h"
 #include "bufferlab/oracle/mode.h"
+#include "bufferlab/oracle/moe_ffn.h"  // BoundModel, gamma, round_bf16
 
 namespace bufferlab::oracle {
 
@@ -37,24 +39,36 @@ std::vector<double> sinkhorn(std::span<const double> K, uint64_t hc, uint64_t it
 double max_row_sum_error(std::span<const double> C, uint64_t hc);
 double max_col_sum_error(std::span<const double> C, uint64_t hc);
 
-// The Birkhoff–Hopf bound of numerics §3 on max_i |ρ_i − 1| after the spec's Sinkhorn of K:
+// Δ(K) = max over i, j, k, l of log(K_ik·K_jl / (K_jk·K_il)): the projective diameter.
+double projective_diameter(std::span<const double> K, uint64_t hc);
+
+// The Birkhoff–Hopf bound on max_i |ρ_i − 1| after the spec's Sinkhorn of K (numerics §3):
 //   Δ = projective diameter of K, κ = tanh(Δ/4), ρ₀ = row sums after the first column
-//   normalisation (exact), t = iters − 1:   bound = exp(κ^(2t) · log(max ρ₀ / min ρ₀)) − 1.
-// `unit_roundoff` u (0 for the FP64 oracle, 2^-24 for an FP32 backend) adds the derived
-// arithmetic slack: with γ = (hc + 1)·u per normalisation (the rounded sum and the division)
-// every half step leaves a log-oscillation of at most 2γ in the sums it normalised, which the
-// following rounds contract by κ per half step: slack = min(2γ/(1 − κ), 4·t·γ) + 2γ, added
-// inside the exponent; plus the spec's stated 4·2^-24 when u > 0. `k_log_error` is a bound on
-// |log K_backend − log K| per entry (the backend's softmax and logit errors), which widens
-// Δ by 4·k_log_error and log(max ρ₀ / min ρ₀) by 2·k_log_error.
+//   normalisation (exact), t = iters − 1. The spec's formula exp(κ^(2t)·log(max ρ₀/min ρ₀)) − 1
+//   holds for eps = 0 only (`spec_bound`); with eps > 0 the normalised sums are s/(eps + s),
+//   not 1, and `row_bound` follows the corrected recursion derived in mhc_sinkhorn.cpp (the
+//   spec's formula when eps = 0 and u = 0).
+// `unit_roundoff` u (2^-53 for the FP64 oracle itself, 2^-24 for an FP32 backend; 0 = exact
+// arithmetic) adds the derived arithmetic slack: γ = γ_(hc+2)(u) per normalisation (the
+// rounded sum, the eps constant and its add, the division) on every vector of sums formed,
+// contracted by the later half steps; γ for the final column sums not being exactly 1; Δ widened by
+// the accumulated per-entry roundings 4·(2·iters + 1)·u; plus the spec's stated 4·u outside the
+// exponent when u > 0. `k_log_error` bounds |log K_backend − log K| per entry (the backend's
+// softmax and logit errors): it widens Δ and log(max ρ₀ / min ρ₀) by 4·k_log_error and the
+// column term by 2·k_log_error. The bound's own FP64 evaluation error is included, so with
+// u = 0 it bounds exact arithmetic on the given K.
 struct SinkhornBound {
-  double delta = 0.0;   // projective diameter Δ(K)
-  double kappa = 0.0;   // tanh(Δ/4)
-  double log_rho0 = 0.0;  // log(max ρ₀ / min ρ₀)
-  double row_bound = 0.0;  // the bound on max_i |ρ_i − 1|
+  double delta = 0.0;       // projective diameter Δ(K), widened as above
+  double kappa = 0.0;       // tanh(Δ/4)
+  double log_rho0 = 0.0;    // log(max ρ₀ / min ρ₀)
+  double log_col0 = 0.0;    // log-oscillation of the column sums after the first eps column
+                            // normalisation (0 when eps = 0)
+  double spec_bound = 0.0;  // the spec's formula as written, from the unwidened Δ and ρ₀
+                            // (reported; valid for eps = 0 in exact arithmetic)
+  double row_bound = 0.0;   // the bound on max_i |ρ_i − 1|
 };
-SinkhornBound sinkhorn_row_bound(std::span<const double> K, uint64_t hc, uint64_t iters,
-                                 double eps, double unit_roundoff = 0.0, double k_log_error = 0.0);
+SinkhornBound sinkhorn_row_bound(std::span<const double> K, uint64_t hc, uint64_t iters, double eps,
+                                 double unit_roundoff = 0.0, double k_log_error = 0.0);
 
 // Column sums of a backend's FP32 comb, summed in FP64, must lie within (hc + 1)·2^-24 of 1
 // (numerics §3, stated tolerance).
@@ -68,7 +82,7 @@ struct HcPreInputs {
   std::vector<float> scale;    // [3]
   std::vector<float> bias;     // [mix]
 };
-struct HcPreOutputs {  // what a backend stored
+struct HcPreOutputs {              // what a backend stored
   std::vector<float> post;         // [rows, hc]
   std::vector<float> comb;         // [rows, hc, hc]
   std::vector<uint16_t> block_in;  // bf16 [rows, h]
@@ -106,6 +120,7 @@ struct HcHeadInputs {
   std::vector<float> bias;     // [hc]
 };
 struct HcHeadReference {
+  std::vector<double> mix;     // [rows, hc] r·(fn·x)
   std::vector<double> pre;     // [rows, hc]
   std::vector<double> output;  // [rows, h]; BF16-rounded in faithful mode
   uint64_t nonfinite_tokens = 0;
@@ -130,6 +145,50 @@ struct HcLowRankSlabWeights {
 };
 HcLowRankSlabWeights slab_weights(const HcLowRankWeights& w);
 
+// The inputs of one low-rank pre step: the streams and the model weights.
+struct HcLowRankInputs {
+  std::vector<float> streams;  // [rows, hc, h]
+  HcLowRankWeights weights;
+};
+
+// The two execution paths of the low-rank pre step (numerics §4, buffers.md §4.7): split
+// (T ≤ 64, FP32 scratch and weights) and slab (GEMMs on BF16 intermediates and weights).
+enum class HcLowRankPath { split, slab };
+inline const char* to_string(HcLowRankPath p) {
+  return p == HcLowRankPath::split ? "split" : "slab";
+}
+
+struct HcLowRankDims {
+  uint64_t rows = 0, hc = 0, h = 0, r = 0;
+  double rms_eps = 1e-6;
+};
+
+// FP64 copies of host tensors (BF16 as raw bits).
+std::vector<double> widen(std::span<const float> v);
+std::vector<double> widen_bf16(std::span<const uint16_t> v);
+
+// The stages of the low-rank pre step, each over d.rows tokens and fed whatever the previous
+// stage STORED (FP32 on the split path, BF16 on the slab path, as FP64 values), exact FP64 and
+// unrounded (a caller rounds where the path stores BF16). Sizes are checked (Error).
+//   norm:     normed[t, i·h + c] = x·rsqrt(mean_c(x_i²) + eps)·(1 + w[i, c]); a token with a
+//             non-finite stream value gets NaN in its whole row, counted in *nonfinite
+//   down:     low[t, k] = silu((Σ_c W_down[k, c]·normed[t, c]) / hc)
+//   inject:   inj_pre[t, i] = Σ_c W_inject[i, c]·normed[t, c]
+//   up:       up_pre[t, c] = Σ_k W_up[c, k]·low[t, k]
+//   collapse: y[t, c] = (1/hc)·Σ_i σ(up_pre[t, i·h + c])·normed[t, i·h + c]
+//   post:     post[t, i] = 2σ(inj_pre[t, i] / hc)
+std::vector<double> hc_lowrank_norm(const HcLowRankDims& d, std::span<const float> streams,
+                                    std::span<const float> norm_w, uint64_t* nonfinite = nullptr);
+std::vector<double> hc_lowrank_down(const HcLowRankDims& d, std::span<const double> normed,
+                                    std::span<const double> w_down);
+std::vector<double> hc_lowrank_inject(const HcLowRankDims& d, std::span<const double> normed,
+                                      std::span<const double> w_inject);
+std::vector<double> hc_lowrank_up(const HcLowRankDims& d, std::span<const double> low,
+                                  std::span<const double> w_up);
+std::vector<double> hc_lowrank_collapse(const HcLowRankDims& d, std::span<const double> normed,
+                                        std::span<const double> up_pre);
+std::vector<double> hc_lowrank_post(const HcLowRankDims& d, std::span<const double> inj_pre);
+
 // The whole low-rank pre step over `rows` tokens of x [rows, hc, h]:
 //   normed [rows, hc·h], low [rows, r], inj_pre [rows, hc] (W_inject·n, before /hc and σ),
 //   up_pre [rows, hc·h] (W_up·low), block_in [rows, h], post [rows, hc].
@@ -145,36 +204,101 @@ HcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r
                               bool slab_precision, Mode mode);
 
 // --- derived bounds (see mhc_bounds.cpp for each derivation) ----------------------------------
+//
+// Every bound is the absolute error a backend's stored value may have against the oracle fed
+// the same stored inputs, for the roundoffs `bm` (moe_ffn.h): fp32_u for FP32 math and the
+// FP32 GEMVs (Sinkhorn form, split path), gemm_u for the slab path's BF16 GEMMs, exp_ulps for
+// expf. Stored BF16 values add one BF16 ULP (e + ulp(|y| + e), numerics §9). The oracle's own
+// FP64 error is included.
 
 // Per-element absolute bounds of a backend's hc_pre outputs against the oracle on the same
-// stored inputs: post and block_in from the γ bound of the mix GEMV (γ_(hc·h)·r·Σ|fn||x| plus
-// the relative error of r) through σ' ≤ 1/4, plus the FP32 store (post) or one BF16 ULP
+// stored inputs: post and block_in from the γ bound of the mix GEMV (γ_(2·hc·h+8)·r·Σ|fn||x|,
+// the relative error of r included) through σ' ≤ 1/4 and σ's own rounding, plus one BF16 ULP
 // (block_in); `comb_log_error` per token bounds |log K_backend − log K| from the same mix
-// error through the softmax, for the Sinkhorn class check.
+// error through the softmax (log-softmax is 2-Lipschitz in the max norm) and its roundings,
+// for the Sinkhorn class check and the row bound.
 struct HcPreBounds {
-  std::vector<double> post;             // [rows, hc]
-  std::vector<double> block_in;         // [rows, h]
-  std::vector<double> comb_log_error;   // [rows]
+  std::vector<double> post;            // [rows, hc]
+  std::vector<double> block_in;        // [rows, h]
+  std::vector<double> comb_log_error;  // [rows]
   std::string formula;
 };
-HcPreBounds hc_pre_bounds(const HcPreOp& op, const HcPreInputs& in, const HcPreReference& ref);
+HcPreBounds hc_pre_bounds(const HcPreOp& op, const HcPreInputs& in, const HcPreReference& ref,
+                          const BoundModel& bm = cpu_bounds());
 
 // The Sinkhorn class check of a backend's comb C against the oracle's K (numerics §3): every
-// result of the spec's normalisations is D1·(K∘E)·D2 with D diagonal and |log E| ≤
-// (2·iters + 1)·u, so for all i, j: |log(C_ij/K_ij) − log(C_i0/K_i0) − log(C_0j/K_0j) +
-// log(C_00/K_00)| ≤ 4·(k_log_error + (2·iters + 1)·u·(1 + small)). Returns the largest
-// violation ratio (≤ 1 passes) and the first offending (token, i, j).
+// result of the spec's normalisations is D1·(K∘E)·D2 with D diagonal and |log E| ≤ k + (2·iters
+// + 1)·u' (k = comb_log_error of the token, u' = u/(1 − u)), so for all i, j:
+//   |log(C_ij/K_ij) − log(C_i0/K_i0) − log(C_0j/K_0j) + log(C_00/K_00)| ≤ 4·(k + (2·iters + 1)·u')
+// plus the FP64 evaluation of the four logs. worst_ratio: the largest |cross difference| /
+// bound (≤ 1 passes; +Inf for a zero, negative or NaN entry of a finite token) at (token, i, j);
+// violations: the tokens whose ratio exceeds 1. Non-finite tokens are skipped (their comb is
+// checked to be NaN elsewhere).
 struct SinkhornClassCheck {
   double worst_ratio = 0.0;
   uint64_t token = 0, i = 0, j = 0;
+  uint64_t violations = 0;
 };
 SinkhornClassCheck sinkhorn_class_check(const HcPreOp& op, std::span<const float> comb,
-                                        const HcPreReference& ref, const HcPreBounds& bounds);
+                                        const HcPreReference& ref, const HcPreBounds& bounds,
+                                        const BoundModel& bm = cpu_bounds());
 
-std::vector<double> hc_post_bounds(const HcPostOp& op, const HcPostInputs& in);  // per element
+std::vector<double> hc_post_bounds(const HcPostOp& op, const HcPostInputs& in,
+                                   const BoundModel& bm = cpu_bounds());  // per element
 std::vector<double> hc_head_bounds(const HcHeadOp& op, const HcHeadInputs& in,
-                                   const HcHeadReference& ref);  // per output element
+                                   const HcHeadReference& ref,
+                                   const BoundModel& bm = cpu_bounds());  // per output element
 std::string hc_post_bounds_formula();
 std::string hc_head_bounds_formula();
+
+// Per-element bounds of one low-rank stage's stored output against its oracle fed the
+// stage's stored inputs (the same spans the stage oracle gets), on `path`.
+struct HcStageBounds {
+  std::vector<double> bound;
+  std::string formula;
+};
+// normed: from the oracle's normed values and the norm weight [hc, h].
+HcStageBounds hc_lowrank_norm_bounds(const HcLowRankDims& d, std::span<const double> normed,
+                                     std::span<const float> norm_w, HcLowRankPath path,
+                                     const BoundModel& bm = cpu_bounds());
+// low [rows, r] from the stored normed and W_down (FP32 on split, BF16 values on slab).
+HcStageBounds hc_lowrank_down_bounds(const HcLowRankDims& d, std::span<const double> normed,
+                                     std::span<const double> w_down, HcLowRankPath path,
+                                     const BoundModel& bm = cpu_bounds());
+// slab: inj_pre [rows, hc] from the stored normed and W_inject.
+HcStageBounds hc_lowrank_inject_bounds(const HcLowRankDims& d, std::span<const double> normed,
+                                       std::span<const double> w_inject,
+                                       const BoundModel& bm = cpu_bounds());
+// slab: up_pre [rows, hc·h] from the stored low and W_up.
+HcStageBounds hc_lowrank_up_bounds(const HcLowRankDims& d, std::span<const double> low,
+                                   std::span<const double> w_up,
+                                   const BoundModel& bm = cpu_bounds());
+// split: block_in [rows, h] from the stored normed and low (W_up·low computed inside).
+HcStageBounds hc_lowrank_split_collapse_bounds(const HcLowRankDims& d,
+                                               std::span<const double> normed,
+                                               std::span<const double> low,
+                                               std::span<const double> w_up,
+                                               const BoundModel& bm = cpu_bounds());
+// slab: block_in [rows, h] from the stored normed and up_pre.
+HcStageBounds hc_lowrank_slab_collapse_bounds(const HcLowRankDims& d,
+                                              std::span<const double> normed,
+                                              std::span<const double> up_pre,
+                                              const BoundModel& bm = cpu_bounds());
+// split: post [rows, hc] from the stored normed (W_inject·normed computed inside).
+HcStageBounds hc_lowrank_split_post_bounds(const HcLowRankDims& d, std::span<const double> normed,
+                                           std::span<const double> w_inject,
+                                           const BoundModel& bm = cpu_bounds());
+// slab: post [rows, hc] from the stored inj_pre.
+HcStageBounds hc_lowrank_slab_post_bounds(const HcLowRankDims& d, std::span<const double> inj_pre,
+                                          const BoundModel& bm = cpu_bounds());
+
+// |block_in_split − block_in_slab| [rows, h] for the two paths run on the same streams and
+// model weights: each path's forward error against the exact FP32-weight definition,
+// propagated stage by stage through its roundings (the slab path's BF16 weights and BF16
+// stores at 2^-8 relative each, its GEMM accumulation; the split path's FP32 math), plus one
+// BF16 ULP for the two stores.
+HcStageBounds hc_lowrank_path_bounds(const HcLowRankDims& d, std::span<const float> streams,
+                                     const HcLowRankWeights& w,
+                                     const BoundModel& bm = cpu_bounds());
 
 }  // namespace bufferlab::oracle

@@ -1,0 +1,167 @@
+// Seeded inputs for the mHC ops (the choices are documented in mhc_inputs.h).
+#include "bufferlab/oracle/mhc_inputs.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/number_formats.h"
+
+namespace bufferlab::oracle {
+namespace {
+
+// SplitMix64, as rmsnorm_inputs.cpp: a fixed, documented output sequence.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // [0, 1), exact
+  double normalish() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508; }
+  uint64_t below(uint64_t n) { return next() % n; }
+
+ private:
+  uint64_t state_;
+};
+
+uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
+
+// Distinct streams of the seed for each tensor, so adding one tensor never shifts another.
+enum Stream : uint64_t { kStreams = 1, kFn, kScale, kBias, kPost, kComb, kBlockOut, kWeights };
+SplitMix64 rng_for(uint64_t seed, Stream s) { return SplitMix64(seed * 0x100000001B3ull + s); }
+
+std::vector<float> normal_f32(SplitMix64& rng, uint64_t n, double scale) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng.normalish() * scale);
+  return v;
+}
+
+// hc×hc comb biases: every row spans exactly [0, L] (module comment).
+void comb_bias_rows(SplitMix64& rng, uint64_t hc, double L, float* bias) {
+  for (uint64_t i = 0; i < hc; ++i) {
+    float* row = bias + i * hc;
+    for (uint64_t j = 0; j < hc; ++j) row[j] = static_cast<float>(rng.uniform() * L);
+    if (hc < 2) continue;
+    const uint64_t lo = rng.below(hc);
+    const uint64_t hi = (lo + 1 + rng.below(hc - 1)) % hc;
+    row[lo] = 0.0f;
+    row[hi] = static_cast<float>(L);
+  }
+}
+
+void check_range(double L) {
+  if (!(L > 0.0) || !(L <= 100.0))
+    throw Error(fmt::format("comb logit range {}: must be in (0, 100]", L));
+}
+
+}  // namespace
+
+std::vector<float> generate_hc_streams(uint64_t rows, uint64_t hc, uint64_t h, uint64_t seed,
+                                       const HcInputProfile& p) {
+  const uint64_t n = mul(rows, mul(hc, h));
+  SplitMix64 rng = rng_for(seed, kStreams);
+  std::vector<float> x(n, 0.0f);
+  if (p.magnitude == HcStreamMagnitude::normal) x = normal_f32(rng, n, p.scale);
+  if (p.magnitude == HcStreamMagnitude::huge) x = normal_f32(rng, n, p.huge_scale);
+  for (const HcNonFinite& bad : p.nonfinite) {
+    if (bad.token >= rows || bad.stream >= hc || bad.dim >= h)
+      throw Error(
+          fmt::format("non-finite stream value at (token {}, stream {}, dim {}) outside "
+                      "[{}, {}, {}]",
+                      bad.token, bad.stream, bad.dim, rows, hc, h));
+    if (std::isfinite(bad.value))
+      throw Error(fmt::format("HcNonFinite value {} is finite", bad.value));
+    x[(bad.token * hc + bad.stream) * h + bad.dim] = static_cast<float>(bad.value);
+  }
+  return x;
+}
+
+HcPreInputs generate_hc_pre_inputs(const HcPreOp& op, uint64_t seed, const HcInputProfile& p) {
+  check_range(p.logit_range);
+  const auto& s = op.shape();
+  const uint64_t hc = s.hc, K = mul(hc, s.h);
+  HcPreInputs in;
+  in.streams = generate_hc_streams(s.rows, hc, s.h, seed, p);
+  SplitMix64 fn_rng = rng_for(seed, kFn);
+  in.fn = normal_f32(fn_rng, mul(s.mix, K), 1.0 / std::sqrt(static_cast<double>(K)));
+  in.scale = {1.0f, 1.0f, static_cast<float>(0.02 * p.logit_range)};
+  SplitMix64 bias_rng = rng_for(seed, kBias);
+  in.bias = normal_f32(bias_rng, s.mix, 0.5);
+  comb_bias_rows(bias_rng, hc, p.logit_range, in.bias.data() + 2 * hc);
+  return in;
+}
+
+HcPostInputs generate_hc_post_inputs(const HcPostOp& op, uint64_t seed, const HcInputProfile& p) {
+  check_range(p.logit_range);
+  const auto& s = op.shape();
+  const uint64_t rows = s.rows, hc = s.hc, h = s.h;
+  HcPostInputs in;
+  in.streams = generate_hc_streams(rows, hc, h, seed, p);
+  SplitMix64 post_rng = rng_for(seed, kPost);
+  in.post.resize(mul(rows, hc));
+  for (float& v : in.post) v = static_cast<float>(2.0 / (1.0 + std::exp(-post_rng.normalish())));
+  if (!s.lowrank) {
+    SplitMix64 comb_rng = rng_for(seed, kComb);
+    in.comb.resize(mul(rows, hc * hc));
+    std::vector<float> bias(hc * hc);
+    for (uint64_t t = 0; t < rows; ++t) {
+      comb_bias_rows(comb_rng, hc, p.logit_range, bias.data());
+      const std::vector<double> logits(bias.begin(), bias.end());
+      const std::vector<double> C = sinkhorn(sinkhorn_kernel(logits, hc, 1e-6), hc, 20, 1e-6);
+      for (uint64_t k = 0; k < hc * hc; ++k) in.comb[t * hc * hc + k] = static_cast<float>(C[k]);
+    }
+  }
+  SplitMix64 bo_rng = rng_for(seed, kBlockOut);
+  in.block_out.resize(mul(rows, h));
+  for (uint16_t& b : in.block_out) b = f32_to_bf16_bits(static_cast<float>(bo_rng.normalish()));
+  return in;
+}
+
+HcHeadInputs generate_hc_head_inputs(const HcHeadOp& op, uint64_t seed, const HcInputProfile& p) {
+  const auto& s = op.shape();
+  const uint64_t K = mul(s.hc, s.h);
+  HcHeadInputs in;
+  in.streams = generate_hc_streams(s.rows, s.hc, s.h, seed, p);
+  SplitMix64 fn_rng = rng_for(seed, kFn);
+  in.fn = normal_f32(fn_rng, mul(s.hc, K), 1.0 / std::sqrt(static_cast<double>(K)));
+  in.scale = {1.0f};
+  SplitMix64 bias_rng = rng_for(seed, kBias);
+  in.bias = normal_f32(bias_rng, s.hc, 0.5);
+  return in;
+}
+
+std::vector<uint16_t> generate_hc_expand_input(const HcExpandOp& op, uint64_t seed) {
+  SplitMix64 rng = rng_for(seed, kStreams);
+  std::vector<uint16_t> in(mul(op.shape().rows, op.shape().h));
+  for (uint16_t& b : in) b = f32_to_bf16_bits(static_cast<float>(rng.normalish()));
+  return in;
+}
+
+HcLowRankWeights generate_hc_lowrank_weights(uint64_t hc, uint64_t h, uint64_t r, uint64_t seed) {
+  if (hc == 0 || h == 0 || r == 0)
+    throw Error(
+        fmt::format("low-rank weights: hc = {}, h = {}, r = {} must be positive", hc, h, r));
+  const uint64_t K = mul(hc, h);
+  const double wide = static_cast<double>(hc) / std::sqrt(static_cast<double>(K));
+  SplitMix64 rng = rng_for(seed, kWeights);
+  HcLowRankWeights w;
+  w.norm_w = normal_f32(rng, K, 0.25);
+  w.w_down = normal_f32(rng, mul(r, K), wide);
+  w.w_inject = normal_f32(rng, mul(hc, K), wide);
+  w.w_up = normal_f32(rng, mul(K, r), 1.7 / std::sqrt(static_cast<double>(r)));
+  return w;
+}
+
+HcLowRankInputs generate_hc_lowrank_inputs(const HcLowRankDims& d, uint64_t seed,
+                                           const HcInputProfile& p) {
+  return {generate_hc_streams(d.rows, d.hc, d.h, seed, p),
+          generate_hc_lowrank_weights(d.hc, d.h, d.r, seed)};
+}
+
+}  // namespace bufferlab::oracle
