@@ -15,5 +15,6 @@ void register_plan_command(CLI::App& app);
 void register_compare_command(CLI::App& app);
 void register_verify_command(CLI::App& app);
 void register_fuzz_command(CLI::App& app);
+void register_sinkhorn_command(CLI::App& app);
 
 }  // namespace bufferlab::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   bufferlab::cli::register_compare_command(app);
   bufferlab::cli::register_verify_command(app);
   bufferlab::cli::register_fuzz_command(app);
+  bufferlab::cli::register_sinkhorn_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
