@@ -9,8 +9,9 @@
 #   scripts/gpu-check.sh [run] [BUILD_DIR]   on the GPU machine, from the repository root:
 #                                            nvidia-smi, the CUDA tests (gtest XML),
 #                                            compute-sanitizer memcheck + racecheck, the GPU
-#                                            benchmarks (RMSNorm, MoE ops), PyTorch
-#                                            side-by-sides of both; each stage under
+#                                            benchmarks (RMSNorm, MoE ops, mHC ops), PyTorch
+#                                            side-by-sides of all three (mHC:
+#                                            scripts/torch_mhc.py); each stage under
 #                                            `timeout`, about 5 minutes in all.
 #
 # BUILD_DIR defaults to build-cuda. Logs go to $OUT (or ./gpu-out); the summary table is
@@ -172,7 +173,7 @@ for tool in memcheck racecheck; do
   # Fewer property cases and the small shapes only: the sanitizer slows kernels ~100x.
   RC_PARAMS="max_success=10" run_stage "$tool" 75 "$OUT/sanitizer-$tool.log" \
     "${OURS[@]}" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 "$TEST_BIN" \
-    --gtest_filter='*/rows1_*:*/rows5_*:CudaRmsNorm.NonFinite*:CudaRmsNorm.Property*:CudaMoe.*'
+    --gtest_filter='*/rows1_*:*/rows5_*:CudaRmsNorm.NonFinite*:CudaRmsNorm.Property*:CudaMoe.*:CudaMhc.*'
   summary_line=$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | sed 's/=* *//')
   if grep -qiE 'unable to|not supported|insufficient permission|failed to (initialize|launch)' "$OUT/sanitizer-$tool.log" &&
     [ -z "$summary_line" ]; then
@@ -209,8 +210,33 @@ print(f"moe best roofline: {', '.join(parts) or 'none'}; not run {not_run}/{tota
 PY
 }
 
+# mhc_summary JSON — the best roofline_fraction per mHC op family of the bench JSON (the
+# BM_CudaMhc* benchmarks of bench_cuda_mhc.cu), and how many did not run.
+mhc_summary() {
+  python3 - "$1" << 'PY' 2> /dev/null || echo "mhc: no summary (python3 or the bench JSON missing)"
+import json, sys
+best, total, not_run = {}, 0, 0
+for b in json.load(open(sys.argv[1]))["benchmarks"]:
+    name = b["name"]
+    if not name.startswith("BM_CudaMhc"):
+        continue
+    parts = name.split("/")
+    family = parts[0].removeprefix("BM_CudaMhc").lower()
+    if family == "post":
+        family += "-" + parts[1]
+    total += 1
+    if b.get("error_occurred") or "roofline_fraction" not in b:
+        not_run += 1
+        continue
+    best[family] = max(best.get(family, 0.0), b["roofline_fraction"])
+shown = [f"{f} {v:.2f}" for f, v in best.items()]
+print(f"mhc best roofline: {', '.join(shown) or 'none'}; not run {not_run}/{total}")
+PY
+}
+
 # 4. GPU benchmarks: the RMSNorm kernel vs device-to-device copy of the same bytes; the MoE
-#    ops (bench_cuda_moe.cu) against the H200 roofline (4.3 TB/s, 790 TFLOP/s bf16).
+#    ops (bench_cuda_moe.cu) and the mHC ops (bench_cuda_mhc.cu) against the H200 roofline
+#    (4.3 TB/s, 790 TFLOP/s bf16; the mHC math against the FP32 peak).
 if [ ! -x "$BENCH_BIN" ]; then
   record cuda-bench FAIL 0 "$BENCH_BIN missing"
 else
@@ -222,7 +248,7 @@ else
     record cuda-bench "FAIL($RC)" "$SECS" "see cuda-bench.log"
   else
     best=$(grep -E 'BM_CudaRmsNorm' "$OUT/cuda-bench.log" | grep -oE 'copy_fraction=[0-9.]+' | sort -t= -k2 -g | tail -1)
-    record cuda-bench ok "$SECS" "best ${best:-copy_fraction=?} (H200 copy ~4.3 TB/s); $(moe_summary "$OUT/cuda-bench.json")"
+    record cuda-bench ok "$SECS" "best ${best:-copy_fraction=?} (H200 copy ~4.3 TB/s); $(moe_summary "$OUT/cuda-bench.json"); $(mhc_summary "$OUT/cuda-bench.json")"
   fi
 fi
 
@@ -455,10 +481,31 @@ else
   fi
 fi
 
+# 5c. PyTorch side-by-side of the mHC ops (scripts/torch_mhc.py: the same math in eager
+#     PyTorch on the shapes of bench_cuda_mhc.cu, our times from cuda-bench.json).
+if [ "$NO_GPU" -eq 1 ]; then
+  record torch-mhc skipped 0 "no usable GPU"
+elif [ "$TORCH_OK" -eq 0 ]; then
+  record torch-mhc unavailable 0 "torch does not import here"
+elif [ ! -f scripts/torch_mhc.py ]; then
+  record torch-mhc FAIL 0 "scripts/torch_mhc.py missing (run from the repository root)"
+else
+  mhc_limit=$(limit 60)
+  run_stage torch-mhc 60 "$OUT/torch-mhc.log" python3 scripts/torch_mhc.py "$OUT" "$((mhc_limit - 10))"
+  if [ "$RC" -eq 0 ]; then
+    record torch-mhc ok "$SECS" "$(tail -1 "$OUT/torch-mhc.log")"
+  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    record torch-mhc TIMEOUT "$SECS" "partial table in torch-mhc.log"
+  else
+    record torch-mhc "FAIL($RC)" "$SECS" "$(tail -1 "$OUT/torch-mhc.log")"
+  fi
+fi
+
 echo
 echo "logs: $OUT   total $(($(date +%s) - START)) s of a ${BUDGET_S} s budget"
 [ -f "$OUT/torch.log" ] && [ "$NO_GPU" -eq 0 ] && cat "$OUT/torch.log"
 [ -f "$OUT/torch-moe.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-moe.log"; }
+[ -f "$OUT/torch-mhc.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-mhc.log"; }
 echo
 cat "$SUMMARY"
 if [ "$FAILED" -eq 1 ]; then exit 1; fi

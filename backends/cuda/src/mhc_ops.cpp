@@ -1,20 +1,273 @@
-// STUB (being implemented): mHC ops on the CUDA backend.
+// Host side of the CUDA mHC ops (spec/numerics.md §3–§4, ops/mhc.h): bind, refuse what the
+// kernels cannot hold, launch on the default stream.
+//   pre / head     one fused kernel per call (mhc_sinkhorn.cu); the non-finite token count
+//                  goes through the context's device counter (reset before the launch, copied
+//                  back synchronously — the same counter moe_topk uses; ops never overlap on
+//                  the one stream).
+//   low-rank norm  one block per token (mhc_lowrank.cu), counted the same way.
+//   split path     FP32 per-token kernels for down and collapse.
+//   slab path      down: cuBLAS BF16 GEMM (FP32 accumulate) into the fixed staging area as FP32,
+//                  in row chunks that fit it, then the epilogue kernel bf16(silu(acc / hc));
+//                  inject and up: cuBLAS writes the BF16 result directly (one rounding of the
+//                  FP32 accumulator, as the "store" GemmOp kind); collapse: one kernel.
+//   post / expand  one elementwise kernel each (mhc_post.cu).
+// Nothing is allocated: the only device memory used beyond the bound operands is the
+// LibraryContext's staging area and counter.
+#include <algorithm>
+#include <string>
+
+#include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "cuda_check.h"
+#include "gemm.h"
+#include "mhc_kernels.h"
 #include "mhc_ops.h"
 
 namespace bufferlab::cuda {
+namespace {
 
-void hc_expand(const Workspace&, const HcExpandOp&) { throw Error("hc_expand: not implemented"); }
-HcDiagnostics hc_pre(LibraryContext&, const Workspace&, const HcPreOp&, Mutant) {
-  throw Error("hc_pre: not implemented");
+void require_hc(const std::string& params, uint64_t hc) {
+  if (hc == 0 || hc > kMaxHcMult)
+    throw Error(params + ": hc = " + std::to_string(hc) + " outside [1, kMaxHcMult = " +
+                std::to_string(kMaxHcMult) + "] (the CUDA kernels hold hc ≤ 16 per token)");
 }
-HcDiagnostics hc_lowrank_split(LibraryContext&, const Workspace&, const HcLowRankSplitOp&) {
-  throw Error("hc_lowrank_split: not implemented");
+
+uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
+
+void reset_counter(LibraryContext& ctx) {
+  BUFFERLAB_CUDA_CHECK(cudaMemsetAsync(ctx.nan_counter(), 0, sizeof(unsigned long long)));
 }
-HcDiagnostics hc_lowrank_slab(LibraryContext&, const Workspace&, const HcLowRankSlabOp&) {
-  throw Error("hc_lowrank_slab: not implemented");
+
+HcDiagnostics read_counter(LibraryContext& ctx) {
+  unsigned long long count = 0;
+  BUFFERLAB_CUDA_CHECK(
+      cudaMemcpy(&count, ctx.nan_counter(), sizeof(count), cudaMemcpyDeviceToHost));
+  HcDiagnostics diag;
+  diag.nonfinite_tokens = count;
+  return diag;
 }
-void hc_post(const Workspace&, const HcPostOp&, Mutant) { throw Error("hc_post: not implemented"); }
-HcDiagnostics hc_head(LibraryContext&, const Workspace&, const HcHeadOp&) { throw Error("hc_head: not implemented"); }
+
+HcDiagnostics run_norm(LibraryContext& ctx, HcNormLaunch a) {
+  a.nonfinite = ctx.nan_counter();
+  reset_counter(ctx);
+  launch_hc_lowrank_norm(a, nullptr);
+  return read_counter(ctx);
+}
+
+}  // namespace
+
+void hc_expand(const Workspace& ws, const HcExpandOp& op) {
+  const auto& d = op.shape();
+  require_hc(op.params(), d.hc);
+  const HcExpandOp::Bound b = op.bind(ws);
+  launch_hc_expand(b.input, b.streams, d.rows, d.hc, d.h, nullptr);
+}
+
+HcDiagnostics hc_pre(LibraryContext& ctx, const Workspace& ws, const HcPreOp& op, Mutant mutant) {
+  const auto& d = op.shape();
+  require_hc(op.params(), d.hc);
+  if (d.mix != (d.hc + 2) * d.hc)
+    throw Error(op.params() + ": mix = " + std::to_string(d.mix) +
+                ", expected (2 + hc)·hc = " + std::to_string((d.hc + 2) * d.hc));
+  if (d.iters == 0)
+    throw Error(op.params() + ": hc_sinkhorn_iters = 0 (the Sinkhorn needs at least one round)");
+  const HcPreOp::Bound b = op.bind(ws);
+  if (d.rows == 0 || d.h == 0) return {};
+  HcMixLaunch a;
+  a.streams = b.streams;
+  a.fn = b.fn;
+  a.scale = b.scale;
+  a.bias = b.bias;
+  a.post = b.post;
+  a.comb = b.comb;
+  a.out = b.block_in;
+  a.nonfinite = ctx.nan_counter();
+  a.rows = d.rows;
+  a.hc = d.hc;
+  a.h = d.h;
+  a.iters = d.iters;
+  a.rms_eps = static_cast<float>(op.rms_eps);
+  a.hc_eps = static_cast<float>(op.hc_eps);
+  a.head = false;
+  a.skip_final_column = mutant == Mutant::M_SKCOL;
+  reset_counter(ctx);
+  launch_hc_mix(a, nullptr);
+  return read_counter(ctx);
+}
+
+HcDiagnostics hc_head(LibraryContext& ctx, const Workspace& ws, const HcHeadOp& op) {
+  const auto& d = op.shape();
+  require_hc(op.params(), d.hc);
+  const HcHeadOp::Bound b = op.bind(ws);
+  if (d.rows == 0 || d.h == 0) return {};
+  HcMixLaunch a;
+  a.streams = b.streams;
+  a.fn = b.fn;
+  a.scale = b.scale;
+  a.bias = b.bias;
+  a.out = b.output;
+  a.nonfinite = ctx.nan_counter();
+  a.rows = d.rows;
+  a.hc = d.hc;
+  a.h = d.h;
+  a.rms_eps = static_cast<float>(op.rms_eps);
+  a.hc_eps = static_cast<float>(op.hc_eps);
+  a.head = true;
+  reset_counter(ctx);
+  launch_hc_mix(a, nullptr);
+  return read_counter(ctx);
+}
+
+HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
+                               const HcLowRankSplitOp& op) {
+  const auto& d = op.shape();
+  require_hc(op.params(), d.hc);
+  const HcLowRankSplitOp::Bound b = op.bind(ws);
+  if (d.rows == 0) return {};
+  switch (op.stage) {
+    case HcLowRankSplitOp::Stage::norm: {
+      if (d.h == 0) return {};
+      HcNormLaunch a;
+      a.streams = b.streams;
+      a.norm_w = b.norm_w;
+      a.normed_f32 = b.normed;
+      a.rows = d.rows;
+      a.hc = d.hc;
+      a.h = d.h;
+      a.eps = static_cast<float>(op.rms_eps);
+      return run_norm(ctx, a);
+    }
+    case HcLowRankSplitOp::Stage::down: {
+      HcSplitDownLaunch a;
+      a.normed = b.normed;
+      a.w_down_inject = b.w_down_inject;
+      a.low = b.low;
+      a.post = b.post;
+      a.rows = d.rows;
+      a.hc = d.hc;
+      a.h = d.h;
+      a.r = d.r;
+      launch_hc_split_down(a, nullptr);
+      return {};
+    }
+    case HcLowRankSplitOp::Stage::collapse: {
+      HcSplitCollapseLaunch a;
+      a.normed = b.normed;
+      a.low = b.low;
+      a.w_up = b.w_up;
+      a.block_in = b.block_in;
+      a.rows = d.rows;
+      a.hc = d.hc;
+      a.h = d.h;
+      a.r = d.r;
+      launch_hc_split_collapse(a, nullptr);
+      return {};
+    }
+  }
+  throw Error(op.params() + ": unknown stage");
+}
+
+HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const HcLowRankSlabOp& op) {
+  const auto& d = op.shape();
+  require_hc(op.params(), d.hc);
+  const HcLowRankSlabOp::Bound b = op.bind(ws);
+  if (d.rows == 0) return {};
+  const uint64_t W = mul(d.hc, d.h);
+  RowGemm g;  // BF16 operands, FP32 accumulate
+  switch (op.stage) {
+    case HcLowRankSlabOp::Stage::norm: {
+      if (d.h == 0) return {};
+      HcNormLaunch a;
+      a.streams = b.streams;
+      a.norm_w = b.norm_w;
+      a.normed_bf16 = b.normed;
+      a.rows = d.rows;
+      a.hc = d.hc;
+      a.h = d.h;
+      a.eps = static_cast<float>(op.rms_eps);
+      return run_norm(ctx, a);
+    }
+    case HcLowRankSlabOp::Stage::down: {
+      // low = bf16(silu((normed·W_downᵀ) / hc)): FP32 GEMM result through the staging area.
+      if (d.r == 0) return {};
+      const uint64_t chunk = LibraryContext::kStagingBytes / mul(d.r, sizeof(float));
+      if (chunk == 0) throw Error(op.params() + ": r too large for the fixed GEMM staging area");
+      auto* acc = static_cast<float*>(ctx.staging());
+      g.w = b.w_down;
+      g.ldw = W;
+      g.ldx = W;
+      g.y = acc;
+      g.y_type = CUDA_R_32F;
+      g.ldy = d.r;
+      g.N = d.r;
+      g.K = W;
+      for (uint64_t r0 = 0; r0 < d.rows; r0 += chunk) {
+        const uint64_t rows = std::min(chunk, d.rows - r0);
+        g.x = b.normed + r0 * W;
+        g.rows = rows;
+        row_gemm(ctx, g);
+        launch_hc_down_epilogue(acc, b.low + r0 * d.r, rows * d.r, d.hc, nullptr);
+      }
+      return {};
+    }
+    case HcLowRankSlabOp::Stage::inject:
+      // inj_pre = bf16(normed·W_injectᵀ), written by cuBLAS.
+      g.x = b.normed;
+      g.ldx = W;
+      g.w = b.w_inject;
+      g.ldw = W;
+      g.y = b.inj_pre;
+      g.ldy = d.hc;
+      g.rows = d.rows;
+      g.N = d.hc;
+      g.K = W;
+      row_gemm(ctx, g);
+      return {};
+    case HcLowRankSlabOp::Stage::up:
+      // up_pre = bf16(low·W_upᵀ), written by cuBLAS.
+      g.x = b.low;
+      g.ldx = d.r;
+      g.w = b.w_up;
+      g.ldw = d.r;
+      g.y = b.up_pre;
+      g.ldy = W;
+      g.rows = d.rows;
+      g.N = W;
+      g.K = d.r;
+      row_gemm(ctx, g);
+      return {};
+    case HcLowRankSlabOp::Stage::collapse: {
+      HcSlabCollapseLaunch a;
+      a.normed = b.normed;
+      a.up_pre = b.up_pre;
+      a.inj_pre = b.inj_pre;
+      a.block_in = b.block_in;
+      a.post = b.post;
+      a.rows = d.rows;
+      a.hc = d.hc;
+      a.h = d.h;
+      launch_hc_slab_collapse(a, nullptr);
+      return {};
+    }
+  }
+  throw Error(op.params() + ": unknown stage");
+}
+
+void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
+  const auto& d = op.shape();
+  require_hc(op.params(), d.hc);
+  const HcPostOp::Bound b = op.bind(ws);
+  HcPostLaunch a;
+  a.post = b.post;
+  a.comb = d.lowrank ? nullptr : b.comb;
+  a.block_out = b.block_out;
+  a.streams = b.streams;
+  a.out = b.out;
+  a.rows = d.rows;
+  a.hc = d.hc;
+  a.h = d.h;
+  a.round_bf16 = mutant == Mutant::B13;
+  launch_hc_post(a, nullptr);
+}
 
 }  // namespace bufferlab::cuda
