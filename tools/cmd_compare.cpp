@@ -56,11 +56,24 @@ constexpr const char* kFooter = R"(ops:
             routing, every stage judged on its stored inputs (only the selected experts get
             weights)
   lm-head   LM head: logits rows = x W_vocab^T (one row per token)
+  hc-pre    mHC pre step, Sinkhorn form: post, comb (Sinkhorn) and the block input (mHC models
+            with hc_lowrank = 0); comb logits of spread --logit-range
+  hc-post   mHC post step, in place on hc_streams (Sinkhorn or low-rank form)
+  hc-head   mHC head before the final norm: hidden_states = sum_i pre_i x_i
+  hc-expand mHC expand: every stream = the embedding row (exact)
+  hc-lowrank mHC low-rank pre step (hc_lowrank > 0), stage by stage: norm -> down -> collapse
+            (split path, T <= 64) or norm -> down -> inject -> up -> collapse in slabs of
+            <= 2048 rows (slab GEMM path, T > 64); --path split|slab forces one (split: T <= 64)
+mHC inputs (hc-*): --streams normal (default) | zero | huge (x 1e30: the scaled-RMS path);
+            --hc-eps E replaces the model's hc_eps (hc-pre, hc-head)
 router paths (--path, router and topk): bf16 (default), fp32-gate, fp32-routing
 inputs (--pattern, router and topk): random (default), duplicated-rows, perturbed-rows,
             all-equal, bf16-ulp-apart, near-ties
-kernel mutants (--mutant): B14 (FP32 paths store BF16-rounded logits), M-TIE (top-k ties to
-            the higher index): the catalogue's bugs, for demonstrating a catch
+kernel mutants (--mutant): B14 (router, topk: FP32 paths store BF16-rounded logits), M-TIE
+            (topk: ties to the higher index), B13 (hc-post: streams rounded to BF16), M-SKCOL
+            (hc-pre: Sinkhorn without the final exact column normalisation; invisible when
+            hc_eps = 0): the catalogue's bugs, for demonstrating a catch; refused (exit 2) on
+            an op they do not change
 variants (--variant, rmsnorm):
   add       residual = bf16(residual + x); norm_output = bf16(RMSNorm(stored residual)) (default)
   f32       as add, and the FP32 normed row into moe_router_in_f32 (MoE models only: the
@@ -81,10 +94,12 @@ struct CompareCommand {
   std::string path = "bf16";
   std::string pattern = "random";
   std::string mutant = "none";
+  HcCompareOptions hc;  // --logit-range, --streams, --hc-eps (mHC ops); --path → lowrank_path
   bool hash = false;
   std::string dump_dir;
   bool json = false;
   bool from_preset = true;  // --preset (not --config) was given; set when the command runs
+  bool path_given = false;  // --path was given; set when the command runs
 };
 
 RmsNormVariant parse_variant(const std::string& name) {
@@ -102,18 +117,52 @@ std::string rerun_line(const CompareCommand& c, uint64_t seed) {
     line += " --path " + c.path + " --pattern " + c.pattern;
     if (c.hash) line += " --hash";
   }
+  if (c.op == "hc-lowrank" && c.path_given) line += " --path " + c.path;
+  if (!c.hc.logit_range.empty()) line += " --logit-range " + c.hc.logit_range;
+  if (!c.hc.streams.empty()) line += " --streams " + c.hc.streams;
+  if (!c.hc.hc_eps.empty()) line += " --hc-eps " + c.hc.hc_eps;
   if (c.mutant != "none") line += " --mutant " + c.mutant;
   return line;
 }
 
 using OpRunner = CompareResult (*)(Backend&, const CompareSetup&);
 
-OpRunner moe_runner(const std::string& op) {
+OpRunner op_runner(const std::string& op) {
   if (op == "router") return compare_router;
   if (op == "topk") return compare_topk;
   if (op == "experts") return compare_experts;
   if (op == "lm-head") return compare_lm_head;
+  if (op == "hc-pre") return compare_hc_pre;
+  if (op == "hc-post") return compare_hc_post;
+  if (op == "hc-head") return compare_hc_head;
+  if (op == "hc-expand") return compare_hc_expand;
+  if (op == "hc-lowrank") return compare_hc_lowrank;
   return nullptr;
+}
+
+// The ops whose kernels each kernel mutant changes (Backend::set_kernel_mutant).
+struct MutantOp {
+  const char* mutant;
+  const char* op;
+};
+constexpr MutantOp kMutantOps[] = {{"B14", "router"},
+                                   {"B14", "topk"},
+                                   {"M-TIE", "topk"},
+                                   {"B13", "hc-post"},
+                                   {"M-SKCOL", "hc-pre"}};
+
+// A kernel mutant on an op whose kernels it does not change would pass unseen: refused.
+// Mutants not listed are left to the backend, which refuses what is not a kernel mutant.
+void require_mutant_applies(const CompareCommand& c) {
+  std::string ops;
+  for (const MutantOp& m : kMutantOps) {
+    if (c.mutant != m.mutant) continue;
+    if (c.op == m.op) return;
+    ops += (ops.empty() ? "" : ", ") + std::string(m.op);
+  }
+  if (!ops.empty())
+    throw Error("--mutant " + c.mutant + " changes the kernels of " + ops + " only, not --op " +
+                c.op + ": it would pass unseen");
 }
 
 // Opens the backend, or reports "skipped" (exit 77) and returns null.
@@ -132,7 +181,7 @@ std::unique_ptr<Backend> open_backend(const CompareCommand& c) {
   }
 }
 
-void run_moe_compare(const CompareCommand& c, OpRunner runner) {
+void run_op_compare(const CompareCommand& c, OpRunner runner) {
   const uint64_t tokens = parse_u64("--tokens", c.tokens);
   if (tokens == 0) throw Error("--tokens 0: a pass needs at least one token");
   CompareSetup s;
@@ -147,6 +196,8 @@ void run_moe_compare(const CompareCommand& c, OpRunner runner) {
   s.pattern = c.pattern;
   s.hash = c.hash;
   s.dump_dir = c.dump_dir;
+  s.mutant = c.mutant;
+  s.hc = c.hc;
   std::unique_ptr<Backend> backend = open_backend(c);
   if (!backend) return;
   const CompareResult r = runner(*backend, s);
@@ -170,9 +221,14 @@ void run_moe_compare(const CompareCommand& c, OpRunner runner) {
 }
 
 void run_compare(const CompareCommand& c) {
-  if (OpRunner runner = moe_runner(c.op)) return run_moe_compare(c, runner);
-  if (c.op != "rmsnorm")
-    throw Error("--op: unknown op '" + c.op + "' (known: rmsnorm, router, topk, experts, lm-head)");
+  OpRunner runner = op_runner(c.op);
+  if (runner == nullptr && c.op != "rmsnorm")
+    throw Error("--op: unknown op '" + c.op +
+                "' (known: rmsnorm, router, topk, experts, lm-head, hc-pre, hc-post, hc-head, "
+                "hc-expand, hc-lowrank)");
+  require_mutant_applies(c);
+  require_hc_options_apply(c.op, c.hc);
+  if (runner != nullptr) return run_op_compare(c, runner);
   const RmsNormVariant variant = parse_variant(c.variant);
   const uint64_t tokens = parse_u64("--tokens", c.tokens);
   if (tokens == 0) throw Error("--tokens 0: a pass needs at least one token");
@@ -223,7 +279,9 @@ void register_compare_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "compare", "run one op on a backend over a model's arena and judge it against the oracle");
   cmd->model.add_options(*sub);
-  sub->add_option("--op", cmd->op, "rmsnorm | router | topk | experts | lm-head (default rmsnorm)")
+  sub->add_option("--op", cmd->op,
+                  "rmsnorm | router | topk | experts | lm-head | hc-pre | hc-post | hc-head | "
+                  "hc-expand | hc-lowrank (default rmsnorm)")
       ->type_name("OP");
   sub->add_option("--tokens", cmd->tokens, "tokens of the pass: rows of the op (default 16)")
       ->type_name("N");
@@ -232,14 +290,24 @@ void register_compare_command(CLI::App& app) {
   sub->add_option("--variant", cmd->variant, "rmsnorm: add | f32 | unit | norm (default add)")
       ->type_name("NAME");
   sub->add_option("--path", cmd->path,
-                  "router/topk: bf16 | fp32-gate | fp32-routing (default bf16)")
+                  "router/topk: bf16 | fp32-gate | fp32-routing (default bf16); hc-lowrank: "
+                  "split | slab (default: split for T <= 64, else slab)")
       ->type_name("PATH");
   sub->add_option("--pattern", cmd->pattern, "router/topk inputs (default random; see below)")
       ->type_name("NAME");
   sub->add_flag("--hash", cmd->hash,
                 "topk: a hash-routed layer (tid2eid table; models with hash layers)");
-  sub->add_option("--mutant", cmd->mutant, "a kernel mutant on the backend: B14 | M-TIE")
+  sub->add_option("--mutant", cmd->mutant,
+                  "a kernel mutant on the backend: B14 | M-TIE | B13 | M-SKCOL")
       ->type_name("ID");
+  sub->add_option("--logit-range", cmd->hc.logit_range,
+                  "hc-pre/hc-post: spread L of every comb logit row (default 4)")
+      ->type_name("L");
+  sub->add_option("--streams", cmd->hc.streams,
+                  "hc-pre/post/head/lowrank: stream values normal | zero | huge (default normal)")
+      ->type_name("KIND");
+  sub->add_option("--hc-eps", cmd->hc.hc_eps, "hc-pre/hc-head: replace the model's hc_eps")
+      ->type_name("E");
   sub->add_option("--dump", cmd->dump_dir,
                   "write inputs, outputs and oracle values as .npy plus manifest.json")
       ->type_name("DIR");
@@ -247,6 +315,8 @@ void register_compare_command(CLI::App& app) {
   sub->footer(kFooter);
   sub->callback([cmd, sub] {
     cmd->from_preset = sub->get_option("--preset")->count() > 0;
+    cmd->path_given = sub->get_option("--path")->count() > 0;
+    if (cmd->path_given && cmd->op.rfind("hc-", 0) == 0) cmd->hc.lowrank_path = cmd->path;
     run_compare(*cmd);
   });
 }

@@ -14,9 +14,9 @@ namespace {
 // What one compare run may cost this machine before it is refused with a clear error instead
 // of running out of memory or computing for hours: host memory, as a multiple `held` of the
 // weight bytes (their host copy, the backend's pool, the copies read back for judging, the
-// oracle's arrays — measured: experts 9.4 GiB peak for 2.13 GiB of weights, lm-head 4.5 GiB
-// for 0.58 GiB, on qwen3-next-80b at 64 tokens), and the FP64 oracle's multiply-adds (2^37 ≈
-// 1.4e11: a few minutes; qwen3-next-80b at 64 tokens needs 2e10).
+// oracle's arrays — measured: experts 9.4 GiB peak for 2.13 GiB of weights and operands,
+// lm-head 4.5 GiB for 0.58 GiB, on qwen3-next-80b at 64 tokens), and the FP64 oracle's
+// multiply-adds (2^37 ≈ 1.4e11: a few minutes; qwen3-next-80b at 64 tokens needs 2e10).
 constexpr double kMaxRunBytes = 12.0 * (uint64_t{1} << 30);
 constexpr double kMaxOracleMacs = static_cast<double>(uint64_t{1} << 37);
 
@@ -27,7 +27,8 @@ void require_affordable(const std::string& what, double weight_bytes, double hel
   const double gib = static_cast<double>(uint64_t{1} << 30);
   if (held * weight_bytes <= kMaxRunBytes && oracle_macs <= kMaxOracleMacs) return;
   throw Error(fmt::format(
-      "{} on {} at {} tokens needs about {:.1f} GiB of host memory ({:.1f} GiB of weights, "
+      "{} on {} at {} tokens needs about {:.1f} GiB of host memory ({:.1f} GiB of weights and "
+      "operands, "
       "held about {:g} times) and {:.3g} oracle multiply-adds; the limits are {:.0f} GiB and "
       "{:.3g}: use fewer --tokens",
       what, s.model_label, s.tokens, held * weight_bytes / gib, weight_bytes / gib, held,

@@ -1,8 +1,9 @@
 // The op runners of `bufferlab compare` beyond rmsnorm: router, top-k (router → top-k),
-// the routed experts and the LM head. Each runs on a backend over the model's real arena
-// (BufferSizes::from_config at max_batch_tokens = --tokens), judges every stage against the
-// FP64 oracle on the backend's own stored inputs, and returns the report plus what the op
-// adds to it (the first token whose top-k selection differs, the experts that got weights).
+// the routed experts, the LM head and the mHC ops (compare_mhc.cpp). Each runs on a backend over
+// the model's real arena (BufferSizes::from_config at max_batch_tokens = --tokens), judges every
+// stage against the FP64 oracle on the backend's own stored inputs, and returns the report plus
+// what the op adds to it (the first token whose top-k selection differs, the experts that got
+// weights).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,14 @@
 
 namespace bufferlab::cli {
 
+// The options of the mHC ops (compare_mhc.cpp), as given; empty = not given (the default).
+struct HcCompareOptions {
+  std::string logit_range;   // --logit-range L: hc-pre, hc-post (default 4)
+  std::string streams;       // --streams normal | zero | huge: ops reading streams (default normal)
+  std::string hc_eps;        // --hc-eps E: hc-pre, hc-head (default: the model's hc_eps)
+  std::string lowrank_path;  // --path split | slab: hc-lowrank (default: by the token count)
+};
+
 struct CompareSetup {
   ModelConfig config;
   std::string model_label;
@@ -27,6 +36,9 @@ struct CompareSetup {
   std::string pattern;   // router inputs: random | near-ties | ... (routing_generators.h)
   bool hash = false;     // a hash-routing layer (models with num_hash_layers > 0)
   std::string dump_dir;  // empty: no dump
+
+  std::string mutant = "none";  // the kernel mutant active on the backend
+  HcCompareOptions hc;          // mHC ops only
 };
 
 struct CompareResult {
@@ -41,6 +53,16 @@ CompareResult compare_router(Backend& backend, const CompareSetup& s);
 CompareResult compare_topk(Backend& backend, const CompareSetup& s);
 CompareResult compare_experts(Backend& backend, const CompareSetup& s);
 CompareResult compare_lm_head(Backend& backend, const CompareSetup& s);
+
+// mHC hyper-connection ops (compare_mhc.cpp): hc-pre (Sinkhorn form), hc-post, hc-head,
+// hc-expand, hc-lowrank (the low-rank pre step on its split or slab GEMM path).
+CompareResult compare_hc_pre(Backend& backend, const CompareSetup& s);
+CompareResult compare_hc_post(Backend& backend, const CompareSetup& s);
+CompareResult compare_hc_head(Backend& backend, const CompareSetup& s);
+CompareResult compare_hc_expand(Backend& backend, const CompareSetup& s);
+CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s);
+// Error when an mHC option is given for an op that does not use it (it would be ignored).
+void require_hc_options_apply(const std::string& op, const HcCompareOptions& options);
 
 // The checks before a runner allocates (compare_checks.cpp). Every arena tensor of `accesses`
 // must lie inside the buffer the sizing gave it; saying so up front names the sizing instead
