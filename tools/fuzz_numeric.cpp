@@ -1,8 +1,9 @@
-// `bufferlab fuzz --numeric routing|experts` (see fuzz_numeric.h): cases drawn from the
+// `bufferlab fuzz --numeric routing|experts|mhc` (see fuzz_numeric.h): cases drawn from the
 // property generators at their full ranges — the routing generator of
 // properties/routing_generators.h with the ranges of tests/slow/test_routing_full_range.cpp,
-// and an expert-chain generator modelled on tests/property/test_moe_ffn_properties.cpp's,
-// widened to real model sizes — run on a backend and judged by the oracle's judges.
+// an expert-chain generator modelled on tests/property/test_moe_ffn_properties.cpp's, widened
+// to real model sizes, and the mHC generators (fuzz_numeric_mhc.cpp) — run on a backend and
+// judged by the oracle's judges.
 #include "fuzz_numeric.h"
 
 #include <algorithm>
@@ -35,6 +36,7 @@
 #include "bufferlab/properties/expert_chain_generators.h"
 #include "bufferlab/properties/routing_generators.h"
 #include "compare_report.h"
+#include "fuzz_numeric_mhc.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -200,7 +202,18 @@ DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs)
   DrawnCase d;
   const rc::Random random(cs);
   const int size = case_size(cs);
-  if (family == "routing") {
+  if (family == "mhc") {
+    try {
+      MhcFuzzOutcome m = run_mhc_fuzz_case(backend, cs, size, backend.kernel_mutant());
+      d.description = std::move(m.description);
+      d.check = std::move(m.check);
+      d.check_description = std::move(m.check_description);
+      d.outcome = {m.passed, std::move(m.what), std::move(m.report), std::move(m.agreement)};
+    } catch (const std::exception& e) {
+      d.check = "mhc";
+      d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
+    }
+  } else if (family == "routing") {
     const gen::RoutingCase c = gen::routing_case(routing_full_ranges())(random, size).value();
     const RoutingCheck check = routing_check(cs);
     d.description = c.describe();
@@ -281,12 +294,29 @@ std::unique_ptr<Backend> open_backend(const NumericFuzzOptions& o) {
   return backend;
 }
 
+// A kernel mutant is only fuzzed by the family that runs the kernels it changes — elsewhere a
+// clean run would prove nothing: B14 (the router's logit store) and M-TIE (the top-k's tie
+// order) change the routing kernels, B13 (hc_post's stream store) and M-SKCOL (hc_pre's final
+// column normalisation) the mHC kernels; the expert chain runs neither.
+void check_numeric_mutant(const std::string& family, const std::string& mutant) {
+  const Mutant m = mutant_from_string(mutant);  // Error for an unknown id
+  if (!Backend::is_backend_mutant(m) || m == Mutant::none)
+    throw Error("--mutant " + mutant +
+                ": --numeric takes a kernel mutant of the backend (B14, M-TIE, B13, M-SKCOL)");
+  const bool routing = m == Mutant::B14 || m == Mutant::M_TIE;
+  const char* owner = routing ? "routing" : "mhc";
+  if (family != owner)
+    throw Error(fmt::format(
+        "--mutant {} changes the {} kernels; --numeric {} runs none of them (use --numeric {})",
+        mutant, routing ? "routing" : "mHC", family, owner));
+}
+
 }  // namespace
 
-const char* numeric_families_list() { return "routing, experts"; }
+const char* numeric_families_list() { return "routing, experts, mhc"; }
 
 void check_numeric_family(const std::string& family) {
-  if (family != "routing" && family != "experts")
+  if (family != "routing" && family != "experts" && family != "mhc")
     throw Error("--numeric = '" + family +
                 "': unknown numeric family (known: " + numeric_families_list() + ")");
 }
@@ -298,18 +328,7 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
     throw Error("fuzz --numeric: set --cases or --seconds (at least one limit)");
   if (o.shard_count == 0 || o.shard_index >= o.shard_count)
     throw Error(fmt::format("fuzz: shard {} of {} is not a shard", o.shard_index, o.shard_count));
-  if (!o.mutant.empty()) {
-    const Mutant m = mutant_from_string(o.mutant);  // Error for an unknown id
-    if (!Backend::is_backend_mutant(m) || m == Mutant::none)
-      throw Error("--mutant " + o.mutant +
-                  ": --numeric takes a kernel mutant of the backend (B14, M-TIE)");
-    // Both change the routing kernels (B14 the router's logit store, M-TIE the top-k's tie
-    // order): the expert chain runs neither, so a clean run would prove nothing.
-    if (o.family == "experts")
-      throw Error("--mutant " + o.mutant +
-                  " changes the routing kernels; --numeric experts runs none of them (use "
-                  "--numeric routing)");
-  }
+  if (!o.mutant.empty()) check_numeric_mutant(o.family, o.mutant);
   const std::unique_ptr<Backend> backend = open_backend(o);
   if (!backend) return 77;
 

@@ -1,8 +1,9 @@
-// `bufferlab fuzz --numeric routing|experts`: the numerical properties of the MoE routing
-// chain (router → top-k, and the top-k alone on stored logits with ±Inf / NaN) and of the
-// routed-expert chain (gather → gate → up → SwiGLU → down → combine) at their FULL ranges,
-// each case run on a backend and judged against the FP64 oracle, until a limit or the first
-// failure, which is written as JSON with the command line that re-runs it alone.
+// `bufferlab fuzz --numeric routing|experts|mhc`: the numerical properties of the MoE routing
+// chain (router → top-k, and the top-k alone on stored logits with ±Inf / NaN), of the
+// routed-expert chain (gather → gate → up → SwiGLU → down → combine) and of the mHC ops (pre,
+// post, head, expand, the low-rank split and slab paths, and the deep stack) at their FULL
+// ranges, each case run on a backend and judged against the FP64 oracle, until a limit or the
+// first failure, which is written as JSON with the command line that re-runs it alone.
 //
 // Case i of a run is a pure function of (seed, i): no shrinking beyond what the generators
 // do (they halve dimensions until a case fits its cost cap).
@@ -15,9 +16,11 @@
 namespace bufferlab::cli {
 
 struct NumericFuzzOptions {
-  std::string family;           // "routing" or "experts"
+  std::string family;           // "routing", "experts" or "mhc"
   std::string backend = "cpu";  // "cpu" or "cuda"
-  std::string mutant;           // a kernel mutant on the backend ("" none): B14, M-TIE
+  // A kernel mutant on the backend ("" none): B14 or M-TIE with routing, B13 or M-SKCOL with
+  // mhc; any other pairing is an Error.
+  std::string mutant;
   uint64_t seed = 1;
   uint64_t max_cases = 0;  // cases skip ≤ i < skip + max_cases (all shards); 0: no limit
   double seconds = 0;      // 0: no limit (at least one of the two)
@@ -35,7 +38,7 @@ struct NumericProgress {
 };
 
 // The families --numeric accepts, and a check that throws Error for anything else.
-const char* numeric_families_list();  // "routing, experts"
+const char* numeric_families_list();  // "routing, experts, mhc"
 void check_numeric_family(const std::string& family);
 
 // Runs the fuzz; prints the summary or the failure on stdout. Returns the exit code: 0 no

@@ -1,6 +1,8 @@
-// End-to-end tests of `bufferlab fuzz --numeric routing|experts`: short clean runs, the
-// routing kernel mutants B14 and M-TIE caught within a bounded number of cases and saved with
-// a command line that re-runs the failing case alone, and the option errors (exit 2).
+// End-to-end tests of `bufferlab fuzz --numeric routing|experts|mhc`: short clean runs, the
+// routing kernel mutants B14 and M-TIE and the mHC kernel mutants M-SKCOL and B13 caught within
+// a bounded number of cases with their expected finding and saved with a command line that
+// re-runs the failing case alone, and the option errors (exit 2), mutants given to a family
+// that runs none of their kernels included.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -39,48 +41,51 @@ class CliFuzzNumeric : public bufferlab::testing::TempDirTest {
     EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
   }
 
-  // A mutant of the routing kernels must be caught within `bound` cases of seed 1: the failure
-  // is written as JSON, and its re-run line (the case alone, by --skip) fails the same way.
-  void expect_mutant_caught(const std::string& mutant, int bound) {
-    const auto r =
-        run({"--numeric", "routing", "--mutant", mutant, "--cases", std::to_string(bound), "--seed",
-             "1", "--shard", "0/1", "--out", out_dir()});
+  // A kernel mutant must be caught by `family` within `bound` cases of seed 1 with `finding`
+  // (the failing check) in the failure line: the failure is written as JSON, and its re-run
+  // line (the case alone, by --skip) fails the same way; without the mutant the case is clean.
+  void expect_mutant_caught(const std::string& family, const std::string& mutant, int bound,
+                            const std::string& finding) {
+    const auto r = run({"--numeric", family, "--mutant", mutant, "--cases", std::to_string(bound),
+                        "--seed", "1", "--shard", "0/1", "--out", out_dir()});
     ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("FAIL: case "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("mutant " + mutant), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(finding), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("DISAGREE"), std::string::npos) << r.out;
     const auto files = written();
     ASSERT_EQ(files.size(), 1u);
     const std::string name = files[0].filename().string();
-    EXPECT_EQ(name.rfind("fuzz-numeric-routing-seed1-shard0of1-case", 0), 0u) << name;
+    EXPECT_EQ(name.rfind("fuzz-numeric-" + family + "-seed1-shard0of1-case", 0), 0u) << name;
     EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
 
     const json j = json::parse(bufferlab::testing::read_file(files[0]));
-    EXPECT_EQ(j.at("numeric"), "routing");
+    EXPECT_EQ(j.at("numeric"), family);
     EXPECT_EQ(j.at("seed"), 1);
     EXPECT_EQ(j.at("mutant"), mutant);
     EXPECT_EQ(j.at("backend"), "cpu");
     EXPECT_LT(j.at("case_index").get<int>(), bound);
     EXPECT_NE(j.at("case").get<std::string>().find("seed="), std::string::npos) << j.dump(1);
+    EXPECT_NE(j.at("failure").get<std::string>().find(finding), std::string::npos) << j.dump(1);
     EXPECT_NE(j.at("report").get<std::string>().find("DISAGREE"), std::string::npos);
     EXPECT_TRUE(j.contains("agreement")) << j.dump(1);
     const std::string rerun = j.at("rerun");
     const std::string index = std::to_string(j.at("case_index").get<int>());
-    EXPECT_EQ(rerun, "bufferlab fuzz --numeric routing --seed 1 --skip " + index +
+    EXPECT_EQ(rerun, "bufferlab fuzz --numeric " + family + " --seed 1 --skip " + index +
                          " --cases 1 --mutant " + mutant);
     EXPECT_NE(r.out.find("re-run: " + rerun), std::string::npos) << r.out;
 
-    // The re-run line reproduces the failure alone; without the mutant the case is clean.
     fs::remove_all(dir_ / "out");
-    const auto again = run({"--numeric", "routing", "--seed", "1", "--skip", index, "--cases", "1",
+    const auto again = run({"--numeric", family, "--seed", "1", "--skip", index, "--cases", "1",
                             "--mutant", mutant, "--shard", "0/1", "--out", out_dir()});
     EXPECT_EQ(again.exit_code, 1) << again.out << again.err;
     EXPECT_NE(again.out.find("FAIL: case " + index + " of seed 1"), std::string::npos) << again.out;
     EXPECT_NE(again.out.find("after 1 cases"), std::string::npos) << again.out;
-    const auto clean = run({"--numeric", "routing", "--seed", "1", "--skip", index, "--cases", "1",
+    const auto clean = run({"--numeric", family, "--seed", "1", "--skip", index, "--cases", "1",
                             "--shard", "0/1", "--out", out_dir()});
     EXPECT_EQ(clean.exit_code, 0) << clean.out << clean.err;
-    EXPECT_NE(clean.out.find("fuzz --numeric routing: 1 cases"), std::string::npos) << clean.out;
+    EXPECT_NE(clean.out.find("fuzz --numeric " + family + ": 1 cases"), std::string::npos)
+        << clean.out;
   }
 };
 
@@ -115,16 +120,53 @@ TEST_F(CliFuzzNumeric, ProgressLineWhileItRuns) {
 }
 
 // B14: the FP32 paths store BF16-rounded logits — the chain's tie-stability check fails.
-TEST_F(CliFuzzNumeric, MutantB14IsCaughtAndReplays) { expect_mutant_caught("B14", 60); }
+TEST_F(CliFuzzNumeric, MutantB14IsCaughtAndReplays) {
+  expect_mutant_caught("routing", "B14", 60, "gate_logits_f32");
+}
 
 // M-TIE: the top-k breaks exact ties to the higher index.
-TEST_F(CliFuzzNumeric, MutantMTieIsCaughtAndReplays) { expect_mutant_caught("M-TIE", 60); }
+TEST_F(CliFuzzNumeric, MutantMTieIsCaughtAndReplays) {
+  expect_mutant_caught("routing", "M-TIE", 60, "exact-tie rule");
+}
+
+// Every mHC op comes up: pre, post, head, expand, low-rank (split and slab), the deep stack.
+TEST_F(CliFuzzNumeric, MhcShortRunIsClean) {
+  const auto r = run(
+      {"--numeric", "mhc", "--cases", "12", "--seed", "1", "--shard", "0/1", "--out", out_dir()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("fuzz --numeric mhc: 12 cases"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cases/s, seed 1, shard 0/1, backend cpu: no failure"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(written().empty());
+}
+
+// M-SKCOL: hc_pre's Sinkhorn without the final exact column normalisation — judge_hc_pre's
+// column sums (the mutant runs hc_pre cases only).
+TEST_F(CliFuzzNumeric, MutantMSkcolIsCaughtAndReplays) {
+  expect_mutant_caught("mhc", "M-SKCOL", 20, "pre: hc_comb column sums");
+}
+
+// B13: hc_post stores the streams through BF16 — the deep stack's stream check (the mutant
+// runs deep-stack cases only).
+TEST_F(CliFuzzNumeric, MutantB13IsCaughtAndReplays) {
+  expect_mutant_caught("mhc", "B13", 5, "deep-stack: hc_streams (deep stack)");
+}
 
 TEST_F(CliFuzzNumeric, BadOptionsExitTwo) {
   expect_error({"--numeric", "attention", "--cases", "1"}, "attention");
   expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B9"}, "B9");
   expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B99"}, "B99");
   expect_error({"--numeric", "experts", "--cases", "1", "--mutant", "B14"}, "routing");
+  // A mutant only goes with the family that runs the kernels it changes.
+  expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B13"},
+               "changes the mHC kernels; --numeric routing runs none of them (use --numeric mhc)");
+  expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "M-SKCOL"}, "--numeric mhc");
+  expect_error({"--numeric", "experts", "--cases", "1", "--mutant", "M-SKCOL"}, "--numeric mhc");
+  expect_error({"--numeric", "mhc", "--cases", "1", "--mutant", "B14"},
+               "changes the routing kernels; --numeric mhc runs none of them (use --numeric "
+               "routing)");
+  expect_error({"--numeric", "mhc", "--cases", "1", "--mutant", "M-TIE"}, "--numeric routing");
+  expect_error({"--numeric", "mhc", "--cases", "1", "--mutant", "B9"}, "B9");
   expect_error({"--numeric", "routing", "--cases", "1", "--family", "moe"}, "--family");
   expect_error({"--numeric", "routing", "--cases", "1", "--backend", "tpu"}, "tpu");
   expect_error({"--numeric", "routing", "--cases", "0"}, "--cases");

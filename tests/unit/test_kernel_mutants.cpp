@@ -4,8 +4,13 @@
 //         stability check fails with a "set" or "order" violation AND the router judge's
 //         gate_logits_f32 bound is exceeded;
 //   M-TIE (top-k exact ties to the HIGHER index): the exact-tie rule fails ("exact tie: ...",
-//         the lower index named first, both keys equal).
-// The same runs without a mutant pass. Prints the kernel mutation score (must be 2/2). Runs on
+//         the lower index named first, both keys equal);
+//   B13   (hc_post stores every stream value through BF16): the mHC deep-stack property
+//         (properties/mhc_deep_stack.h: 40 layers, a growing highway with block outputs below
+//         half a BF16 ULP of the streams) fails its stream check "hc_streams (deep stack)";
+//   M-SKCOL (hc_pre's Sinkhorn without the final exact column normalisation): judge_hc_pre with
+//         hc_eps = 1e-6 fails "hc_comb column sums" (the columns sum to σ/(eps + σ)).
+// The same runs without a mutant pass. Prints the kernel mutation score (must be 4/4). Runs on
 // the CPU backend, and on CUDA too where one is usable. (The static sizing / plan mutants are
 // scored by test_mutation_score.cpp.)
 #include <gtest/gtest.h>
@@ -18,10 +23,16 @@
 
 #include "bufferlab/backends/backend_factory.h"
 #include "bufferlab/core/backend.h"
+#include "bufferlab/core/model_config.h"
+#include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/sizing.h"
+#include "bufferlab/oracle/mhc_harness.h"
+#include "bufferlab/oracle/mhc_inputs.h"
+#include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
+#include "bufferlab/properties/mhc_deep_stack.h"
 #include "bufferlab/properties/routing_generators.h"
 
 namespace bufferlab {
@@ -29,14 +40,15 @@ namespace {
 
 struct Available {
   std::unique_ptr<Backend> backend;
-  double u;  // the router GEMM's unit roundoff on it
+  double u;               // the router GEMM's unit roundoff on it
+  oracle::BoundModel bm;  // its roundoffs for the mHC bounds
 };
 
 std::vector<Available> backends() {
   std::vector<Available> out;
-  out.push_back({make_backend("cpu"), oracle::kUnitRoundoffCpu});
+  out.push_back({make_backend("cpu"), oracle::kUnitRoundoffCpu, oracle::cpu_bounds()});
   try {
-    out.push_back({make_backend("cuda"), oracle::kUnitRoundoffDeviceGemm});
+    out.push_back({make_backend("cuda"), oracle::kUnitRoundoffDeviceGemm, oracle::device_bounds()});
   } catch (const BackendUnavailable&) {
   }
   return out;
@@ -79,6 +91,68 @@ oracle::RoutingVerdict topk_on_ties(Backend& b, const char* scoring, bool bias) 
   const Workspace ws = b.allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
   const auto out = oracle::run_topk(b, ws, ops.topk, logits, tin);
   return oracle::judge_topk(ops.topk, logits, tin, out, b.name(), c.seed);
+}
+
+// The deep-stack case B13 is judged on: the largest shape of the CI property's range.
+gen::DeepStackCase deep_stack() {
+  gen::DeepStackCase c;
+  c.hc = 4;
+  c.h = 32;
+  c.rows = 4;
+  c.logit_range = 2.0;
+  c.seed = 7;
+  return c;
+}
+
+// An hc_pre run judged by judge_hc_pre: hc = 4, hc_eps = 1e-6, 20 Sinkhorn iterations.
+oracle::AgreementReport hc_pre_judged(Backend& b, const oracle::BoundModel& bm) {
+  ModelConfig config;
+  config.hidden_size = 16;
+  config.vocab_size = 16;
+  config.hc_mult = 4;
+  config.hc_sinkhorn_iters = 20;
+  config.hc_eps = 1e-6;
+  config.rms_norm_eps = 1e-6;
+  HcPreOp op = HcPreOp::make(config, 8);
+  const uint64_t pool = oracle::place_hc_weights(op);
+  const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
+  oracle::HcInputProfile profile;
+  profile.logit_range = 4.0;
+  const oracle::HcPreInputs in = oracle::generate_hc_pre_inputs(op, 3, profile);
+  const oracle::HcPreOutputs out = oracle::run_hc_pre(b, ws, op, in);
+  return oracle::judge_hc_pre(op, in, out, b.name(), 3, bm);
+}
+
+const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
+                                            const std::string& name) {
+  for (const auto& c : r.checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// B13 caught: the deep stack's stream check is the failing one.
+bool b13_caught(Backend& b, const oracle::BoundModel& bm) {
+  const gen::DeepStackResult r = gen::run_mhc_deep_stack(b, deep_stack(), bm);
+  const oracle::TensorComparison* bad = r.report.first_failure();
+  const bool ok = !r.passed() && bad && bad->name == gen::kDeepStackCheck;
+  EXPECT_TRUE(ok) << b.name() << "\n" << oracle::format_report(r.report);
+  if (ok)
+    std::printf("  B13 on %s: %s fails, %s\n", b.name().c_str(), bad->name.c_str(),
+                gen::summarize(r).c_str());
+  return ok;
+}
+
+// M-SKCOL caught: judge_hc_pre's column-sum check fails.
+bool m_skcol_caught(Backend& b, const oracle::BoundModel& bm) {
+  const oracle::AgreementReport r = hc_pre_judged(b, bm);
+  const oracle::TensorComparison* cols = check_named(r, "hc_comb column sums");
+  const bool ok = !r.passed() && cols && !cols->passed();
+  EXPECT_TRUE(ok) << b.name() << "\n" << oracle::format_report(r);
+  if (ok && cols->first_bad)
+    std::printf("  M-SKCOL on %s: %s fails, token %llu: %s\n", b.name().c_str(), cols->name.c_str(),
+                static_cast<unsigned long long>(cols->first_bad->row),
+                cols->first_bad->reason.c_str());
+  return ok;
 }
 
 // B14 caught: on each FP32 path, a set/order violation of the tie check and the logit bound.
@@ -134,6 +208,10 @@ TEST(KernelMutants, WithoutAMutantTheSameRunsPass) {
       const auto v = topk_on_ties(*a.backend, scoring, bias);
       EXPECT_TRUE(v.passed()) << oracle::format_verdict(v);
     }
+    const gen::DeepStackResult stack = gen::run_mhc_deep_stack(*a.backend, deep_stack(), a.bm);
+    EXPECT_TRUE(stack.passed()) << oracle::format_report(stack.report);
+    const oracle::AgreementReport pre = hc_pre_judged(*a.backend, a.bm);
+    EXPECT_TRUE(pre.passed()) << oracle::format_report(pre);
   }
 }
 
@@ -158,10 +236,14 @@ TEST(KernelMutants, EveryKernelMutantIsCaughtWithItsExpectedFinding) {
     caught += b14_caught(b, a.u) ? 1 : 0;
     b.set_kernel_mutant(Mutant::M_TIE);
     caught += m_tie_caught(b) ? 1 : 0;
+    b.set_kernel_mutant(Mutant::B13);
+    caught += b13_caught(b, a.bm) ? 1 : 0;
+    b.set_kernel_mutant(Mutant::M_SKCOL);
+    caught += m_skcol_caught(b, a.bm) ? 1 : 0;
     b.set_kernel_mutant(Mutant::none);
-    std::printf("kernel mutation score (%s): caught %d/2\n", b.name().c_str(), caught);
-    RecordProperty("kernel_mutation_score_" + b.name(), std::to_string(caught) + "/2");
-    EXPECT_EQ(caught, 2) << b.name();
+    std::printf("kernel mutation score (%s): caught %d/4\n", b.name().c_str(), caught);
+    RecordProperty("kernel_mutation_score_" + b.name(), std::to_string(caught) + "/4");
+    EXPECT_EQ(caught, 4) << b.name();
   }
 }
 
