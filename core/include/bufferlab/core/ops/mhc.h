@@ -8,9 +8,19 @@
 //
 // Flattened / per-stream RMS (pre, head, low-rank norm) is defined for huge streams: kernels
 // scale the values by s = max(1, 2^e) (max|x| = m·2^e, m in [0.5, 1)) before squaring, which
-// is exact, so r = rsqrt(Σ(x/s)²/n + eps/s²)/s never overflows while x is finite. A token
-// with a non-finite stream value writes NaN to every output of that token (post, comb, block
-// input, normed) and is counted in HcDiagnostics; other tokens are untouched.
+// is exact, and compute r·x as rs·(x/s) with rs = 1/sqrt(Σ(x/s)²/n + eps/s²), so nothing
+// overflows while x is finite (bit-identical to the plain formula when max|x| < 1). The
+// maximum is over the token's flattened hc·h vector in pre and head, over each stream's h
+// values in the low-rank norm (one huge stream does not flush the others). A token with a
+// non-finite stream value writes NaN to every output of that token (post, comb, block input,
+// normed, ...) and is counted in HcDiagnostics — by pre, head and the low-rank norm stage;
+// the later low-rank stages propagate the NaN and count nothing. Other tokens are untouched.
+//
+// Left to the kernels (covered by the oracle's γ bounds, not pinned): summation order, FMA
+// contraction in sums, and batch invariance (a token's result may differ by a few ULPs with
+// the batch size on CUDA, which blocks 4 tokens from 1024 rows). Pinned: "(1/hc)·Σ" multiplies
+// by the FP32 reciprocal, "/hc" divides. Refused with an Error: hc = 0 or hc > kMaxHcMult, and
+// hc_sinkhorn_iters = 0 ("(iters − 1) times" is undefined; config validation rejects it too).
 #pragma once
 
 #include <cstdint>
