@@ -1,5 +1,6 @@
 // The mHC ops on a backend, through the core interface only.
 #include "bufferlab/oracle/mhc_harness.h"
+#include "harness_io.h"
 
 #include <fmt/format.h>
 
@@ -17,28 +18,9 @@ namespace {
 
 constexpr uint64_t kSplitMaxRows = 64;  // numerics §4: T ≤ 64 runs the split path
 
-void grow_to_hold(BufferSizes& sizes, const TensorRef& t) {
-  if (t.space != Space::arena || t.elements() == 0) return;
-  uint64_t& bytes = sizes.bytes(t.buffer);
-  bytes = std::max(bytes, (Size(t.offset) + t.bytes()).value());
-}
-
-// Uploads `host` into `t`; its element count must match the tensor's (no over-read).
-template <class T>
-void upload_exact(Backend& backend, const Workspace& ws, const TensorRef& t,
-                  const std::vector<T>& host) {
-  if (host.size() != t.elements())
-    throw Error("upload " + t.to_string() + ": host copy holds " + std::to_string(host.size()) +
-                " elements");
-  backend.upload(ws, t, host.data());
-}
-
-template <class T>
-std::vector<T> read_back(Backend& backend, const Workspace& ws, const TensorRef& t) {
-  std::vector<T> out(t.elements());
-  backend.download(ws, t, out.data());
-  return out;
-}
+using detail::grow_to_hold;
+using detail::read_back;
+using detail::upload_exact;
 
 template <class T>
 void append(std::vector<T>& to, const std::vector<T>& part) {
@@ -71,9 +53,7 @@ uint64_t place_hc_post_out_of_place(HcPostOp& op, uint64_t start) {
 }
 
 Layout hc_footprint_layout(const std::vector<Access>& accesses) {
-  BufferSizes sizes;
-  for (const Access& a : accesses) grow_to_hold(sizes, a.tensor);
-  return Layout::build(sizes);
+  return detail::footprint_of(accesses);
 }
 
 HcPreOutputs run_hc_pre(Backend& backend, const Workspace& ws, const HcPreOp& op,

@@ -1,5 +1,6 @@
 // The non-routing MoE / FFN ops on a backend, through the core interface only.
 #include "bufferlab/oracle/moe_ffn_harness.h"
+#include "harness_io.h"
 
 #include <algorithm>
 #include <string>
@@ -11,28 +12,9 @@
 namespace bufferlab::oracle {
 namespace {
 
-void grow_to_hold(BufferSizes& sizes, const TensorRef& t) {
-  if (t.space != Space::arena || t.elements() == 0) return;
-  uint64_t& bytes = sizes.bytes(t.buffer);
-  bytes = std::max(bytes, (Size(t.offset) + t.bytes()).value());
-}
-
-// Uploads `host` into `t`; its element count must match the tensor's (no over-read).
-template <class T>
-void upload_exact(Backend& backend, const Workspace& ws, const TensorRef& t,
-                  const std::vector<T>& host) {
-  if (host.size() != t.elements())
-    throw Error("upload " + t.to_string() + ": host copy holds " + std::to_string(host.size()) +
-                " elements");
-  backend.upload(ws, t, host.data());
-}
-
-template <class T>
-std::vector<T> read_back(Backend& backend, const Workspace& ws, const TensorRef& t) {
-  std::vector<T> out(t.elements());
-  backend.download(ws, t, out.data());
-  return out;
-}
+using detail::grow_to_hold;
+using detail::read_back;
+using detail::upload_exact;
 std::vector<uint16_t> read_bf16(Backend& b, const Workspace& ws, const TensorRef& t) {
   return read_back<uint16_t>(b, ws, t);
 }
@@ -65,9 +47,7 @@ CombineInputs stored_combine(Backend& b, const Workspace& ws, const MoeCombineOp
 }  // namespace
 
 Layout ffn_footprint_layout(const std::vector<Access>& accesses) {
-  BufferSizes sizes;
-  for (const Access& a : accesses) grow_to_hold(sizes, a.tensor);
-  return Layout::build(sizes);
+  return detail::footprint_of(accesses);
 }
 
 uint64_t ffn_weight_pool_bytes(const std::vector<Access>& accesses) {

@@ -8,24 +8,13 @@
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "harness_io.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-void grow_to_hold(BufferSizes& sizes, const TensorRef& t) {
-  if (t.space != Space::arena) return;
-  uint64_t& bytes = sizes.bytes(t.buffer);
-  bytes = std::max(bytes, (Size(t.offset) + t.bytes()).value());
-}
-
-// Uploads `host` into `t`; its element count must match the tensor's (no over-read).
-void upload_exact(Backend& backend, const Workspace& ws, const TensorRef& t,
-                  const std::vector<uint16_t>& host) {
-  if (host.size() != t.elements())
-    throw Error("upload " + t.to_string() + ": host copy holds " + std::to_string(host.size()) +
-                " elements");
-  backend.upload(ws, t, host.data());
-}
+using detail::grow_to_hold;
+using detail::upload_exact;
 
 }  // namespace
 

@@ -13,31 +13,17 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "harness_io.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-void grow_to_hold(BufferSizes& sizes, const TensorRef& t) {
-  if (t.space != Space::arena) return;
-  uint64_t& bytes = sizes.bytes(t.buffer);
-  bytes = std::max(bytes, (Size(t.offset) + t.bytes()).value());
-}
-
-// Uploads `host` into `t`; its element count must match the tensor's (no over-read).
-template <class T>
-void upload_exact(Backend& backend, const Workspace& ws, const TensorRef& t,
-                  const std::vector<T>& host, const char* what) {
-  if (host.size() != t.elements())
-    throw Error(fmt::format("upload {} {}: host copy holds {} elements, the tensor {}", what,
-                            t.to_string(), host.size(), t.elements()));
-  backend.upload(ws, t, host.data());
-}
+using detail::grow_to_hold;
+using detail::upload_exact;
 
 template <class T>
 std::vector<T> download(Backend& backend, const Workspace& ws, const TensorRef& t) {
-  std::vector<T> host(t.elements());
-  backend.download(ws, t, host.data());
-  return host;
+  return detail::read_back<T>(backend, ws, t);
 }
 
 void upload_router_inputs(Backend& backend, const Workspace& ws, const MoeRouterOp& op,
