@@ -12,6 +12,7 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "cpu_ops.h"
+#include "cpu_parallel.h"
 
 namespace bufferlab::cpu {
 namespace {
@@ -87,9 +88,9 @@ void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) {
 
   const float eps = static_cast<float>(op.eps);
   const auto row_count = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
-  for (int64_t t = 0; t < row_count; ++t)
+  parallel_for(row_count, n >= kParallelMinElements, [&](int64_t t) {
     norm_row(p, static_cast<uint64_t>(t), width, eps, v.add_residual);
+  });
 }
 
 }  // namespace bufferlab::cpu

@@ -14,6 +14,7 @@
 #include "cpu_gemm.h"
 #include "cpu_mhc_common.h"
 #include "cpu_ops.h"
+#include "cpu_parallel.h"
 
 namespace bufferlab::cpu {
 namespace {
@@ -32,17 +33,15 @@ uint64_t norm_work(uint64_t rows, uint64_t hc, uint64_t h) { return rows * hc * 
 HcDiagnostics split_norm(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
                          float eps) {
   const uint64_t K = hc * h;
-  uint64_t bad = 0;
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) reduction(+ : bad) \
-    if (norm_work(rows, hc, h) >= mhc::kParallelMinWork)
-  for (int64_t ti = 0; ti < n; ++ti) {
-    const auto t = static_cast<uint64_t>(ti);
-    float* out = b.normed + t * K;
-    const bool ok = mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
-                                    [out](uint64_t k, float v) { out[k] = v; });
-    bad += ok ? 0 : 1;
-  }
+  const uint64_t bad =
+      parallel_sum(n, norm_work(rows, hc, h) >= mhc::kParallelMinWork, [&](int64_t ti) {
+        const auto t = static_cast<uint64_t>(ti);
+        float* out = b.normed + t * K;
+        const bool ok = mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
+                                        [out](uint64_t k, float v) { out[k] = v; });
+        return ok ? uint64_t{0} : uint64_t{1};
+      });
   return HcDiagnostics{bad};
 }
 
@@ -52,8 +51,7 @@ void split_down(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, ui
   const uint64_t K = hc * h;
   const float hcf = static_cast<float>(hc);
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) if (rows * K * (r + hc) >= mhc::kParallelMinWork)
-  for (int64_t ti = 0; ti < n; ++ti) {
+  parallel_for(n, rows * K * (r + hc) >= mhc::kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const ConstVectorMap x(b.normed + t * K, idx(K));
     float* low = b.low + t * r;
@@ -62,7 +60,7 @@ void split_down(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, ui
     float inj[kMaxHcMult];
     VectorMap(inj, idx(hc)).noalias() = matrix(b.w_down_inject + r * K, hc, K, K) * x;
     for (uint64_t i = 0; i < hc; ++i) b.post[t * hc + i] = 2.0f * sigmoid(inj[i] / hcf);
-  }
+  });
 }
 
 // y[d] = bf16((1/hc)·Σ_i σ((W_up·low)[i·h + d])·n[i·h + d]), the gate GEMV computed one column
@@ -72,8 +70,7 @@ void split_collapse(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc
   const uint64_t K = hc * h;
   const float inv_hc = 1.0f / static_cast<float>(hc);
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) if (rows * K * r >= mhc::kParallelMinWork)
-  for (int64_t ti = 0; ti < n; ++ti) {
+  parallel_for(n, rows * K * r >= mhc::kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const ConstVectorMap low(b.low + t * r, idx(r));
     const float* normed = b.normed + t * K;
@@ -92,7 +89,7 @@ void split_collapse(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc
       }
       for (uint64_t d = 0; d < c; ++d) y[d0 + d] = f32_to_bf16_bits(inv_hc * acc[d]);
     }
-  }
+  });
 }
 
 // --- GEMM path -------------------------------------------------------------------------------
@@ -100,17 +97,16 @@ void split_collapse(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc
 HcDiagnostics slab_norm(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
                         float eps) {
   const uint64_t K = hc * h;
-  uint64_t bad = 0;
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) reduction(+ : bad) \
-    if (norm_work(rows, hc, h) >= mhc::kParallelMinWork)
-  for (int64_t ti = 0; ti < n; ++ti) {
-    const auto t = static_cast<uint64_t>(ti);
-    uint16_t* out = b.normed + t * K;
-    const bool ok = mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
-                                    [out](uint64_t k, float v) { out[k] = f32_to_bf16_bits(v); });
-    bad += ok ? 0 : 1;
-  }
+  const uint64_t bad =
+      parallel_sum(n, norm_work(rows, hc, h) >= mhc::kParallelMinWork, [&](int64_t ti) {
+        const auto t = static_cast<uint64_t>(ti);
+        uint16_t* out = b.normed + t * K;
+        const bool ok =
+            mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
+                            [out](uint64_t k, float v) { out[k] = f32_to_bf16_bits(v); });
+        return ok ? uint64_t{0} : uint64_t{1};
+      });
   return HcDiagnostics{bad};
 }
 
@@ -136,8 +132,7 @@ void slab_collapse(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, 
   const uint64_t K = hc * h;
   const float hcf = static_cast<float>(hc), inv_hc = 1.0f / hcf;
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) if (rows * K >= mhc::kParallelMinWork)
-  for (int64_t ti = 0; ti < n; ++ti) {
+  parallel_for(n, rows * K >= mhc::kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const uint16_t* up = b.up_pre + t * K;
     const uint16_t* normed = b.normed + t * K;
@@ -156,7 +151,7 @@ void slab_collapse(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, 
     }
     for (uint64_t i = 0; i < hc; ++i)
       b.post[t * hc + i] = 2.0f * sigmoid(bf16_bits_to_f32(b.inj_pre[t * hc + i]) / hcf);
-  }
+  });
 }
 
 }  // namespace

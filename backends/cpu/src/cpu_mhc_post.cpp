@@ -8,6 +8,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "cpu_mhc_common.h"
 #include "cpu_ops.h"
+#include "cpu_parallel.h"
 
 namespace bufferlab::cpu {
 namespace {
@@ -73,9 +74,7 @@ void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
   const bool b13 = mutant == Mutant::B13;
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) if (rows * K * (lowrank ? 1 : hc) >= \
-                                              mhc::kParallelMinWork)
-  for (int64_t ti = 0; ti < n; ++ti) {
+  parallel_for(n, rows * K * (lowrank ? 1 : hc) >= mhc::kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const float* x = b.streams + t * K;
     float* out = b.out + t * K;
@@ -85,7 +84,7 @@ void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
       lowrank_token(x, post, bo, hc, h, out, b13);
     else
       sinkhorn_token(x, post, b.comb + t * hc * hc, bo, hc, h, out, b13);
-  }
+  });
 }
 
 }  // namespace bufferlab::cpu

@@ -11,6 +11,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "cpu_mhc_common.h"
 #include "cpu_ops.h"
+#include "cpu_parallel.h"
 
 namespace bufferlab::cpu {
 namespace {
@@ -103,13 +104,12 @@ void hc_expand(const Workspace& ws, const HcExpandOp& op) {
   mhc::require_launchable(op, rows, hc);
   const HcExpandOp::Bound b = op.bind(ws);
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) if (rows * hc * h >= mhc::kParallelMinWork)
-  for (int64_t t = 0; t < n; ++t) {
+  parallel_for(n, rows * hc * h >= mhc::kParallelMinWork, [&](int64_t t) {
     const uint16_t* in = b.input + static_cast<uint64_t>(t) * h;
     float* out = b.streams + static_cast<uint64_t>(t) * hc * h;
     for (uint64_t d = 0; d < h; ++d) out[d] = bf16_bits_to_f32(in[d]);
     for (uint64_t i = 1; i < hc; ++i) std::copy(out, out + h, out + i * h);
-  }
+  });
 }
 
 HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op, Mutant mutant) {
@@ -127,11 +127,11 @@ HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op, Mutant mutant) {
                     static_cast<float>(op.rms_eps),
                     static_cast<float>(op.hc_eps),
                     mutant != Mutant::M_SKCOL};
-  uint64_t bad = 0;
   const auto n = static_cast<int64_t>(s.rows);
-#pragma omp parallel for schedule(static) reduction(+ : bad) \
-    if (s.rows * s.hc * s.h * s.mix >= mhc::kParallelMinWork)
-  for (int64_t t = 0; t < n; ++t) bad += pre_token(b, p, static_cast<uint64_t>(t)) ? 0 : 1;
+  const uint64_t bad =
+      parallel_sum(n, s.rows * s.hc * s.h * s.mix >= mhc::kParallelMinWork, [&](int64_t t) {
+        return pre_token(b, p, static_cast<uint64_t>(t)) ? uint64_t{0} : uint64_t{1};
+      });
   return HcDiagnostics{bad};
 }
 
@@ -141,23 +141,20 @@ HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) {
   const HcHeadOp::Bound b = op.bind(ws);
   const float rms_eps = static_cast<float>(op.rms_eps), hc_eps = static_cast<float>(op.hc_eps);
   const uint64_t K = hc * h;
-  uint64_t bad = 0;
   const auto n = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) reduction(+ : bad) \
-    if (rows * K * hc >= mhc::kParallelMinWork)
-  for (int64_t ti = 0; ti < n; ++ti) {
+  const uint64_t bad = parallel_sum(n, rows * K * hc >= mhc::kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const float* x = b.streams + t * K;
     uint16_t* y = b.output + t * h;
     float pre[kMaxHcMult];
     if (!mhc::scaled_mix(x, K, b.fn, hc, rms_eps, pre)) {
       nan_row(y, h);
-      ++bad;
-      continue;
+      return uint64_t{1};
     }
     for (uint64_t i = 0; i < hc; ++i) pre[i] = sigmoid(pre[i] * b.scale[0] + b.bias[i]) + hc_eps;
     mhc::weighted_stream_sum(x, pre, hc, h, y);
-  }
+    return uint64_t{0};
+  });
   return HcDiagnostics{bad};
 }
 

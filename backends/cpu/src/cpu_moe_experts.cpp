@@ -12,6 +12,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "cpu_gemm.h"
 #include "cpu_ops.h"
+#include "cpu_parallel.h"
 
 namespace bufferlab::cpu {
 namespace {
@@ -21,9 +22,11 @@ constexpr uint64_t kParallelMinElements = uint64_t{1} << 15;
 // Element-wise ops work on rows in chunks of this many FP32 values on the stack.
 constexpr uint64_t kChunk = 512;
 
-void require_grouped_experts(uint64_t experts, const std::string& params) {
+// The op's params() (a string) is built only for the message: the check runs on every call.
+template <class Op>
+void require_grouped_experts(uint64_t experts, const Op& op) {
   if (experts > kMaxGroupedExperts)
-    throw Error(params + ": more routed experts than the grouped kernels handle (" +
+    throw Error(op.params() + ": more routed experts than the grouped kernels handle (" +
                 std::to_string(kMaxGroupedExperts) + ")");
 }
 
@@ -84,31 +87,26 @@ void grouped_gemm_chunk(const MoeExpertGemmOp::Bound& p, const SlotTables& t, ui
   const uint64_t n_tiles = (N + kTileN - 1) / kTileN;
   const auto items = static_cast<int64_t>(t.tile_begin[experts] * n_tiles);
   if (items == 0) return;
-#pragma omp parallel num_threads(scratch.threads())
-  {
-    const ThreadTiles tiles = scratch.tiles(omp_get_thread_num());
-#pragma omp for schedule(dynamic)
-    for (int64_t item = 0; item < items; ++item) {
-      const uint64_t tile = static_cast<uint64_t>(item) / n_tiles;
-      const uint64_t n0 = static_cast<uint64_t>(item) % n_tiles * kTileN;
-      const uint64_t e = static_cast<uint64_t>(
-          std::upper_bound(t.tile_begin + 1, t.tile_begin + experts + 1, tile) -
-          (t.tile_begin + 1));
-      const uint64_t p0 = t.begin[e] + (tile - t.tile_begin[e]) * kTileM;
-      const uint64_t m = std::min(kTileM, t.begin[e + 1] - p0), n = std::min(kTileN, N - n0);
-      const uint16_t* a[kTileM];
-      for (uint64_t i = 0; i < m; ++i) {
-        const uint64_t row = input_by_slot ? t.order[p0 + i] : t.base[e] + (p0 + i - t.begin[e]);
-        a[i] = p.input + row * K;
-      }
-      gemm_tile(a, m, p.weight + (e * N + n0) * K, n, K, tiles);
-      for (uint64_t i = 0; i < m; ++i) {
-        uint16_t* o = p.output + t.order[p0 + i] * N + n0;
-        const float* c = tiles.c + i * kTileN;
-        for (uint64_t j = 0; j < n; ++j) o[j] = f32_to_bf16_bits(c[j]);
-      }
+  parallel_items(items, scratch.threads(), [&](int64_t item, int thread) {
+    const ThreadTiles tiles = scratch.tiles(thread);
+    const uint64_t tile = static_cast<uint64_t>(item) / n_tiles;
+    const uint64_t n0 = static_cast<uint64_t>(item) % n_tiles * kTileN;
+    const uint64_t e = static_cast<uint64_t>(
+        std::upper_bound(t.tile_begin + 1, t.tile_begin + experts + 1, tile) - (t.tile_begin + 1));
+    const uint64_t p0 = t.begin[e] + (tile - t.tile_begin[e]) * kTileM;
+    const uint64_t m = std::min(kTileM, t.begin[e + 1] - p0), n = std::min(kTileN, N - n0);
+    const uint16_t* a[kTileM];
+    for (uint64_t i = 0; i < m; ++i) {
+      const uint64_t row = input_by_slot ? t.order[p0 + i] : t.base[e] + (p0 + i - t.begin[e]);
+      a[i] = p.input + row * K;
     }
-  }
+    gemm_tile(a, m, p.weight + (e * N + n0) * K, n, K, tiles);
+    for (uint64_t i = 0; i < m; ++i) {
+      uint16_t* o = p.output + t.order[p0 + i] * N + n0;
+      const float* c = tiles.c + i * kTileN;
+      for (uint64_t j = 0; j < n; ++j) o[j] = f32_to_bf16_bits(c[j]);
+    }
+  });
 }
 
 // One row's combine over columns [c0, c0 + n): Σ_j w_j · v_j in j order, FP32.
@@ -131,26 +129,25 @@ void combine_chunk(const MoeCombineOp::Bound& p, const MoeCombineOp::Shape& d, u
 void moe_gather(const Workspace& ws, const MoeGatherOp& op, Scratch& scratch) {
   const MoeGatherOp::Bound p = op.bind(ws);
   const auto [rows, top_k, width, experts] = op.shape();
-  require_grouped_experts(experts, op.params());
+  require_grouped_experts(experts, op);
   SlotGrouping grouping(p.ids, rows * top_k, experts, scratch);
   while (grouping.next_chunk()) {
     const SlotTables& t = grouping.tables();
     const auto routed = static_cast<int64_t>(grouping.routed_in_chunk());
-#pragma omp parallel for schedule(static) if (static_cast <uint64_t>(routed) * width >= \
-                                              kParallelMinElements)
-    for (int64_t pos = 0; pos < routed; ++pos) {
-      const uint32_t slot = t.order[pos];
-      const uint32_t e = p.ids[slot];
-      const uint64_t row = t.base[e] + (static_cast<uint64_t>(pos) - t.begin[e]);
-      std::memcpy(p.gathered + row * width, p.input + slot / top_k * width, width * 2);
-    }
+    parallel_for(routed, static_cast<uint64_t>(routed) * width >= kParallelMinElements,
+                 [&](int64_t pos) {
+                   const uint32_t slot = t.order[pos];
+                   const uint32_t e = p.ids[slot];
+                   const uint64_t row = t.base[e] + (static_cast<uint64_t>(pos) - t.begin[e]);
+                   std::memcpy(p.gathered + row * width, p.input + slot / top_k * width, width * 2);
+                 });
   }
 }
 
 void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op, Scratch& scratch) {
   const MoeExpertGemmOp::Bound p = op.bind(ws);
   const auto [rows, top_k, experts, K, N] = op.shape();
-  require_grouped_experts(experts, op.params());
+  require_grouped_experts(experts, op);
   if (overlaps(p.input, rows * top_k * K * 2, p.output, rows * top_k * N * 2))
     throw Error(op.params() + ": the input overlaps the output");
   SlotGrouping grouping(p.ids, rows * top_k, experts, scratch);
@@ -165,15 +162,14 @@ void swiglu(const Workspace& ws, const SwigluOp& op) {
   const auto limit = static_cast<float>(op.limit);
   const bool clamp = op.limit > 0.0;
   const auto count = static_cast<int64_t>(n);
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
-  for (int64_t i = 0; i < count; ++i) {
+  parallel_for(count, n >= kParallelMinElements, [&](int64_t i) {
     float g = bf16_bits_to_f32(p.gate[i]), u = bf16_bits_to_f32(p.up[i]);
     if (clamp) {
       g = std::min(g, limit);            // NaN stays NaN: min(NaN, L) returns its first operand
       u = std::clamp(u, -limit, limit);  // likewise
     }
     p.gate[i] = f32_to_bf16_bits(silu(g) * u);
-  }
+  });
 }
 
 void moe_combine(const Workspace& ws, const MoeCombineOp& op) {
@@ -190,10 +186,10 @@ void moe_combine(const Workspace& ws, const MoeCombineOp& op) {
         (id < all ? " is a zero expert but the op does not read its input" : " is not an expert"));
   }
   const auto row_count = static_cast<int64_t>(d.rows);
-#pragma omp parallel for schedule(static) if (d.rows * d.width >= kParallelMinElements)
-  for (int64_t t = 0; t < row_count; ++t)
+  parallel_for(row_count, d.rows * d.width >= kParallelMinElements, [&](int64_t t) {
     for (uint64_t c0 = 0; c0 < d.width; c0 += kChunk)
       combine_chunk(p, d, static_cast<uint64_t>(t), c0, std::min(kChunk, d.width - c0));
+  });
 }
 
 }  // namespace bufferlab::cpu

@@ -11,6 +11,7 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "cpu_ops.h"
+#include "cpu_parallel.h"
 
 namespace bufferlab::cpu {
 namespace {
@@ -169,18 +170,18 @@ TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op, Mutant mutant
                     "] = " + std::to_string(p.token_ids[t]) + " is not below vocab");
   }
 
-  uint64_t nan_keys = 0;
   const auto row_count = static_cast<int64_t>(rows);
-#pragma omp parallel for schedule(static) reduction(+ : nan_keys) \
-    if (rows * experts >= kParallelMinLogits)
-  for (int64_t t = 0; t < row_count; ++t) {
-    const auto row = static_cast<uint64_t>(t);
-    const RowLogits l{p.logits_bf16 != nullptr ? p.logits_bf16 + row * experts : nullptr,
-                      p.logits_f32 != nullptr ? p.logits_f32 + row * experts : nullptr};
-    uint32_t* ids = p.ids + row * top_k;
-    nan_keys += q.hash ? hash_row(q, l, q.token_ids[row], ids) : select_row(q, l, ids);
-    weigh_row(q, l, ids, p.weights + row * top_k);
-  }
+  const uint64_t nan_keys =
+      parallel_sum(row_count, rows * experts >= kParallelMinLogits, [&](int64_t t) {
+        const auto row = static_cast<uint64_t>(t);
+        const RowLogits l{p.logits_bf16 != nullptr ? p.logits_bf16 + row * experts : nullptr,
+                          p.logits_f32 != nullptr ? p.logits_f32 + row * experts : nullptr};
+        uint32_t* ids = p.ids + row * top_k;
+        const uint64_t nan_row =
+            q.hash ? hash_row(q, l, q.token_ids[row], ids) : select_row(q, l, ids);
+        weigh_row(q, l, ids, p.weights + row * top_k);
+        return nan_row;
+      });
   return {nan_keys};
 }
 

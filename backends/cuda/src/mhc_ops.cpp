@@ -26,9 +26,11 @@
 namespace bufferlab::cuda {
 namespace {
 
-void require_hc(const std::string& params, uint64_t hc) {
+// The message (op.params()) is built only when the check fails: a launch allocates nothing.
+template <class Op>
+void require_hc(const Op& op, uint64_t hc) {
   if (hc == 0 || hc > kMaxHcMult)
-    throw Error(params + ": hc = " + std::to_string(hc) + " outside [1, kMaxHcMult = " +
+    throw Error(op.params() + ": hc = " + std::to_string(hc) + " outside [1, kMaxHcMult = " +
                 std::to_string(kMaxHcMult) + "] (the CUDA kernels hold hc ≤ 16 per token)");
 }
 
@@ -58,14 +60,14 @@ HcDiagnostics run_norm(LibraryContext& ctx, HcNormLaunch a) {
 
 void hc_expand(const Workspace& ws, const HcExpandOp& op) {
   const auto& d = op.shape();
-  require_hc(op.params(), d.hc);
+  require_hc(op, d.hc);
   const HcExpandOp::Bound b = op.bind(ws);
   launch_hc_expand(b.input, b.streams, d.rows, d.hc, d.h, nullptr);
 }
 
 HcDiagnostics hc_pre(LibraryContext& ctx, const Workspace& ws, const HcPreOp& op, Mutant mutant) {
   const auto& d = op.shape();
-  require_hc(op.params(), d.hc);
+  require_hc(op, d.hc);
   if (d.mix != (d.hc + 2) * d.hc)
     throw Error(op.params() + ": mix = " + std::to_string(d.mix) +
                 ", expected (2 + hc)·hc = " + std::to_string((d.hc + 2) * d.hc));
@@ -97,7 +99,7 @@ HcDiagnostics hc_pre(LibraryContext& ctx, const Workspace& ws, const HcPreOp& op
 
 HcDiagnostics hc_head(LibraryContext& ctx, const Workspace& ws, const HcHeadOp& op) {
   const auto& d = op.shape();
-  require_hc(op.params(), d.hc);
+  require_hc(op, d.hc);
   const HcHeadOp::Bound b = op.bind(ws);
   if (d.rows == 0 || d.h == 0) return {};
   HcMixLaunch a;
@@ -121,7 +123,7 @@ HcDiagnostics hc_head(LibraryContext& ctx, const Workspace& ws, const HcHeadOp& 
 HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
                                const HcLowRankSplitOp& op) {
   const auto& d = op.shape();
-  require_hc(op.params(), d.hc);
+  require_hc(op, d.hc);
   const HcLowRankSplitOp::Bound b = op.bind(ws);
   if (d.rows == 0) return {};
   switch (op.stage) {
@@ -169,7 +171,7 @@ HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
 
 HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const HcLowRankSlabOp& op) {
   const auto& d = op.shape();
-  require_hc(op.params(), d.hc);
+  require_hc(op, d.hc);
   const HcLowRankSlabOp::Bound b = op.bind(ws);
   if (d.rows == 0) return {};
   const uint64_t W = mul(d.hc, d.h);
@@ -255,7 +257,7 @@ HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const Hc
 
 void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
   const auto& d = op.shape();
-  require_hc(op.params(), d.hc);
+  require_hc(op, d.hc);
   const HcPostOp::Bound b = op.bind(ws);
   HcPostLaunch a;
   a.post = b.post;

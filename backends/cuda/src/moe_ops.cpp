@@ -34,15 +34,17 @@ constexpr uint64_t kStagingAlign = 256;
 uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 
 // The grouping of `slots` ids over `experts` routed experts; returns the device array of
-// the slot of each gathered row (offsets land in ctx.offsets()).
-const uint32_t* group_by_expert(LibraryContext& ctx, const std::string& params, const uint32_t* ids,
+// the slot of each gathered row (offsets land in ctx.offsets()). `op` names the launch in an
+// error; its params() string is built only then.
+template <class Op>
+const uint32_t* group_by_expert(LibraryContext& ctx, const Op& op, const uint32_t* ids,
                                 uint64_t slots, uint64_t experts) {
   if (slots > LibraryContext::kMaxSlots)
-    throw Error(params + ": " + std::to_string(slots) +
+    throw Error(op.params() + ": " + std::to_string(slots) +
                 " slots exceed the CUDA backend's grouping capacity of " +
                 std::to_string(LibraryContext::kMaxSlots) + " (LibraryContext::kMaxSlots)");
   if (experts > LibraryContext::kMaxGroupExperts)
-    throw Error(params + ": " + std::to_string(experts) +
+    throw Error(op.params() + ": " + std::to_string(experts) +
                 " routed experts exceed the CUDA backend's grouping capacity of " +
                 std::to_string(LibraryContext::kMaxGroupExperts));
   GroupingLaunch a;
@@ -136,7 +138,7 @@ void moe_gather(LibraryContext& ctx, const Workspace& ws, const MoeGatherOp& op)
   const auto& d = op.shape();
   const uint64_t slots = mul(d.rows, d.top_k);
   if (slots == 0 || d.width == 0) return;
-  const uint32_t* slot_of = group_by_expert(ctx, op.params(), b.ids, slots, d.experts);
+  const uint32_t* slot_of = group_by_expert(ctx, op, b.ids, slots, d.experts);
   RowGatherLaunch g;
   g.src = b.input;
   g.dst = b.gathered;
@@ -155,7 +157,7 @@ void moe_expert_gemm(LibraryContext& ctx, const Workspace& ws, const MoeExpertGe
   const auto& d = op.shape();
   const uint64_t slots = mul(d.rows, d.top_k);
   if (slots == 0 || d.N == 0) return;
-  const uint32_t* slot_of = group_by_expert(ctx, op.params(), b.ids, slots, d.experts);
+  const uint32_t* slot_of = group_by_expert(ctx, op, b.ids, slots, d.experts);
   uint32_t* off = ctx.host_offsets();
   BUFFERLAB_CUDA_CHECK(
       cudaMemcpy(off, ctx.offsets(), (d.experts + 1) * sizeof(uint32_t), cudaMemcpyDeviceToHost));

@@ -35,15 +35,4 @@ inline void require_dtype(const TensorRef& t, DType want, const LazyParams& para
     throw Error(params.str() + ": operand " + t.to_string() + " has the wrong element type");
 }
 
-inline void require_elements(const TensorRef& t, uint64_t elements, const std::string& params) {
-  if (t.elements() != elements)
-    throw Error(params + ": operand " + t.to_string() + " does not hold the " +
-                std::to_string(elements) + " elements of the op's shape");
-}
-
-inline void require_dtype(const TensorRef& t, DType want, const std::string& params) {
-  if (t.dtype != want)
-    throw Error(params + ": operand " + t.to_string() + " has the wrong element type");
-}
-
 }  // namespace bufferlab::detail

@@ -32,8 +32,9 @@ std::string SwigluOp::params() const {
 
 SwigluOp::Bound SwigluOp::bind(const Workspace& ws) const {
   const uint64_t n = (Size(dims.rows) * dims.width).value();
-  detail::require_elements(gate, n, params());
-  detail::require_elements(up, n, params());
+  const detail::LazyParams p(*this);
+  detail::require_elements(gate, n, p);
+  detail::require_elements(up, n, p);
   return {ws.data<uint16_t>(gate), ws.data<const uint16_t>(up)};
 }
 

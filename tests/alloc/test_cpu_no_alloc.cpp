@@ -1,0 +1,641 @@
+// "Backends allocate nothing inside execute()" (DESIGN.md), proved for CpuBackend. This
+// executable replaces the C allocation functions of the whole process (malloc, calloc,
+// realloc, reallocarray, free, memalign, aligned_alloc, posix_memalign, valloc, pvalloc) with
+// counting forwards to glibc's own (__libc_*), and every replaceable operator new / delete
+// with forwards to those, so each heap allocation of any thread — ours, libstdc++'s,
+// libgomp's, Eigen's — passes one counter, once. Every op family runs once through its oracle
+// harness (poison, upload, execute: the warm-up that starts OpenMP's pool and any lazily set
+// up state), once more through Backend::execute, then with the counter armed through
+// Backend::execute and through the typed method: nothing may be allocated or freed. The
+// descriptors are built before arming (an OpDescriptor made from an op copies its strings).
+// Each family runs a small case (serial kernels) and one above the OpenMP thresholds.
+//
+// To find an allocation: BUFFERLAB_ALLOC_PROBE=backtrace prints the stack of every counted
+// call to stderr (addresses: symbolize with addr2line -Cfe), =abort aborts at the first one
+// (run under gdb for a symbolized stack).
+#include <execinfo.h>
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/model_config.h"
+#include "bufferlab/core/ops/embedding.h"
+#include "bufferlab/core/ops/ffn.h"
+#include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/mhc.h"
+#include "bufferlab/core/ops/moe.h"
+#include "bufferlab/core/ops/projection.h"
+#include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/mhc_harness.h"
+#include "bufferlab/oracle/mhc_inputs.h"
+#include "bufferlab/oracle/moe_ffn.h"
+#include "bufferlab/oracle/moe_ffn_harness.h"
+#include "bufferlab/oracle/moe_ffn_inputs.h"
+#include "bufferlab/oracle/rmsnorm_harness.h"
+#include "bufferlab/oracle/rmsnorm_inputs.h"
+#include "bufferlab/oracle/routing_harness.h"
+#include "bufferlab/properties/routing_generators.h"
+#include "test_fixtures.h"
+
+// ---- The counter ----------------------------------------------------------------------------
+
+namespace {
+
+enum ProbeMode : int { kCount, kBacktrace, kAbort };
+
+std::atomic<bool> g_armed{false};
+std::atomic<uint64_t> g_allocations{0};
+std::atomic<uint64_t> g_frees{0};
+std::atomic<int> g_mode{kCount};
+thread_local bool t_reporting = false;  // the report's own allocations are not counted
+
+void write_stderr(const char* s) noexcept {
+  const ssize_t ignored = write(STDERR_FILENO, s, std::strlen(s));
+  (void)ignored;
+}
+
+void report(const char* what) noexcept {
+  t_reporting = true;
+  write_stderr("\n[alloc probe] ");
+  write_stderr(what);
+  write_stderr(" while armed, at:\n");
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  if (g_mode.load(std::memory_order_relaxed) == kAbort) std::abort();
+  t_reporting = false;
+}
+
+void on_allocation(const char* what) noexcept {
+  if (!g_armed.load(std::memory_order_relaxed) || t_reporting) return;
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (g_mode.load(std::memory_order_relaxed) != kCount) report(what);
+}
+
+void on_free(const void* p) noexcept {
+  if (p == nullptr || !g_armed.load(std::memory_order_relaxed) || t_reporting) return;
+  g_frees.fetch_add(1, std::memory_order_relaxed);
+  if (g_mode.load(std::memory_order_relaxed) != kCount) report("free");
+}
+
+size_t page_size() noexcept { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+}  // namespace
+
+// ---- The replacements: glibc's own allocator underneath, one count per call -----------------
+
+extern "C" {
+// glibc exports its allocator under these names (not declared in its headers).
+void* __libc_malloc(size_t size);                   // NOLINT(bugprone-reserved-identifier)
+void __libc_free(void* p);                          // NOLINT(bugprone-reserved-identifier)
+void* __libc_calloc(size_t n, size_t size);         // NOLINT(bugprone-reserved-identifier)
+void* __libc_realloc(void* p, size_t size);         // NOLINT(bugprone-reserved-identifier)
+void* __libc_memalign(size_t alignment, size_t n);  // NOLINT(bugprone-reserved-identifier)
+
+void* malloc(size_t size) noexcept {  // NOLINT
+  on_allocation("malloc");
+  return __libc_malloc(size);
+}
+void free(void* p) noexcept {  // NOLINT
+  on_free(p);
+  __libc_free(p);
+}
+void* calloc(size_t n, size_t size) noexcept {  // NOLINT
+  on_allocation("calloc");
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, size_t size) noexcept {  // NOLINT
+  on_allocation("realloc");
+  return __libc_realloc(p, size);
+}
+void* reallocarray(void* p, size_t n, size_t size) noexcept {  // NOLINT
+  on_allocation("reallocarray");
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(n, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return __libc_realloc(p, bytes);
+}
+void* memalign(size_t alignment, size_t size) noexcept {  // NOLINT
+  on_allocation("memalign");
+  return __libc_memalign(alignment, size);
+}
+void* aligned_alloc(size_t alignment, size_t size) noexcept {  // NOLINT
+  on_allocation("aligned_alloc");
+  return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, size_t alignment, size_t size) noexcept {  // NOLINT
+  on_allocation("posix_memalign");
+  if (alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0) return EINVAL;
+  void* p = __libc_memalign(alignment, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void* valloc(size_t size) noexcept {  // NOLINT
+  on_allocation("valloc");
+  return __libc_memalign(page_size(), size);
+}
+void* pvalloc(size_t size) noexcept {  // NOLINT
+  on_allocation("pvalloc");
+  const size_t page = page_size();
+  size_t rounded = 0;
+  if (__builtin_add_overflow(size, page - 1, &rounded)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return __libc_memalign(page, rounded & ~(page - 1));
+}
+}  // extern "C"
+
+namespace {
+
+// operator new: the C functions above (counted there), the new-handler loop of the standard.
+void* new_or_throw(size_t size, size_t alignment) {
+  if (size == 0) size = 1;
+  for (;;) {
+    void* p = alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__ ? std::aligned_alloc(alignment, size)
+                                                           : std::malloc(size);
+    if (p != nullptr) return p;
+    const std::new_handler handler = std::get_new_handler();
+    if (handler == nullptr) throw std::bad_alloc();
+    handler();
+  }
+}
+
+void* new_or_null(size_t size, size_t alignment) noexcept {
+  try {
+    return new_or_throw(size, alignment);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+constexpr size_t kDefaultAlign = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+
+}  // namespace
+
+void* operator new(size_t size) { return new_or_throw(size, kDefaultAlign); }
+void* operator new[](size_t size) { return new_or_throw(size, kDefaultAlign); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept {
+  return new_or_null(size, kDefaultAlign);
+}
+void* operator new[](size_t size, const std::nothrow_t&) noexcept {
+  return new_or_null(size, kDefaultAlign);
+}
+void* operator new(size_t size, std::align_val_t a) {
+  return new_or_throw(size, static_cast<size_t>(a));
+}
+void* operator new[](size_t size, std::align_val_t a) {
+  return new_or_throw(size, static_cast<size_t>(a));
+}
+void* operator new(size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return new_or_null(size, static_cast<size_t>(a));
+}
+void* operator new[](size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return new_or_null(size, static_cast<size_t>(a));
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+// ---- The tests ------------------------------------------------------------------------------
+
+namespace bufferlab {
+namespace {
+
+struct Counts {
+  uint64_t allocations = 0, frees = 0;
+};
+
+// Counts the allocation calls of every thread while `f` runs; disarms even when it throws.
+template <class F>
+Counts counted(F&& f) {
+  struct Disarm {
+    ~Disarm() { g_armed.store(false); }
+  };
+  g_allocations.store(0);
+  g_frees.store(0);
+  {
+    const Disarm disarm;
+    g_armed.store(true);
+    f();
+  }
+  return {g_allocations.load(), g_frees.load()};
+}
+
+// BUFFERLAB_ALLOC_PROBE=backtrace|abort, read once; backtrace() is warmed up here (its first
+// call loads libgcc_s, allocating) so a report does not disturb what it reports.
+class ProbeEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* mode = std::getenv("BUFFERLAB_ALLOC_PROBE");
+    if (mode == nullptr) return;
+    void* frames[4];
+    (void)backtrace(frames, 4);
+    if (std::strcmp(mode, "backtrace") == 0) g_mode.store(kBacktrace);
+    if (std::strcmp(mode, "abort") == 0) g_mode.store(kAbort);
+  }
+};
+const ::testing::Environment* const kProbeEnvironment =
+    ::testing::AddGlobalTestEnvironment(new ProbeEnvironment);
+
+std::string params_of(const OpDescriptor& op) {
+  return std::visit([](const auto& d) { return d.params(); }, op);
+}
+
+// The typed Backend method of a descriptor, called directly (not through execute()).
+void call_typed(Backend& b, const Workspace& ws, const OpDescriptor& op) {
+  std::visit(
+      [&](const auto& d) {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, FusedAddRmsNormOp>) b.fused_add_rmsnorm(ws, d);
+        if constexpr (std::is_same_v<T, MoeRouterOp>) b.moe_router(ws, d);
+        if constexpr (std::is_same_v<T, MoeTopKOp>) (void)b.moe_topk(ws, d);
+        if constexpr (std::is_same_v<T, MoeGatherOp>) b.moe_gather(ws, d);
+        if constexpr (std::is_same_v<T, MoeExpertGemmOp>) b.moe_expert_gemm(ws, d);
+        if constexpr (std::is_same_v<T, SwigluOp>) b.swiglu(ws, d);
+        if constexpr (std::is_same_v<T, MoeCombineOp>) b.moe_combine(ws, d);
+        if constexpr (std::is_same_v<T, GemmOp>) b.gemm(ws, d);
+        if constexpr (std::is_same_v<T, LmHeadOp>) b.lm_head(ws, d);
+        if constexpr (std::is_same_v<T, HcExpandOp>) b.hc_expand(ws, d);
+        if constexpr (std::is_same_v<T, HcPreOp>) (void)b.hc_pre(ws, d);
+        if constexpr (std::is_same_v<T, HcLowRankSplitOp>) (void)b.hc_lowrank_split(ws, d);
+        if constexpr (std::is_same_v<T, HcLowRankSlabOp>) (void)b.hc_lowrank_slab(ws, d);
+        if constexpr (std::is_same_v<T, HcPostOp>) b.hc_post(ws, d);
+        if constexpr (std::is_same_v<T, HcHeadOp>) (void)b.hc_head(ws, d);
+      },
+      op);
+}
+
+// The op has run once through its harness; once more unarmed, then armed through execute()
+// and through the typed method: no allocation, no free.
+void expect_no_allocation(Backend& backend, const Workspace& ws, const OpDescriptor& op) {
+  const std::string params = params_of(op);
+  backend.execute(ws, op);
+  backend.synchronize();
+  const Counts via_execute = counted([&] {
+    backend.execute(ws, op);
+    backend.synchronize();
+  });
+  EXPECT_EQ(via_execute.allocations, 0u) << "execute(" << params << ") allocated";
+  EXPECT_EQ(via_execute.frees, 0u) << "execute(" << params << ") freed";
+  const Counts via_method = counted([&] {
+    call_typed(backend, ws, op);
+    backend.synchronize();
+  });
+  EXPECT_EQ(via_method.allocations, 0u) << "the typed method of " << params << " allocated";
+  EXPECT_EQ(via_method.frees, 0u) << "the typed method of " << params << " freed";
+}
+
+// ---- The counter counts (so the tests below cannot pass vacuously) ----
+
+void* volatile g_sink = nullptr;  // keeps the compiler from eliding an allocation
+
+TEST(AllocProbe, CountsEveryAllocationFunctionWhileArmedOnly) {
+  const Counts c = counted([] {
+    g_sink = std::malloc(24);
+    std::free(g_sink);
+    g_sink = std::calloc(3, 8);
+    g_sink = std::realloc(g_sink, 4096);
+    std::free(g_sink);
+    g_sink = std::aligned_alloc(64, 128);
+    std::free(g_sink);
+    g_sink = memalign(128, 256);
+    std::free(g_sink);
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, 512) == 0) g_sink = p;
+    std::free(g_sink);
+    g_sink = valloc(100);
+    std::free(g_sink);
+    g_sink = pvalloc(100);
+    std::free(g_sink);
+  });
+  EXPECT_EQ(c.allocations, 8u);
+  EXPECT_EQ(c.frees, 7u);
+
+  const Counts cpp = counted([] {
+    g_sink = new int(7);
+    delete static_cast<int*>(g_sink);
+    g_sink = new double[9];
+    delete[] static_cast<double*>(g_sink);
+    g_sink = new (std::nothrow) char[33];
+    delete[] static_cast<char*>(g_sink);
+    struct alignas(256) Wide {
+      char bytes[256];
+    };
+    g_sink = new Wide;
+    delete static_cast<Wide*>(g_sink);
+    const std::vector<float> v(1000, 1.0f);
+    g_sink = const_cast<float*>(v.data());
+    const std::string s(100, 'x');  // past the small-string buffer
+    g_sink = const_cast<char*>(s.data());
+  });
+  EXPECT_EQ(cpp.allocations, 6u);
+  EXPECT_EQ(cpp.frees, 6u);
+
+  g_sink = std::malloc(24);  // unarmed: not counted
+  std::free(g_sink);
+  EXPECT_EQ(counted([] {}).allocations, 0u);
+}
+
+TEST(AllocProbe, CountsAllocationsOfOtherThreads) {
+  std::atomic<int> stage{0};
+  std::thread worker([&] {
+    while (stage.load() != 1) std::this_thread::yield();
+    g_sink = std::malloc(40);
+    std::free(g_sink);
+    stage.store(2);
+    while (stage.load() != 3) std::this_thread::yield();  // std::thread frees its state on exit
+  });
+  const Counts c = counted([&] {
+    stage.store(1);
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  stage.store(3);
+  worker.join();
+  EXPECT_EQ(c.allocations, 1u);
+  EXPECT_EQ(c.frees, 1u);
+}
+
+// The backend's own code is interposed too: allocating a workspace and an op's error path
+// (its message) are counted.
+TEST(AllocProbe, SeesTheBackendsAllocations) {
+  const auto backend = make_cpu_backend();
+  const FusedAddRmsNormOp op = testing::rmsnorm_op(3, 33, {true, false, false});
+  Workspace ws;
+  const Counts alloc = counted(
+      [&] { ws = backend->allocate(oracle::footprint_layout(op), op.weight_pool_bytes()); });
+  EXPECT_GT(alloc.allocations, 0u);
+
+  ModelConfig c;
+  c.hidden_size = 16;
+  c.hc_mult = 2;
+  c.hc_sinkhorn_iters = 20;
+  HcPreOp pre = HcPreOp::make(c, 2);
+  const uint64_t pool = oracle::place_hc_weights(pre);
+  const Workspace hc_ws = oracle::allocate_hc_footprint(*backend, pre, pool);
+  pre.dims.iters = 0;  // refused with an Error that names the op
+  const OpDescriptor bad = pre;
+  const Counts thrown = counted([&] { EXPECT_THROW(backend->execute(hc_ws, bad), Error); });
+  EXPECT_GT(thrown.allocations, 0u);
+}
+
+// ---- fused add + RMSNorm ----
+
+TEST(CpuNoAlloc, FusedAddRmsNorm) {
+  const auto backend = make_cpu_backend();
+  const RmsNormVariant variants[] = {
+      {true, false, false}, {true, true, false}, {true, false, true}, {false, false, false}};
+  // 3 × 33: serial; 64 × 1024 = 2^16 elements: above the OpenMP threshold (2^15).
+  for (const auto& [rows, width] : std::vector<std::pair<uint64_t, uint64_t>>{{3, 33}, {64, 1024}})
+    for (const RmsNormVariant& v : variants) {
+      const FusedAddRmsNormOp op = testing::rmsnorm_op(rows, width, v);
+      const Workspace ws = backend->allocate(oracle::footprint_layout(op), op.weight_pool_bytes());
+      oracle::run_fused_add_rmsnorm(*backend, ws, op, oracle::generate_rmsnorm_inputs(op, 11));
+      expect_no_allocation(*backend, ws, op);
+    }
+}
+
+// ---- MoE routing: the router on every precision path, top-k on every scoring and hash ----
+
+struct RoutingCaseSpec {
+  const char* scoring;
+  bool bias;
+  RouterPrecision precision;
+  bool hash;
+};
+
+TEST(CpuNoAlloc, MoeRouterAndTopK) {
+  const auto backend = make_cpu_backend();
+  const RoutingCaseSpec specs[] = {
+      {"softmax", false, RouterPrecision::bf16, false},
+      {"softmax", false, RouterPrecision::fp32_gate, false},
+      {"softmax", false, RouterPrecision::fp32_routing, false},
+      {"sigmoid", true, RouterPrecision::fp32_gate, false},
+      {"sqrtsoftplus", true, RouterPrecision::bf16, true},
+  };
+  // 5 rows × 10 experts: serial top-k; 128 × 258 logits: above its threshold (2^14).
+  struct Dims {
+    uint64_t rows, hidden, experts, zero, top_k;
+  };
+  for (const Dims d : {Dims{5, 64, 8, 2, 3}, Dims{128, 256, 256, 2, 8}})
+    for (const RoutingCaseSpec& s : specs) {
+      gen::RoutingCase c;
+      c.config.hidden_size = d.hidden;
+      c.config.vocab_size = 100;
+      c.config.num_experts = d.experts;
+      c.config.zero_expert_num = s.hash ? 0 : d.zero;
+      c.config.num_experts_per_tok = d.top_k;
+      c.config.scoring_func = s.scoring;
+      c.config.use_routing_bias = s.bias;
+      c.config.norm_topk_prob = true;
+      c.config.routed_scaling_factor = 2.5;
+      c.rows = d.rows;
+      c.precision = s.precision;
+      c.hash = s.hash;
+      c.seed = 21 + d.rows;
+      const gen::RoutingTensors t = gen::routing_tensors(c);
+      const oracle::RoutingOps ops =
+          oracle::make_routing_ops(c.config, c.rows, c.precision, c.hash);
+      const Workspace ws = backend->allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
+      oracle::run_routing_chain(*backend, ws, ops, {t.x_bf16, t.x_f32, t.weight},
+                                {t.bias, t.token_ids, t.tid2eid});
+      expect_no_allocation(*backend, ws, ops.router);
+      expect_no_allocation(*backend, ws, ops.topk);
+    }
+}
+
+// ---- The routed-expert chain: gather, gate / up / down GEMMs, SwiGLU, combine ----
+
+TEST(CpuNoAlloc, MoeExpertChain) {
+  const auto backend = make_cpu_backend();
+  struct Case {
+    uint64_t rows, hidden, experts, zero, top_k, intermediate, latent;
+    double limit;
+    bool hash;
+  };
+  // Small: serial copies / SwiGLU / combine; the large ones pass 2^15 elements in each, and
+  // the latent one combines in place of its input.
+  const Case cases[] = {{5, 64, 8, 2, 3, 32, 0, 0.0, false},
+                        {128, 256, 16, 2, 4, 128, 0, 7.0, false},
+                        {128, 256, 16, 0, 4, 128, 0, 0.0, true},
+                        {40, 256, 8, 1, 2, 96, 128, 0.0, false}};
+  for (const Case& k : cases) {
+    ModelConfig c;
+    c.hidden_size = k.hidden;
+    c.vocab_size = 100;
+    c.num_experts = k.experts;
+    c.zero_expert_num = k.zero;
+    c.num_experts_per_tok = k.top_k;
+    c.moe_intermediate_size = k.intermediate;
+    c.moe_latent_size = k.latent;
+    c.swiglu_limit = k.limit;
+    const auto chain = oracle::ExpertChain::make(c, k.rows, k.hash);
+    const oracle::RoutingProfile routing{k.experts, chain.zero_experts, 0.2, 0.3, k.hash};
+    const auto in = oracle::generate_expert_chain_inputs(chain, 31, routing, {1.0, 0});
+    const Workspace ws = oracle::allocate_footprint(*backend, chain);
+    oracle::run_expert_chain(*backend, ws, chain, in);
+    for (const OpDescriptor& op : std::vector<OpDescriptor>{chain.gather, chain.gate, chain.up,
+                                                            chain.act, chain.down, chain.combine})
+      expect_no_allocation(*backend, ws, op);
+  }
+}
+
+// ---- GemmOp BF16 kinds and the LM head ----
+
+GemmOp bf16_gemm(GemmEpilogue e, uint64_t rows, uint64_t K, uint64_t N) {
+  const TensorRef x = arena_tensor(BufferId::norm_output, 0, {rows, K}, DType::bf16);
+  const BufferId out = e == GemmEpilogue::store ? BufferId::expert_gate_out : BufferId::moe_output;
+  const char* kind = e == GemmEpilogue::store    ? "bf16"
+                     : e == GemmEpilogue::swiglu ? "bf16+swiglu-epilogue"
+                                                 : "bf16+accumulate";
+  std::vector<Access> inputs = {{x, AccessKind::read, "norm"}};
+  if (e != GemmEpilogue::store)
+    inputs.push_back({arena_tensor(out, 0, {rows, N}, DType::bf16), AccessKind::read, "old"});
+  return GemmOp::make("dense", kind, inputs, rows, rows, K, N, out, 0, DType::bf16, "out");
+}
+
+TEST(CpuNoAlloc, GemmBf16Kinds) {
+  const auto backend = make_cpu_backend();
+  struct Dims {
+    uint64_t rows, K, N;
+  };
+  // One tile, and several tiles with partial edges in M, N and K.
+  for (const Dims d : {Dims{5, 64, 48}, Dims{130, 300, 260}})
+    for (const GemmEpilogue e :
+         {GemmEpilogue::store, GemmEpilogue::swiglu, GemmEpilogue::accumulate}) {
+      const GemmOp op = bf16_gemm(e, d.rows, d.K, d.N);
+      const oracle::GemmInputs in{
+          oracle::seeded_bf16(d.rows * d.K, 41, {1.0, 0}),
+          oracle::seeded_bf16(d.N * d.K, 42, {1.0 / std::sqrt(static_cast<double>(d.K)), 0}),
+          e == GemmEpilogue::store ? std::vector<uint16_t>{}
+                                   : oracle::seeded_bf16(d.rows * d.N, 43, {1.0, 0})};
+      const Workspace ws = oracle::allocate_footprint(*backend, op);
+      oracle::run_gemm(*backend, ws, op, in);
+      expect_no_allocation(*backend, ws, op);
+    }
+}
+
+TEST(CpuNoAlloc, LmHead) {
+  const auto backend = make_cpu_backend();
+  const uint64_t h = 200, vocab = 300;
+  const LmHeadOp ops[] = {
+      LmHeadOp::make(4, 4, h, vocab, "decode", {4, 0, 0}),
+      LmHeadOp::make(70, 1, h, vocab, "prefill", {0, 69, 0}),
+      LmHeadOp::make(3 + 20, 4, h, vocab, "mixed", {3, 22, 0}),
+      LmHeadOp::make(4 * 30, 4, h, vocab, "codispatch", {0, 29, 30}),
+      LmHeadOp::make(100, 100, h, vocab, "verify", {100, 0, 0}),
+  };
+  for (const LmHeadOp& op : ops) {
+    const oracle::LmHeadInputs in{oracle::seeded_bf16(op.shape().rows * h, 51, {1.0, 0}),
+                                  oracle::seeded_bf16(vocab * h, 52, {0.07, 0})};
+    const Workspace ws = oracle::allocate_footprint(*backend, op);
+    oracle::run_lm_head(*backend, ws, op, in);
+    expect_no_allocation(*backend, ws, op);
+  }
+}
+
+// ---- mHC: expand, pre (Sinkhorn), post (both forms), head, the low-rank stages ----
+
+ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t lowrank) {
+  ModelConfig c;
+  c.hidden_size = h;
+  c.vocab_size = 16;
+  c.hc_mult = hc;
+  c.hc_lowrank = lowrank;
+  c.hc_sinkhorn_iters = 20;
+  c.hc_eps = 1e-6;
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+struct HcDims {
+  uint64_t rows, hc, h;
+};
+// 3 × 2 × 32: serial; 64 × 4 × 256 = 2^16 stream values: above the OpenMP threshold (2^15).
+constexpr HcDims kHcSizes[] = {{3, 2, 32}, {64, 4, 256}};
+
+TEST(CpuNoAlloc, HcExpandPrePostHead) {
+  const auto backend = make_cpu_backend();
+  for (const HcDims d : kHcSizes)
+    for (const uint64_t lowrank : {uint64_t{0}, uint64_t{8}}) {
+      const ModelConfig c = mhc_config(d.hc, d.h, lowrank);
+      if (lowrank == 0) {
+        const HcExpandOp expand = HcExpandOp::make(c, d.rows);
+        const Workspace ws = oracle::allocate_hc_footprint(*backend, expand, 0);
+        oracle::run_hc_expand(*backend, ws, expand, oracle::generate_hc_expand_input(expand, 61));
+        expect_no_allocation(*backend, ws, expand);
+
+        HcPreOp pre = HcPreOp::make(c, d.rows);
+        const uint64_t pool = oracle::place_hc_weights(pre);
+        const Workspace pre_ws = oracle::allocate_hc_footprint(*backend, pre, pool);
+        oracle::run_hc_pre(*backend, pre_ws, pre, oracle::generate_hc_pre_inputs(pre, 62));
+        expect_no_allocation(*backend, pre_ws, pre);
+      }
+
+      const HcPostOp post = HcPostOp::make(c, d.rows);  // in place; low-rank form when r > 0
+      const Workspace post_ws = oracle::allocate_hc_footprint(*backend, post, 0);
+      oracle::run_hc_post(*backend, post_ws, post, oracle::generate_hc_post_inputs(post, 63));
+      expect_no_allocation(*backend, post_ws, post);
+
+      HcHeadOp head = HcHeadOp::make(c, d.rows);
+      const uint64_t head_pool = oracle::place_hc_weights(head);
+      const Workspace head_ws = oracle::allocate_hc_footprint(*backend, head, head_pool);
+      oracle::run_hc_head(*backend, head_ws, head, oracle::generate_hc_head_inputs(head, 64));
+      expect_no_allocation(*backend, head_ws, head);
+    }
+}
+
+TEST(CpuNoAlloc, HcLowRankStages) {
+  const auto backend = make_cpu_backend();
+  struct Case {
+    HcDims d;
+    uint64_t r;
+    oracle::HcLowRankPath path;
+  };
+  // Split path (rows ≤ 64) small and large; slab path (GEMMs) past 64 rows and small.
+  const Case cases[] = {{{3, 2, 32}, 4, oracle::HcLowRankPath::split},
+                        {{64, 4, 256}, 16, oracle::HcLowRankPath::split},
+                        {{3, 2, 32}, 4, oracle::HcLowRankPath::slab},
+                        {{80, 4, 256}, 16, oracle::HcLowRankPath::slab}};
+  for (const Case& k : cases) {
+    const ModelConfig c = mhc_config(k.d.hc, k.d.h, k.r);
+    const oracle::HcLowRankPlan plan = oracle::plan_hc_lowrank(c, k.d.rows, k.path);
+    const oracle::HcLowRankDims dims{k.d.rows, k.d.hc, k.d.h, k.r, c.rms_norm_eps};
+    const Workspace ws = oracle::allocate_hc_footprint(*backend, plan);
+    oracle::run_hc_lowrank(*backend, ws, plan, oracle::generate_hc_lowrank_inputs(dims, 71));
+    for (const HcLowRankSplitOp& op : plan.split) expect_no_allocation(*backend, ws, op);
+    for (const HcLowRankSlabOp& op : plan.slab) expect_no_allocation(*backend, ws, op);
+  }
+}
+
+}  // namespace
+}  // namespace bufferlab
