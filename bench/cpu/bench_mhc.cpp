@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_timing.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/error.h"
@@ -42,10 +43,16 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/pool_placement.h"
 
 namespace bufferlab {
 namespace {
+
+using bench::cached_seconds;
+using bench::first_call_or_skip;
+using bench::parallel_memcpy;
+using bench::seconds_per_call;
 
 constexpr uint64_t kHc = 4, kHidden = 2048, kRank = 16;
 
@@ -92,14 +99,9 @@ struct Rig {
 
   // The arena holds every arena tensor of the accesses; the pool `pool_bytes`.
   void allocate(std::initializer_list<std::vector<Access>> ops, uint64_t pool_bytes) {
-    BufferSizes sizes;
-    for (const auto& accesses : ops)
-      for (const Access& a : accesses) {
-        if (a.tensor.space != Space::arena) continue;
-        uint64_t& b = sizes.bytes(a.tensor.buffer);
-        b = std::max(b, a.tensor.offset + a.tensor.bytes());
-      }
-    ws = backend->allocate(Layout::build(sizes), pool_bytes);
+    std::vector<Access> all;
+    for (const auto& accesses : ops) all.insert(all.end(), accesses.begin(), accesses.end());
+    ws = backend->allocate(oracle::hc_footprint_layout(all), pool_bytes);
     backend->poison(ws);
   }
   template <class T>
@@ -108,54 +110,6 @@ struct Rig {
     backend->upload(ws, t, host.data());
   }
 };
-
-// ---------------------------------------------------------------- timing
-
-// Mean seconds per call of f over at least min_s (after one warm-up call unless cold).
-template <class F>
-double seconds_per_call(F f, double min_s = 0.1, bool warm_up = true) {
-  using Clock = std::chrono::steady_clock;
-  if (warm_up) f();
-  uint64_t calls = 0;
-  const auto start = Clock::now();
-  std::chrono::duration<double> elapsed{0};
-  do {
-    f();
-    ++calls;
-    elapsed = Clock::now() - start;
-  } while (elapsed.count() < min_s);
-  return elapsed.count() / static_cast<double>(calls);
-}
-
-template <class F>
-bool first_call_or_skip(benchmark::State& state, F op) {
-  try {
-    op();
-    return true;
-  } catch (const std::exception& e) {
-    state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
-    return false;
-  }
-}
-
-template <class Key, class F>
-double cached_seconds(std::map<Key, double>& cache, const Key& key, F measure) {
-  auto [it, fresh] = cache.try_emplace(key, 0.0);
-  if (fresh) it->second = measure();
-  return it->second;
-}
-
-void parallel_memcpy(std::byte* dst, const std::byte* src, uint64_t bytes) {
-#pragma omp parallel
-  {
-    const auto threads = static_cast<uint64_t>(omp_get_num_threads());
-    const auto id = static_cast<uint64_t>(omp_get_thread_num());
-    const uint64_t chunk = (bytes + threads - 1) / threads;
-    const uint64_t begin = std::min(bytes, id * chunk);
-    const uint64_t end = std::min(bytes, begin + chunk);
-    std::memcpy(dst + begin, src + begin, end - begin);
-  }
-}
 
 // The copy baseline: seconds to memcpy `bytes`, measured once per size in this run.
 double copy_seconds(uint64_t bytes) {

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_timing.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/error.h"
@@ -45,10 +46,15 @@
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
 #include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/moe_ffn_harness.h"
 #include "bufferlab/oracle/pool_placement.h"
 
 namespace bufferlab {
 namespace {
+
+using bench::cached_seconds;
+using bench::first_call_or_skip;
+using bench::seconds_per_call;
 
 // ---------------------------------------------------------------- inputs and workspaces
 
@@ -89,14 +95,9 @@ std::vector<uint32_t> spread_ids(uint64_t tokens, uint64_t top_k, uint64_t exper
 
 // The arena layout holding every arena tensor the ops touch, each sized by its TensorRef.
 Layout footprint_layout(std::initializer_list<std::vector<Access>> ops) {
-  BufferSizes sizes;
-  for (const auto& accesses : ops)
-    for (const Access& a : accesses) {
-      if (a.tensor.space != Space::arena) continue;
-      uint64_t& b = sizes.bytes(a.tensor.buffer);
-      b = std::max(b, a.tensor.offset + a.tensor.bytes());
-    }
-  return Layout::build(sizes);
+  std::vector<Access> all;
+  for (const auto& accesses : ops) all.insert(all.end(), accesses.begin(), accesses.end());
+  return oracle::ffn_footprint_layout(all);
 }
 
 struct Rig {
@@ -108,43 +109,6 @@ struct Rig {
     backend->upload(ws, t, host.data());
   }
 };
-
-// ---------------------------------------------------------------- timing
-
-// Mean seconds per call of f over at least min_s (after one warm-up call unless cold).
-template <class F>
-double seconds_per_call(F f, double min_s = 0.1, bool warm_up = true) {
-  using Clock = std::chrono::steady_clock;
-  if (warm_up) f();
-  uint64_t calls = 0;
-  const auto start = Clock::now();
-  std::chrono::duration<double> elapsed{0};
-  do {
-    f();
-    ++calls;
-    elapsed = Clock::now() - start;
-  } while (elapsed.count() < min_s);
-  return elapsed.count() / static_cast<double>(calls);
-}
-
-// Runs `op` once; on an Error (e.g. a kernel not written yet) skips the benchmark.
-template <class F>
-bool first_call_or_skip(benchmark::State& state, F op) {
-  try {
-    op();
-    return true;
-  } catch (const std::exception& e) {
-    state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
-    return false;
-  }
-}
-
-template <class Key, class F>
-double cached_seconds(std::map<Key, double>& cache, const Key& key, F measure) {
-  auto [it, fresh] = cache.try_emplace(key, 0.0);
-  if (fresh) it->second = measure();
-  return it->second;
-}
 
 // ---------------------------------------------------------------- (a) top-k
 

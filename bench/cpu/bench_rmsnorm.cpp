@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_timing.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
@@ -29,6 +30,8 @@
 
 namespace bufferlab {
 namespace {
+
+using bench::parallel_memcpy;
 
 uint64_t traffic_bytes(uint64_t rows, uint64_t width) { return 8 * rows * width + 2 * width; }
 
@@ -83,18 +86,6 @@ void naive_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) {
   }
 }
 
-void parallel_memcpy(std::byte* dst, const std::byte* src, uint64_t bytes) {
-#pragma omp parallel
-  {
-    const uint64_t threads = static_cast<uint64_t>(omp_get_num_threads());
-    const uint64_t id = static_cast<uint64_t>(omp_get_thread_num());
-    const uint64_t chunk = (bytes + threads - 1) / threads;
-    const uint64_t begin = std::min(bytes, id * chunk);
-    const uint64_t end = std::min(bytes, begin + chunk);
-    std::memcpy(dst + begin, src + begin, end - begin);
-  }
-}
-
 struct CopyBuffers {
   std::vector<std::byte> src, dst;
 };
@@ -112,17 +103,7 @@ CopyBuffers& copy_buffers(uint64_t bytes) {
 // Mean seconds per call of f over at least 0.2 s (after one warm-up call).
 template <class F>
 double seconds_per_call(F f) {
-  using Clock = std::chrono::steady_clock;
-  f();
-  uint64_t calls = 0;
-  const auto start = Clock::now();
-  std::chrono::duration<double> elapsed{0};
-  do {
-    f();
-    ++calls;
-    elapsed = Clock::now() - start;
-  } while (elapsed.count() < 0.2);
-  return elapsed.count() / static_cast<double>(calls);
+  return bench::seconds_per_call(f, 0.2);
 }
 
 // Baselines measured once per shape in this run, so the ratios compare like with like.

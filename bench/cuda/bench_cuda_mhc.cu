@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cuda_rig.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/error.h"
@@ -41,138 +42,18 @@
 namespace bufferlab {
 namespace {
 
-constexpr double kCopyBytesPerS = 4.3e12;  // H200, measured (GPU.md)
-constexpr double kBf16FlopsPerS = 790e12;  // H200 dense BF16 matrix product (GPU.md)
-constexpr double kFp32FlopsPerS = 67e12;   // H100/H200 SXM FP32 (CUDA cores), datasheet
+using namespace bench;  // NOLINT(google-build-using-namespace): the shared rig
+
+constexpr double kFp32FlopsPerS = 67e12;  // H100/H200 SXM FP32 (CUDA cores), datasheet
 
 constexpr uint64_t kHc = 4;
 constexpr uint64_t kRank = 32;
 
-// ---------------------------------------------------------------- inputs
-
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-float value(uint64_t i, uint64_t seed, float scale) {
-  const auto q = static_cast<int64_t>(mix(i * 0x100000001B3ull + seed) >> 48) - 32768;
-  return scale * static_cast<float>(q) / 32768.0f;
-}
-
-constexpr uint64_t kTile = uint64_t{1} << 22;  // large tensors repeat a ≤ 4 Mi element tile
-
-std::vector<uint16_t> bf16_tile(uint64_t n, uint64_t seed, float scale) {
-  std::vector<uint16_t> v(std::min(n, kTile));
-  for (uint64_t i = 0; i < v.size(); ++i) v[i] = f32_to_bf16_bits(value(i, seed, scale));
-  return v;
-}
-
-std::vector<float> f32_tile(uint64_t n, uint64_t seed, float scale) {
-  std::vector<float> v(std::min(n, kTile));
-  for (uint64_t i = 0; i < v.size(); ++i) v[i] = value(i, seed, scale);
-  return v;
-}
-
-Layout footprint_layout(const std::vector<Access>& accesses) {
-  BufferSizes sizes;
-  for (const Access& a : accesses) {
-    if (a.tensor.space != Space::arena) continue;
-    uint64_t& b = sizes.bytes(a.tensor.buffer);
-    b = std::max(b, a.tensor.offset + a.tensor.bytes());
-  }
-  return Layout::build(sizes);
-}
-
+// Every access of `op`, appended (a chain's workspace holds all its stages).
 template <class Op>
 void append(std::vector<Access>& all, const Op& op) {
   const auto a = op.accesses();
   all.insert(all.end(), a.begin(), a.end());
-}
-
-// ---------------------------------------------------------------- device state
-
-struct Device {
-  std::unique_ptr<Backend> backend;
-  cudaEvent_t start{}, stop{};
-  std::string key;  // the live workspace's shape; replaced, never accumulated
-  Workspace ws;
-};
-
-// Never destroyed: freeing device memory from static destructors races the runtime's teardown.
-Device* device_or_skip(benchmark::State& state) {
-  static Device* dev = nullptr;
-  static std::string error;
-  if (dev == nullptr && error.empty()) {
-    error = cuda_unavailable_reason();
-    if (error.empty()) {
-      try {
-        auto d = std::make_unique<Device>();
-        d->backend = make_cuda_backend();
-        if (cudaEventCreate(&d->start) != cudaSuccess || cudaEventCreate(&d->stop) != cudaSuccess)
-          throw Error(std::string("cudaEventCreate: ") + cudaGetErrorString(cudaGetLastError()));
-        dev = d.release();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-  }
-  if (dev == nullptr) state.SkipWithError(("skipped: " + error).c_str());
-  return dev;
-}
-
-template <class T>
-void upload_tiled(Device& d, const TensorRef& t, const std::vector<T>& tile) {
-  const uint64_t n = t.elements();
-  for (uint64_t done = 0; done < n;) {
-    const uint64_t len = std::min<uint64_t>(tile.size(), n - done);
-    TensorRef part = t;
-    part.offset = t.offset + done * sizeof(T);
-    part.shape = {len};
-    d.backend->upload(d.ws, part, tile.data());
-    done += len;
-  }
-}
-
-void use_workspace(Device& d, const std::string& key, const std::vector<Access>& accesses,
-                   uint64_t pool_bytes, const std::function<void()>& fill) {
-  if (d.key == key) return;
-  d.key.clear();
-  d.ws = Workspace();
-  d.backend->synchronize();
-  d.ws = d.backend->allocate(footprint_layout(accesses), pool_bytes);
-  d.backend->poison(d.ws);
-  fill();
-  d.backend->synchronize();
-  d.key = key;
-}
-
-// ---------------------------------------------------------------- timing
-
-template <class F>
-float event_ms(Device& d, F work) {
-  cudaEventRecord(d.start);
-  work();
-  cudaEventRecord(d.stop);
-  cudaEventSynchronize(d.stop);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, d.start, d.stop);
-  return ms;
-}
-
-template <class F>
-double mean_ms(Device& d, F work) {
-  work();
-  const double once = event_ms(d, work);
-  if (once >= 20.0) return once;
-  const int reps = static_cast<int>(std::clamp(20.0 / std::max(once, 1e-3), 3.0, 50.0));
-  return event_ms(d,
-                  [&] {
-                    for (int i = 0; i < reps; ++i) work();
-                  }) /
-         reps;
 }
 
 struct Cost {

@@ -1,0 +1,69 @@
+// Timing helpers shared by the CPU benchmarks (bench_rmsnorm.cpp, bench_moe.cpp, bench_mhc.cpp):
+// the mean time per call of a baseline measured in the same run, skipping a benchmark whose op
+// throws, and a per-key cache so a slow baseline is timed once per shape. Header-only.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <string>
+
+namespace bufferlab::bench {
+
+// Mean seconds per call of f over at least min_s (after one warm-up call unless cold).
+template <class F>
+double seconds_per_call(F f, double min_s = 0.1, bool warm_up = true) {
+  using Clock = std::chrono::steady_clock;
+  if (warm_up) f();
+  uint64_t calls = 0;
+  const auto start = Clock::now();
+  std::chrono::duration<double> elapsed{0};
+  do {
+    f();
+    ++calls;
+    elapsed = Clock::now() - start;
+  } while (elapsed.count() < min_s);
+  return elapsed.count() / static_cast<double>(calls);
+}
+
+// Runs `op` once; on an Error (e.g. a kernel not written yet) skips the benchmark.
+template <class F>
+bool first_call_or_skip(benchmark::State& state, F op) {
+  try {
+    op();
+    return true;
+  } catch (const std::exception& e) {
+    state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
+    return false;
+  }
+}
+
+template <class Key, class F>
+double cached_seconds(std::map<Key, double>& cache, const Key& key, F measure) {
+  auto [it, fresh] = cache.try_emplace(key, 0.0);
+  if (fresh) it->second = measure();
+  return it->second;
+}
+
+// memcpy of `bytes` split evenly over the OpenMP team: the bandwidth baseline.
+inline void parallel_memcpy(std::byte* dst, const std::byte* src, uint64_t bytes) {
+#pragma omp parallel
+  {
+    const auto threads = static_cast<uint64_t>(omp_get_num_threads());
+    const auto id = static_cast<uint64_t>(omp_get_thread_num());
+    const uint64_t chunk = (bytes + threads - 1) / threads;
+    const uint64_t begin = std::min(bytes, id * chunk);
+    const uint64_t end = std::min(bytes, begin + chunk);
+    std::memcpy(dst + begin, src + begin, end - begin);
+  }
+}
+
+}  // namespace bufferlab::bench
