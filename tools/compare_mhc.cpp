@@ -28,7 +28,7 @@
 namespace bufferlab::cli {
 namespace {
 
-constexpr uint64_t kSplitMaxRows = 64;  // numerics §4: the engine runs T <= 64 on the split path
+constexpr uint64_t kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
 oracle::BoundModel bounds_of(const Backend& backend) {
   return backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
@@ -261,8 +261,9 @@ CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s) {
         "(e.g. tiny-mhc-lowrank); its pre step is --op hc-pre",
         s.model_label));
   const bool forced = !s.hc.lowrank_path.empty();
-  oracle::HcLowRankPath path =
-      s.tokens <= kSplitMaxRows ? oracle::HcLowRankPath::split : oracle::HcLowRankPath::slab;
+  oracle::HcLowRankPath path = HcSplitCarve::takes_split_path(s.tokens)
+                                   ? oracle::HcLowRankPath::split
+                                   : oracle::HcLowRankPath::slab;
   if (s.hc.lowrank_path == "split")
     path = oracle::HcLowRankPath::split;
   else if (s.hc.lowrank_path == "slab")
@@ -298,7 +299,7 @@ CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s) {
   res.report = oracle::judge_hc_lowrank(run, in, backend.name(), s.seed, bounds_of(backend));
   res.weight_pool_bytes = plan.pool_bytes;
   const uint64_t slabs = plan.slab.size() / 5;
-  const char* engine = s.tokens <= kSplitMaxRows ? "split" : "slab";
+  const char* engine = HcSplitCarve::takes_split_path(s.tokens) ? "split" : "slab";
   const std::string why =
       forced
           ? fmt::format("forced by --path; the engine runs {} at T = {}", engine, s.tokens)

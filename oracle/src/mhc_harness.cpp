@@ -16,8 +16,6 @@
 namespace bufferlab::oracle {
 namespace {
 
-constexpr uint64_t kSplitMaxRows = 64;  // numerics §4: T ≤ 64 runs the split path
-
 using detail::grow_to_hold;
 using detail::read_back;
 using detail::upload_exact;
@@ -123,9 +121,9 @@ HcLowRankPlan plan_hc_lowrank(const ModelConfig& c, uint64_t rows, HcLowRankPath
   if (m == 0) m = rows;
   if (m < rows)
     throw Error(fmt::format("plan_hc_lowrank: m = {} below the pass's {} rows", m, rows));
-  if (path == HcLowRankPath::split && rows > kSplitMaxRows)
+  if (path == HcLowRankPath::split && !HcSplitCarve::takes_split_path(rows))
     throw Error(fmt::format("plan_hc_lowrank: the split path runs T <= {} rows, not {}",
-                            kSplitMaxRows, rows));
+                            HcSplitCarve::kMaxRows, rows));
   HcLowRankPlan p;
   p.path = path;
   p.dims = {rows, c.hc_mult, c.hidden_size, c.hc_lowrank, c.rms_norm_eps};
@@ -144,12 +142,9 @@ HcLowRankPlan plan_hc_lowrank(const ModelConfig& c, uint64_t rows, HcLowRankPath
     return p;
   }
   using S = HcLowRankSlabOp::Stage;
-  const uint64_t slab_rows = HcGemmCarve::make(m, c.hc_mult, c.hidden_size, c.hc_lowrank).slab_rows;
-  for (uint64_t row0 = 0; row0 < rows; row0 += slab_rows) {
-    const uint64_t n = std::min(slab_rows, rows - row0);
+  for (const HcSlab& slab : hc_gemm_slabs(rows))  // the plans' slabs (core ops/mhc.h)
     for (S s : {S::norm, S::down, S::inject, S::up, S::collapse})
-      p.slab.push_back(HcLowRankSlabOp::make(s, c, m, row0, n));
-  }
+      p.slab.push_back(HcLowRankSlabOp::make(s, c, m, slab.row0, slab.rows));
   HcLowRankSlabOp& first = p.slab[0];
   p.pool_bytes = place_in_pool({&first.norm_w, &first.w_down, &first.w_inject, &first.w_up});
   for (auto& op : p.slab) {

@@ -49,7 +49,7 @@ using gen::HcOpKind;
 using oracle::HcLowRankPath;
 using U = uint64_t;
 
-constexpr U kSplitMaxRows = 64;  // numerics §4
+constexpr U kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
 Backend& cpu() {
   static const std::unique_ptr<Backend> backend = make_cpu_backend();

@@ -34,7 +34,7 @@ using oracle::HcLowRankPath;
 using U = uint64_t;
 
 constexpr int kCases = 50;
-constexpr U kSplitMaxRows = 64;
+constexpr U kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
 // rc::detail::checkGTest with kCases successes instead of the configured count.
 template <class Testable>

@@ -105,3 +105,25 @@ TEST(MhcBind, PostInPlaceOrDisjointButNeverPartlyOverlapping) {
 
 }  // namespace
 }  // namespace bufferlab
+
+namespace bufferlab {
+namespace {
+
+// The one path rule and slab split every caller uses (plans, harness, compare, generators).
+TEST(MhcPaths, SplitUpTo64TokensAndSlabsOf2048) {
+  EXPECT_TRUE(HcSplitCarve::takes_split_path(64));
+  EXPECT_FALSE(HcSplitCarve::takes_split_path(65));
+  EXPECT_TRUE(hc_gemm_slabs(0).empty());
+  const std::vector<HcSlab> two = hc_gemm_slabs(2049);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].row0, 0u);
+  EXPECT_EQ(two[0].rows, 2048u);
+  EXPECT_EQ(two[1].row0, 2048u);
+  EXPECT_EQ(two[1].rows, 1u);
+  const std::vector<HcSlab> one = hc_gemm_slabs(65);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].rows, 65u);
+}
+
+}  // namespace
+}  // namespace bufferlab

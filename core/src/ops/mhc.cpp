@@ -2,6 +2,7 @@
 // hc_lowrank_scratch from the m the layout was sized for. All products are checked.
 #include "bufferlab/core/ops/mhc.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -137,6 +138,13 @@ HcGemmCarve HcGemmCarve::make(uint64_t m, uint64_t hc, uint64_t h, uint64_t r) {
   c.inj_pre = (Size(c.low) + Size(c.slab_rows) * r * 2).value();
   c.end = (Size(c.inj_pre) + Size(c.slab_rows) * hc * 2).value();
   return c;
+}
+
+std::vector<HcSlab> hc_gemm_slabs(uint64_t tokens) {
+  std::vector<HcSlab> out;
+  for (uint64_t row0 = 0; row0 < tokens; row0 += HcGemmCarve::kSlabRows)
+    out.push_back({row0, std::min(HcGemmCarve::kSlabRows, tokens - row0)});
+  return out;
 }
 
 // --- low-rank pre, split path --------------------------------------------------------------

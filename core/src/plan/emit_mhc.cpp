@@ -9,10 +9,8 @@
 namespace bufferlab::plan::detail {
 namespace {
 
-constexpr uint64_t kSplitPathMaxRows = 64;  // numerics §4: T ≤ 64 runs the FP32 split path
-
 void emit_lowrank_pre(Builder& b, const Ctx& c) {
-  if (c.T <= kSplitPathMaxRows) {
+  if (HcSplitCarve::takes_split_path(c.T)) {
     using Stage = HcLowRankSplitOp::Stage;
     for (Stage s : {Stage::norm, Stage::down, Stage::collapse})
       b.add(HcLowRankSplitOp::make(s, c.config, c.T));
@@ -21,11 +19,9 @@ void emit_lowrank_pre(Builder& b, const Ctx& c) {
   // GEMM path: one step per stage per slab of ≤ 2048 tokens; every slab uses the carve the
   // layout was sized for (Ts = min(m, 2048), m from the sizing under test).
   using Stage = HcLowRankSlabOp::Stage;
-  for (uint64_t row0 = 0; row0 < c.T; row0 += HcGemmCarve::kSlabRows) {
-    const uint64_t rows = std::min<uint64_t>(HcGemmCarve::kSlabRows, c.T - row0);
+  for (const HcSlab& slab : hc_gemm_slabs(c.T))
     for (Stage s : {Stage::norm, Stage::down, Stage::inject, Stage::up, Stage::collapse})
-      b.add(HcLowRankSlabOp::make(s, c.config, c.lp.m, row0, rows));
-  }
+      b.add(HcLowRankSlabOp::make(s, c.config, c.lp.m, slab.row0, slab.rows));
 }
 
 }  // namespace

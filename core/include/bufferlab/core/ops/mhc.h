@@ -104,6 +104,11 @@ struct HcPreOp {
 // Split-path layout of hc_lowrank_scratch (§4.7, T ≤ 64, FP32): normed [T, hc·h] then
 // low [T, r], carved back to back at the pass's T rows.
 struct HcSplitCarve {
+  // The split path runs passes of T ≤ kMaxRows tokens; longer ones take the GEMM path
+  // (numerics §4). The one rule every caller (plans, harness, CLI, generators) asks.
+  static constexpr uint64_t kMaxRows = 64;
+  static bool takes_split_path(uint64_t rows) { return rows <= kMaxRows; }
+
   uint64_t rows = 0, hc = 0, h = 0, r = 0;
   uint64_t normed = 0, low = 0, end = 0;  // byte offsets
 
@@ -120,6 +125,13 @@ struct HcGemmCarve {
 
   static HcGemmCarve make(uint64_t m, uint64_t hc, uint64_t h, uint64_t r);
 };
+
+// The GEMM path's slabs of a T-token pass: [row0, row0 + rows) in token order, each of at most
+// HcGemmCarve::kSlabRows rows (every one carved at the same HcGemmCarve offsets).
+struct HcSlab {
+  uint64_t row0 = 0, rows = 0;
+};
+std::vector<HcSlab> hc_gemm_slabs(uint64_t tokens);
 
 // Low-rank pre step (numerics §4), split path: one stage per step over all T ≤ 64 rows, FP32
 // throughout (weights included).
