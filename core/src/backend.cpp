@@ -48,20 +48,30 @@ void Backend::execute(const Workspace& ws, const OpDescriptor& op) {
         if constexpr (std::is_same_v<T, HcLowRankSlabOp>) hc_lowrank_slab(ws, d);
         if constexpr (std::is_same_v<T, HcPostOp>) hc_post(ws, d);
         if constexpr (std::is_same_v<T, HcHeadOp>) hc_head(ws, d);
+        if constexpr (std::is_same_v<T, GdnConvOp>) gdn_conv(ws, d);
+        if constexpr (std::is_same_v<T, GdnGatesOp>) gdn_gates(ws, d);
+        if constexpr (std::is_same_v<T, GdnChunkOp>) gdn_chunk(ws, d);
+        if constexpr (std::is_same_v<T, GdnRecurrentOp>) gdn_recurrent(ws, d);
+        if constexpr (std::is_same_v<T, GdnGatedNormOp>) gdn_gated_norm(ws, d);
+        if constexpr (std::is_same_v<T, Mamba2ConvOp>) mamba2_conv(ws, d);
+        if constexpr (std::is_same_v<T, SsdChunkOp>) ssd_chunk(ws, d);
+        if constexpr (std::is_same_v<T, Mamba2RecurrentOp>) mamba2_recurrent(ws, d);
+        if constexpr (std::is_same_v<T, Mamba2GatedNormOp>) mamba2_gated_norm(ws, d);
       },
       op);
 }
 
 bool Backend::is_backend_mutant(Mutant m) {
   return m == Mutant::none || m == Mutant::B14 || m == Mutant::M_TIE || m == Mutant::B13 ||
-         m == Mutant::M_SKCOL;
+         m == Mutant::M_SKCOL || m == Mutant::M_GDNCARRY || m == Mutant::M_SSDSTATE;
 }
 
 void Backend::set_kernel_mutant(Mutant m) {
   if (!is_backend_mutant(m))
     throw Error(
         std::string("mutant ") + to_string(m) +
-        " is not a kernel mutant of this backend (kernel mutants: B13, B14, M-TIE, M-SKCOL)");
+        " is not a kernel mutant of this backend (kernel mutants: B13, B14, M-TIE, M-SKCOL, "
+        "M-GDNCARRY, M-SSDSTATE)");
   mutant_ = m;
 }
 

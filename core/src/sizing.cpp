@@ -45,6 +45,8 @@ bool is_static_mutant(Mutant m) {
     case Mutant::B14:
     case Mutant::M_TIE:
     case Mutant::M_SKCOL:
+    case Mutant::M_GDNCARRY:
+    case Mutant::M_SSDSTATE:
       return false;
     default:
       return m != Mutant::none;

@@ -212,7 +212,7 @@ TEST(Mamba2Ops, ChunkFootprintsSpanTheHeads) {
   EXPECT_EQ(op.cb().offset, 6144u);
   EXPECT_EQ(op.cb().bytes(), 2u * 2 * 64 * 64 * 4);
   const auto acc = op.accesses();
-  EXPECT_EQ(acc.size(), 4u);  // zxbcdt rows, A_log/dt_bias, dt span, dA span
+  EXPECT_EQ(acc.size(), 5u);  // zxbcdt rows, A_log, dt_bias, dt span, dA span
   EXPECT_EQ(undeclared_overlaps(acc), 0);
 
   // nc = 1 (short): dA_cumsum at 4·64·4 = 1024, but the dt span ends at (3·1 + 2)·256 =

@@ -81,6 +81,31 @@ class CpuBackend final : public Backend {
   HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) override {
     return cpu::hc_head(host(ws), op);
   }
+  void gdn_conv(const Workspace& ws, const GdnConvOp& op) override { cpu::gdn_conv(host(ws), op); }
+  void gdn_gates(const Workspace& ws, const GdnGatesOp& op) override {
+    cpu::gdn_gates(host(ws), op);
+  }
+  void gdn_chunk(const Workspace& ws, const GdnChunkOp& op) override {
+    cpu::gdn_chunk(host(ws), op, kernel_mutant());
+  }
+  void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) override {
+    cpu::gdn_recurrent(host(ws), op);
+  }
+  void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) override {
+    cpu::gdn_gated_norm(host(ws), op);
+  }
+  void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) override {
+    cpu::mamba2_conv(host(ws), op);
+  }
+  void ssd_chunk(const Workspace& ws, const SsdChunkOp& op) override {
+    cpu::ssd_chunk(host(ws), op, kernel_mutant());
+  }
+  void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) override {
+    cpu::mamba2_recurrent(host(ws), op);
+  }
+  void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) override {
+    cpu::mamba2_gated_norm(host(ws), op);
+  }
 
  protected:
   Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {

@@ -5,6 +5,8 @@
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/gdn.h"
+#include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
@@ -36,5 +38,20 @@ HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op);
 HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op, Scratch& scratch);
 void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant);
 HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op);
+
+// Gated DeltaNet (spec/numerics.md §5, ops/gdn.h): cpu_gdn_*.cpp. `mutant`: M-GDNCARRY in
+// gdn_chunk's state stage, else Mutant::none.
+void gdn_conv(const Workspace& ws, const GdnConvOp& op);
+void gdn_gates(const Workspace& ws, const GdnGatesOp& op);
+void gdn_chunk(const Workspace& ws, const GdnChunkOp& op, Mutant mutant);
+void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op);
+void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op);
+
+// Mamba-2 (spec/numerics.md §6, ops/mamba2.h): cpu_ssd_*.cpp. `mutant`: M-SSDSTATE in
+// ssd_chunk's scan stage, else Mutant::none.
+void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op);
+void ssd_chunk(const Workspace& ws, const SsdChunkOp& op, Mutant mutant);
+void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op);
+void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op);
 
 }  // namespace bufferlab::cpu

@@ -14,9 +14,11 @@
 #include "bufferlab/core/error.h"
 #include "cublas_context.h"
 #include "cuda_check.h"
+#include "gdn_ops.h"
 #include "mhc_ops.h"
 #include "moe_ops.h"
 #include "rmsnorm_kernel.h"
+#include "ssd_ops.h"
 
 namespace bufferlab {
 namespace {
@@ -107,6 +109,33 @@ class CudaBackend final : public Backend {
   }
   HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) override {
     return cuda::hc_head(*ctx_, device(ws), op);
+  }
+  void gdn_conv(const Workspace& ws, const GdnConvOp& op) override {
+    cuda::gdn_conv(device(ws), op);
+  }
+  void gdn_gates(const Workspace& ws, const GdnGatesOp& op) override {
+    cuda::gdn_gates(device(ws), op);
+  }
+  void gdn_chunk(const Workspace& ws, const GdnChunkOp& op) override {
+    cuda::gdn_chunk(*ctx_, device(ws), op, kernel_mutant());
+  }
+  void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) override {
+    cuda::gdn_recurrent(device(ws), op);
+  }
+  void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) override {
+    cuda::gdn_gated_norm(device(ws), op);
+  }
+  void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) override {
+    cuda::mamba2_conv(device(ws), op);
+  }
+  void ssd_chunk(const Workspace& ws, const SsdChunkOp& op) override {
+    cuda::ssd_chunk(*ctx_, device(ws), op, kernel_mutant());
+  }
+  void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) override {
+    cuda::mamba2_recurrent(device(ws), op);
+  }
+  void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) override {
+    cuda::mamba2_gated_norm(device(ws), op);
   }
 
  protected:

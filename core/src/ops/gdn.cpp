@@ -5,12 +5,31 @@
 #include <cstdio>
 #include <string>
 
+#include "bind_check.h"
 #include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
 
 namespace bufferlab {
 namespace {
 
 std::string u(uint64_t v) { return std::to_string(v); }
+uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
+
+template <class T>
+T* bind_one(const Workspace& ws, const TensorRef& t, uint64_t elements, DType type,
+            const detail::LazyParams& params) {
+  detail::require_elements(t, elements, params);
+  detail::require_dtype(t, type, params);
+  return ws.data<T>(t);
+}
+
+// rows = sequences·L, else an Error naming the op.
+uint64_t per_sequence(uint64_t rows, uint64_t sequences, const char* op) {
+  if (sequences == 0 || rows % sequences != 0)
+    throw Error(std::string(op) + ": " + u(rows) + " rows are not " + u(sequences) +
+                " equal-length sequences");
+  return rows / sequences;
+}
 std::string fmt_double(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -62,20 +81,34 @@ std::vector<Access> GdnDeinterleaveOp::accesses() const {
 
 // --- conv1d --------------------------------------------------------------------------------
 
-GdnConvOp GdnConvOp::make(const GdnGeometry& g, uint64_t rows) {
+GdnConvOp GdnConvOp::make(const GdnGeometry& g, uint64_t rows, uint64_t sequences) {
   GdnConvOp op;
   op.geom = g;
-  op.dims = {rows, g.conv_dim, g.qkvz, g.kernel};
+  const uint64_t L = per_sequence(rows, sequences, "gdn_conv1d");
+  op.dims = {rows, g.conv_dim, g.qkvz, g.kernel, sequences, L};
   op.input = arena_tensor(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
   op.weight = pool_tensor({g.conv_dim, g.kernel}, DType::bf16);
-  op.state = pool_tensor({rows, g.conv_dim, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
+  op.state = pool_tensor({sequences, g.conv_dim, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
   op.output = arena_tensor(BufferId::ssm_conv_out_f32, 0, {rows, g.conv_dim}, DType::f32);
   return op;
 }
 
+GdnConvOp::Bound GdnConvOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  if (dims.kernel == 0) throw Error(params() + ": conv kernel 0");
+  Bound b;
+  b.input = bind_one<const uint16_t>(ws, input, mul(dims.rows, dims.row_stride), DType::bf16, p);
+  b.weight = bind_one<const uint16_t>(ws, weight, mul(dims.channels, dims.kernel), DType::bf16, p);
+  b.state = bind_one<uint16_t>(ws, state, mul(mul(dims.sequences, dims.channels), dims.kernel - 1),
+                               DType::bf16, p);
+  b.output = bind_one<float>(ws, output, mul(dims.rows, dims.channels), DType::f32, p);
+  return b;
+}
+
 std::string GdnConvOp::params() const {
-  return "gdn_conv1d(rows=" + u(dims.rows) + ",channels=" + u(dims.channels) +
-         ",stride=" + u(dims.row_stride) + ",kernel=" + u(dims.kernel) + ")";
+  return "gdn_conv1d(rows=" + u(dims.rows) + ",sequences=" + u(dims.sequences) +
+         ",channels=" + u(dims.channels) + ",stride=" + u(dims.row_stride) +
+         ",kernel=" + u(dims.kernel) + ")";
 }
 
 std::vector<Access> GdnConvOp::accesses() const {
@@ -96,6 +129,16 @@ GdnGatesOp GdnGatesOp::make(const GdnGeometry& g, uint64_t rows) {
   op.dt_bias = pool_tensor({g.nv}, DType::f32);
   op.gates = arena_tensor(BufferId::ssm_gates, 0, {rows, g.nv, 2}, DType::f32);
   return op;
+}
+
+GdnGatesOp::Bound GdnGatesOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  Bound b;
+  b.ba = bind_one<const uint16_t>(ws, ba, mul(dims.rows, 2 * dims.nv), DType::bf16, p);
+  b.a_log = bind_one<const float>(ws, a_log, dims.nv, DType::f32, p);
+  b.dt_bias = bind_one<const float>(ws, dt_bias, dims.nv, DType::f32, p);
+  b.gates = bind_one<float>(ws, gates, mul(dims.rows, 2 * dims.nv), DType::f32, p);
+  return b;
 }
 
 std::string GdnGatesOp::params() const {
@@ -146,7 +189,37 @@ GdnChunkOp GdnChunkOp::make(Stage stage, const GdnGeometry& g, uint64_t row0, ui
              g.nk,      g.kd,
              g.nv,      g.vd,
              g.conv_dim};
+  op.state = pool_tensor({streams, g.nv, g.kd, g.vd}, DType::f32);
   return op;
+}
+
+TensorRef GdnChunkOp::span(Array a) const {
+  // Stream 0's region slice, widened to every stream's regions.
+  TensorRef t = region(a, 0);
+  t.shape[0] = (Size(dims.streams) * t.shape[0]).value();
+  return t;
+}
+
+GdnChunkOp::Bound GdnChunkOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  if (dims.kd != kGdnChunkedHeadDim || dims.vd != kGdnChunkedHeadDim)
+    throw Error(params() +
+                ": the chunked path runs kd = vd = 128 only (numerics §5); other "
+                "head sizes run the recurrence");
+  const uint64_t regions = mul(dims.chunks, dims.nv), C = GdnChunkCarve::kChunk;
+  Bound b;
+  b.conv = bind_one<const float>(ws, conv_rows(), mul(dims.rows, dims.conv_dim), DType::f32, p);
+  b.gates = bind_one<const float>(ws, gate_rows(), mul(dims.rows, 2 * dims.nv), DType::f32, p);
+  b.W = bind_one<uint16_t>(ws, span(Array::W), mul(mul(regions, C), dims.kd), DType::bf16, p);
+  b.U = bind_one<uint16_t>(ws, span(Array::U), mul(mul(regions, C), dims.vd), DType::bf16, p);
+  b.S = bind_one<uint16_t>(ws, span(Array::S), mul(mul(regions, dims.kd), dims.vd), DType::bf16, p);
+  b.uc = bind_one<uint16_t>(ws, span(Array::uc), mul(mul(regions, C), dims.vd), DType::bf16, p);
+  b.gc = bind_one<float>(ws, span(Array::gc), mul(regions, C), DType::f32, p);
+  b.state = bind_one<float>(ws, state, mul(mul(mul(dims.streams, dims.nv), dims.kd), dims.vd),
+                            DType::f32, p);
+  b.output =
+      bind_one<uint16_t>(ws, output_rows(), mul(dims.rows, mul(dims.nv, dims.vd)), DType::bf16, p);
+  return b;
 }
 
 std::string GdnChunkOp::name() const {
@@ -215,7 +288,6 @@ std::vector<Access> GdnChunkOp::accesses() const {
   auto each_stream = [&](Array a, AccessKind k, const char* value) {
     for (uint64_t b = 0; b < n; ++b) out.push_back({region(a, b), k, per_stream(value, n, b)});
   };
-  const TensorRef state = pool_tensor({n, dims.nv, dims.kd, dims.vd}, DType::f32);
   switch (stage) {
     case Stage::wu:
       out.push_back({conv_rows(), AccessKind::read, "conv_out"});
@@ -247,22 +319,39 @@ std::vector<Access> GdnChunkOp::accesses() const {
 
 // --- recurrence ----------------------------------------------------------------------------
 
-GdnRecurrentOp GdnRecurrentOp::make(const GdnGeometry& g, uint64_t row0, uint64_t rows) {
+GdnRecurrentOp GdnRecurrentOp::make(const GdnGeometry& g, uint64_t row0, uint64_t rows,
+                                    uint64_t sequences) {
   GdnRecurrentOp op;
-  op.dims = {row0, rows, g.nk, g.kd, g.nv, g.vd, g.conv_dim};
+  if (sequences == 0) sequences = rows;
+  const uint64_t L = rows == 0 ? 0 : per_sequence(rows, sequences, "gdn_recurrent");
+  op.dims = {row0, rows, g.nk, g.kd, g.nv, g.vd, g.conv_dim, sequences, L};
   op.conv = arena_tensor(BufferId::ssm_conv_out_f32, Size(row0) * g.conv_dim * 4,
                          {rows, g.conv_dim}, DType::f32);
   op.gates =
       arena_tensor(BufferId::ssm_gates, Size(row0) * g.nv * 2 * 4, {rows, g.nv, 2}, DType::f32);
-  op.state = pool_tensor({rows, g.nv, g.kd, g.vd}, DType::f32);
+  op.state = pool_tensor({sequences, g.nv, g.kd, g.vd}, DType::f32);
   op.output = arena_tensor(BufferId::attn_output, Size(row0) * g.value_dim * 2, {rows, g.value_dim},
                            DType::bf16);
   return op;
 }
 
+GdnRecurrentOp::Bound GdnRecurrentOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  if (dims.kd > kMaxGdnHeadDim || dims.vd > kMaxGdnHeadDim)
+    throw Error(params() + ": kd and vd must be at most " + u(kMaxGdnHeadDim));
+  Bound b;
+  b.conv = bind_one<const float>(ws, conv, mul(dims.rows, dims.conv_dim), DType::f32, p);
+  b.gates = bind_one<const float>(ws, gates, mul(dims.rows, 2 * dims.nv), DType::f32, p);
+  b.state = bind_one<float>(ws, state, mul(mul(mul(dims.sequences, dims.nv), dims.kd), dims.vd),
+                            DType::f32, p);
+  b.output = bind_one<uint16_t>(ws, output, mul(dims.rows, mul(dims.nv, dims.vd)), DType::bf16, p);
+  return b;
+}
+
 std::string GdnRecurrentOp::params() const {
-  return "gdn_recurrent(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) + ",nk=" + u(dims.nk) +
-         ",nv=" + u(dims.nv) + ",kd=" + u(dims.kd) + ",vd=" + u(dims.vd) + ")";
+  return "gdn_recurrent(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) +
+         ",sequences=" + u(dims.sequences) + ",nk=" + u(dims.nk) + ",nv=" + u(dims.nv) +
+         ",kd=" + u(dims.kd) + ",vd=" + u(dims.vd) + ")";
 }
 
 std::vector<Access> GdnRecurrentOp::accesses() const {
@@ -283,6 +372,15 @@ GdnGatedNormOp GdnGatedNormOp::make(const GdnGeometry& g, uint64_t rows, double 
   op.z = arena_tensor(BufferId::ssm_deinterleaved, 0, {rows, g.qkvz}, DType::bf16);
   op.weight = pool_tensor({g.vd}, DType::bf16);
   return op;
+}
+
+GdnGatedNormOp::Bound GdnGatedNormOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  Bound b;
+  b.io = bind_one<uint16_t>(ws, io, mul(dims.rows, mul(dims.heads, dims.head_dim)), DType::bf16, p);
+  b.z = bind_one<const uint16_t>(ws, z, mul(dims.rows, dims.z_row_stride), DType::bf16, p);
+  b.weight = bind_one<const uint16_t>(ws, weight, dims.head_dim, DType::bf16, p);
+  return b;
 }
 
 std::string GdnGatedNormOp::params() const {

@@ -6,12 +6,40 @@
 #include <cstdio>
 #include <string>
 
+#include "bind_check.h"
 #include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
 
 namespace bufferlab {
 namespace {
 
 std::string u(uint64_t v) { return std::to_string(v); }
+uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
+
+template <class T>
+T* bind_one(const Workspace& ws, const TensorRef& t, uint64_t elements, DType type,
+            const detail::LazyParams& params) {
+  detail::require_elements(t, elements, params);
+  detail::require_dtype(t, type, params);
+  return ws.data<T>(t);
+}
+
+uint64_t per_sequence(uint64_t rows, uint64_t sequences, const char* op) {
+  if (sequences == 0 || rows % sequences != 0)
+    throw Error(std::string(op) + ": " + u(rows) + " rows are not " + u(sequences) +
+                " equal-length sequences");
+  return rows / sequences;
+}
+
+// Group geometry every SSD kernel relies on (H % G = 0, a B/C group to read, P, N bounded).
+void require_ssd_geometry(uint64_t H, uint64_t G, uint64_t ng, uint64_t P, uint64_t N,
+                          const detail::LazyParams& p) {
+  if (ng == 0) throw Error(p.str() + ": n_groups = 0 leaves no B/C columns");
+  if (G == 0 || H % G != 0)
+    throw Error(p.str() + ": mamba_num_heads is not a multiple of n_groups");
+  if (P > kMaxSsdDim || N > kMaxSsdDim)
+    throw Error(p.str() + ": head dim and state size must be at most " + u(kMaxSsdDim));
+}
 std::string fmt_double(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -46,22 +74,36 @@ std::string Mamba2Geometry::to_string() const {
 
 // --- conv1d --------------------------------------------------------------------------------
 
-Mamba2ConvOp Mamba2ConvOp::make(const Mamba2Geometry& g, uint64_t rows) {
+Mamba2ConvOp Mamba2ConvOp::make(const Mamba2Geometry& g, uint64_t rows, uint64_t sequences) {
   Mamba2ConvOp op;
   op.geom = g;
-  op.dims = {rows, g.d_xbc, g.d_inner, g.in_proj, g.kernel};  // xBC follows z in each row
+  const uint64_t L = per_sequence(rows, sequences, "mamba2_conv1d");
+  op.dims = {rows, g.d_xbc, g.d_inner, g.in_proj, g.kernel, sequences, L};  // xBC follows z
   op.input = arena_tensor(BufferId::ssm_qkvz, 0, {rows, g.in_proj}, DType::bf16);
   op.weight = pool_tensor({g.d_xbc, g.kernel}, DType::bf16);
   op.bias = pool_tensor({g.d_xbc}, DType::bf16);
-  op.state = pool_tensor({rows, g.d_xbc, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
+  op.state = pool_tensor({sequences, g.d_xbc, g.kernel > 0 ? g.kernel - 1 : 0}, DType::bf16);
   op.output = arena_tensor(BufferId::ssm_deinterleaved, 0, {rows, g.d_xbc}, DType::bf16);
   return op;
 }
 
+Mamba2ConvOp::Bound Mamba2ConvOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  if (dims.kernel == 0) throw Error(params() + ": conv kernel 0");
+  Bound b;
+  b.input = bind_one<const uint16_t>(ws, input, mul(dims.rows, dims.in_stride), DType::bf16, p);
+  b.weight = bind_one<const uint16_t>(ws, weight, mul(dims.channels, dims.kernel), DType::bf16, p);
+  b.bias = bind_one<const uint16_t>(ws, bias, dims.channels, DType::bf16, p);
+  b.state = bind_one<uint16_t>(ws, state, mul(mul(dims.sequences, dims.channels), dims.kernel - 1),
+                               DType::bf16, p);
+  b.output = bind_one<uint16_t>(ws, output, mul(dims.rows, dims.channels), DType::bf16, p);
+  return b;
+}
+
 std::string Mamba2ConvOp::params() const {
-  return "mamba2_conv1d(rows=" + u(dims.rows) + ",channels=" + u(dims.channels) +
-         ",in_col=" + u(dims.in_col) + ",in_stride=" + u(dims.in_stride) +
-         ",kernel=" + u(dims.kernel) + ")";
+  return "mamba2_conv1d(rows=" + u(dims.rows) + ",sequences=" + u(dims.sequences) +
+         ",channels=" + u(dims.channels) + ",in_col=" + u(dims.in_col) +
+         ",in_stride=" + u(dims.in_stride) + ",kernel=" + u(dims.kernel) + ")";
 }
 
 std::vector<Access> Mamba2ConvOp::accesses() const {
@@ -96,7 +138,33 @@ SsdChunkOp SsdChunkOp::make(Stage stage, const Mamba2Geometry& g, uint64_t row0,
              stream,    streams, g.H,
              g.P,       g.N,     g.G,
              g.d_inner, g.d_xbc, g.in_proj};
+  op.a_log = pool_tensor({g.H}, DType::f32);
+  op.dt_bias = pool_tensor({g.H}, DType::f32);
+  op.D = pool_tensor({g.H}, DType::f32);
+  op.state = pool_tensor({g.H, g.P, g.N}, DType::f32);
   return op;
+}
+
+SsdChunkOp::Bound SsdChunkOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  require_ssd_geometry(dims.H, dims.G, dims.G, dims.P, dims.N, p);
+  if (dims.d_xbc < dims.d_inner + 2 * dims.G * dims.N)
+    throw Error(params() + ": xBC is narrower than x | B | C");
+  const uint64_t C = SsdCarve::kChunk, span = mul(span_rows(dims, carve.nc), C);
+  Bound b;
+  b.zxbcdt =
+      bind_one<const uint16_t>(ws, zxbcdt_rows(), mul(dims.rows, dims.in_proj), DType::bf16, p);
+  b.xbc = bind_one<const uint16_t>(ws, xbc_rows(), mul(dims.rows, dims.d_xbc), DType::bf16, p);
+  b.dt = bind_one<float>(ws, dt_span(), span, DType::f32, p);
+  b.da = bind_one<float>(ws, da_span(), span, DType::f32, p);
+  b.cb = bind_one<float>(ws, cb(), mul(mul(dims.chunks, dims.G), C * C), DType::f32, p);
+  b.a_log = bind_one<const float>(ws, a_log, dims.H, DType::f32, p);
+  b.dt_bias = bind_one<const float>(ws, dt_bias, dims.H, DType::f32, p);
+  b.D = bind_one<const float>(ws, D, dims.H, DType::f32, p);
+  b.state = bind_one<float>(ws, state, mul(mul(dims.H, dims.P), dims.N), DType::f32, p);
+  b.output = bind_one<uint16_t>(ws, output_rows(), mul(dims.rows, dims.d_inner), DType::bf16, p);
+  b.nc = carve.nc;
+  return b;
 }
 
 std::string SsdChunkOp::name() const {
@@ -157,8 +225,9 @@ std::vector<Access> SsdChunkOp::accesses() const {
   };
   switch (stage) {
     case Stage::cumsum:
-      out.push_back({zxbcdt_rows(), AccessKind::read, "zxbcdt"});                // dt_raw columns
-      out.push_back({pool_tensor({dims.H}, DType::f32), AccessKind::read, {}});  // A_log, dt_bias
+      out.push_back({zxbcdt_rows(), AccessKind::read, "zxbcdt"});  // dt_raw columns
+      out.push_back({a_log, AccessKind::read, {}});
+      out.push_back({dt_bias, AccessKind::read, {}});
       heads(AccessKind::write);
       break;
     case Stage::bmm:
@@ -166,11 +235,10 @@ std::vector<Access> SsdChunkOp::accesses() const {
       out.push_back({cb(), AccessKind::write, cbv});
       break;
     case Stage::scan: {
-      const TensorRef state = pool_tensor({dims.H, dims.P, dims.N}, DType::f32);
       out.push_back({xbc_rows(), AccessKind::read, "xbc"});
       heads(AccessKind::read);
       out.push_back({cb(), AccessKind::read, cbv});
-      out.push_back({pool_tensor({dims.H}, DType::f32), AccessKind::read, {}});  // D
+      out.push_back({D, AccessKind::read, {}});
       out.push_back({state, AccessKind::read, {}});
       out.push_back({state, AccessKind::write, {}});
       out.push_back({output_rows(), AccessKind::write, "ssd_out"});
@@ -182,29 +250,51 @@ std::vector<Access> SsdChunkOp::accesses() const {
 
 // --- recurrence ----------------------------------------------------------------------------
 
-Mamba2RecurrentOp Mamba2RecurrentOp::make(const Mamba2Geometry& g, uint64_t row0, uint64_t rows) {
+Mamba2RecurrentOp Mamba2RecurrentOp::make(const Mamba2Geometry& g, uint64_t row0, uint64_t rows,
+                                          uint64_t sequences) {
   Mamba2RecurrentOp op;
-  op.dims = {row0, rows, g.H, g.P, g.N, g.ng};
+  if (sequences == 0) sequences = rows;
+  const uint64_t L = rows == 0 ? 0 : per_sequence(rows, sequences, "mamba2_recurrent");
+  op.dims = {row0, rows, g.H, g.P, g.N, g.ng, g.G, g.d_inner, g.d_xbc, g.in_proj, sequences, L};
   op.zxbcdt =
       arena_tensor(BufferId::ssm_qkvz, Size(row0) * g.in_proj * 2, {rows, g.in_proj}, DType::bf16);
   op.xbc = arena_tensor(BufferId::ssm_deinterleaved, Size(row0) * g.d_xbc * 2, {rows, g.d_xbc},
                         DType::bf16);
-  op.state = pool_tensor({rows, g.H, g.P, g.N}, DType::f32);
+  op.state = pool_tensor({sequences, g.H, g.P, g.N}, DType::f32);
   op.output = arena_tensor(BufferId::attn_output, Size(row0) * g.d_inner * 2, {rows, g.d_inner},
                            DType::bf16);
+  op.a_log = pool_tensor({g.H}, DType::f32);
+  op.dt_bias = pool_tensor({g.H}, DType::f32);
+  op.D = pool_tensor({g.H}, DType::f32);
   return op;
 }
 
+Mamba2RecurrentOp::Bound Mamba2RecurrentOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  require_ssd_geometry(dims.H, dims.G, dims.ng, dims.P, dims.N, p);
+  Bound b;
+  b.zxbcdt = bind_one<const uint16_t>(ws, zxbcdt, mul(dims.rows, dims.in_proj), DType::bf16, p);
+  b.xbc = bind_one<const uint16_t>(ws, xbc, mul(dims.rows, dims.d_xbc), DType::bf16, p);
+  b.a_log = bind_one<const float>(ws, a_log, dims.H, DType::f32, p);
+  b.dt_bias = bind_one<const float>(ws, dt_bias, dims.H, DType::f32, p);
+  b.D = bind_one<const float>(ws, D, dims.H, DType::f32, p);
+  b.state = bind_one<float>(ws, state, mul(mul(mul(dims.sequences, dims.H), dims.P), dims.N),
+                            DType::f32, p);
+  b.output = bind_one<uint16_t>(ws, output, mul(dims.rows, dims.d_inner), DType::bf16, p);
+  return b;
+}
+
 std::string Mamba2RecurrentOp::params() const {
-  return "mamba2_recurrent(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) + ",H=" + u(dims.H) +
-         ",P=" + u(dims.P) + ",N=" + u(dims.N) + ",groups=" + u(dims.ng) + ")";
+  return "mamba2_recurrent(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) +
+         ",sequences=" + u(dims.sequences) + ",H=" + u(dims.H) + ",P=" + u(dims.P) +
+         ",N=" + u(dims.N) + ",groups=" + u(dims.ng) + ")";
 }
 
 std::vector<Access> Mamba2RecurrentOp::accesses() const {
   return {{zxbcdt, AccessKind::read, "zxbcdt"},  // dt_raw columns
-          {xbc, AccessKind::read, "xbc"},
-          {state, AccessKind::read, {}},
-          {state, AccessKind::write, {}},
+          {xbc, AccessKind::read, "xbc"},        {a_log, AccessKind::read, {}},
+          {dt_bias, AccessKind::read, {}},       {D, AccessKind::read, {}},
+          {state, AccessKind::read, {}},         {state, AccessKind::write, {}},
           {output, AccessKind::write, "ssd_out"}};
 }
 
@@ -219,6 +309,18 @@ Mamba2GatedNormOp Mamba2GatedNormOp::make(const Mamba2Geometry& g, uint64_t rows
   op.weight = pool_tensor({g.d_inner}, DType::bf16);
   op.output = arena_tensor(BufferId::norm_output, 0, {rows, g.d_inner}, DType::bf16);
   return op;
+}
+
+Mamba2GatedNormOp::Bound Mamba2GatedNormOp::bind(const Workspace& ws) const {
+  const detail::LazyParams p(*this);
+  if (dims.group_size == 0 || dims.d_inner % dims.group_size != 0)
+    throw Error(params() + ": d_inner is not a multiple of the norm group");
+  Bound b;
+  b.input = bind_one<const uint16_t>(ws, input, mul(dims.rows, dims.d_inner), DType::bf16, p);
+  b.z = bind_one<const uint16_t>(ws, z, mul(dims.rows, dims.z_row_stride), DType::bf16, p);
+  b.weight = bind_one<const uint16_t>(ws, weight, dims.d_inner, DType::bf16, p);
+  b.output = bind_one<uint16_t>(ws, output, mul(dims.rows, dims.d_inner), DType::bf16, p);
+  return b;
 }
 
 std::string Mamba2GatedNormOp::params() const {

@@ -11,6 +11,8 @@
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/gdn.h"
+#include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
@@ -29,7 +31,9 @@ class BackendUnavailable : public Error {
 using OpDescriptor =
     std::variant<FusedAddRmsNormOp, MoeRouterOp, MoeTopKOp, MoeGatherOp, MoeExpertGemmOp, SwigluOp,
                  MoeCombineOp, GemmOp, LmHeadOp, HcExpandOp, HcPreOp, HcLowRankSplitOp,
-                 HcLowRankSlabOp, HcPostOp, HcHeadOp>;
+                 HcLowRankSlabOp, HcPostOp, HcHeadOp, GdnConvOp, GdnGatesOp, GdnChunkOp,
+                 GdnRecurrentOp, GdnGatedNormOp, Mamba2ConvOp, SsdChunkOp, Mamba2RecurrentOp,
+                 Mamba2GatedNormOp>;
 
 // Whether a backend can execute this descriptor (GemmOp: the BF16 kinds only). Plans hold
 // ops no backend runs yet (attention, SSM, quantized GEMMs); execute() refuses those.
@@ -81,10 +85,26 @@ class Backend {
   virtual void hc_post(const Workspace& ws, const HcPostOp& op) = 0;
   virtual HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) = 0;
 
+  // Gated DeltaNet and Mamba-2 (spec/numerics.md §5–§6; ops/gdn.h and ops/mamba2.h pin the
+  // layouts, precisions and what the spec leaves open). The chunked ops run one stage per
+  // call (GDN: wu, state, output; SSD: cumsum, bmm, scan); the recurrent ops carry the state
+  // token by token. States and conv tails live in the weight pool, read and updated in place.
+  virtual void gdn_conv(const Workspace& ws, const GdnConvOp& op) = 0;
+  virtual void gdn_gates(const Workspace& ws, const GdnGatesOp& op) = 0;
+  virtual void gdn_chunk(const Workspace& ws, const GdnChunkOp& op) = 0;
+  virtual void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) = 0;
+  virtual void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) = 0;
+  virtual void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) = 0;
+  virtual void ssd_chunk(const Workspace& ws, const SsdChunkOp& op) = 0;
+  virtual void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) = 0;
+  virtual void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) = 0;
+
   // Kernel mutants of spec/bug-catalogue.md, for the mutation tests and `--mutant`: B14 (the
   // FP32 router paths round their logits to BF16 before storing them), M-TIE (top-k exact
-  // ties go to the HIGHER index), B13 (hc_post rounds every stream value it writes to BF16)
-  // and M-SKCOL (hc_pre's Sinkhorn without the final exact column normalisation). Error for
+  // ties go to the HIGHER index), B13 (hc_post rounds every stream value it writes to BF16),
+  // M-SKCOL (hc_pre's Sinkhorn without the final exact column normalisation), M-GDNCARRY
+  // (gdn_chunk's state pass carries the BF16 snapshot instead of the FP32 state) and
+  // M-SSDSTATE (ssd_chunk's scan starts every chunk from the zero state). Error for
   // any other mutant (sizing / plan mutants live in Sizing; a kernel mutant of another op
   // family is added with its kernels).
   void set_kernel_mutant(Mutant m);

@@ -9,7 +9,9 @@ namespace bufferlab {
 
 enum class SizingKind { spec, corrected };
 
-// Mutants of spec/bug-catalogue.md (B1..B15) and the named extra ones. Each is defined
+// Mutants of spec/bug-catalogue.md (B1..B15) and the named extra ones (kernel mutants of this
+// project: M-TIE, M-SKCOL; M-GDNCARRY — the GDN state pass carries its BF16 snapshot instead
+// of the FP32 state; M-SSDSTATE — the SSD scan drops the state between chunks). Each is defined
 // relative to the `corrected` sizing; `none` is the real thing.
 #define BUFFERLAB_MUTANTS(X) \
   X(none)                    \
@@ -29,7 +31,9 @@ enum class SizingKind { spec, corrected };
   X(B14)                     \
   X(B15)                     \
   X(M_TIE)                   \
-  X(M_SKCOL)
+  X(M_SKCOL)                 \
+  X(M_GDNCARRY)              \
+  X(M_SSDSTATE)
 
 enum class Mutant {
 #define BUFFERLAB_MUTANT_ENUM(name) name,

@@ -2,6 +2,26 @@
 // spec/buffers.md §4.6, §5): causal conv1d over xBC, the chunked SSD (dt/dA_cumsum, CB,
 // scan) per sequence or the recurrence, and the gated RMSNorm into norm_output. Extents come
 // from the config and the pass rows; only the §4.6 array OFFSETS come from the sizing (nc).
+//
+// Every op a backend executes binds its operands through bind(ws). Pinned for the CPU and
+// CUDA kernels and the FP64 oracle alike (what the spec leaves open):
+//   - Layouts. in_proj rows [z (d_inner) | xBC (d_xbc) | dt (H)]; xBC rows [x (d_inner) |
+//     B (ng·N) | C (ng·N)], head h's x at columns [h·P, (h+1)·P), group g's B at d_inner +
+//     g·N, its C at d_inner + ng·N + g·N. Head h belongs to group h / (H/G) (H % G = 0, an
+//     Error otherwise; ng = 0 is refused: B and C need a group). The SSM state is f32
+//     [H][P][N] per sequence, outside the arena; the conv tail bf16 [sequences, d_xbc, K−1],
+//     oldest input first. A, dt_bias, D are f32 [H] weights (A = −exp(A_log)).
+//   - dt = min(max(softplus(dt_raw + dt_bias), 1e-9), 1e9), softplus(x) = x for x > 20 else
+//     log1p(exp(x)), FP32. dA_cumsum[i] = Σ_{j≤i} dt_j·A (FP32, j ascending) per chunk.
+//   - CB[c][g][t][s] = Σ_n C_t[n]·B_s[n] for every t, s inside the chunk (the full square);
+//     rows and columns past a partial last chunk, and dt / dA_cumsum past it, are written 0.
+//   - Scan per head, chunk by chunk, FP32 state carry h0 [P][N]:
+//     y_t = exp(min(cs_t, 0))·(C_t·h0) + Σ_{s≤t} CB[t][s]·exp(min(cs_t − cs_s, 0))·dt_s·x_s
+//           + D·x_t → BF16;
+//     h0 ← exp(min(cs_last, 0))·h0 + Σ_s exp(min(cs_last − cs_s, 0))·dt_s·x_s B_sᵀ,
+//     reading dt, dA_cumsum and CB as STORED in ssd_scratch.
+//   - Recurrence (FP32): dt as above, h ← exp(dt·A)·h + dt·x_t B_tᵀ, y_t = h·C_t + D·x_t.
+//   - Limits: P and N at most kMaxSsdDim (an Error beyond). Non-finite inputs propagate.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +30,13 @@
 
 #include "bufferlab/core/model_config.h"
 #include "bufferlab/core/tensor_ref.h"
+#include "bufferlab/core/workspace.h"
 
 namespace bufferlab {
+
+inline constexpr uint64_t kMaxSsdDim = 256;  // largest head dim P and state size N
+inline constexpr float kSsdDtMin = 1e-9f, kSsdDtMax = 1e9f;
+inline constexpr float kSoftplusThreshold = 20.0f;  // softplus(x) = x above it
 
 // Geometry of a Mamba-2 layer (spec §1). in_proj rows are [z (d_inner) | xBC (d_xbc) |
 // dt (H)]; xBC is [x (d_inner) | B (ng·N) | C (ng·N)].
@@ -25,16 +50,29 @@ struct Mamba2Geometry {
 };
 
 // Causal depthwise conv1d + SiLU over the xBC columns of in_proj's output (ssm_qkvz, read as
-// whole rows: a TensorRef is one contiguous range) → ssm_deinterleaved bf16 [rows, d_xbc].
+// whole rows: a TensorRef is one contiguous range) → ssm_deinterleaved bf16 [rows, d_xbc]:
+// out[t, c] = bf16(silu(bias[c] + Σ_{j<K} w[c, j]·x[t − (K−1) + j, c])) in FP32 (bias first,
+// then j ascending), inputs before a sequence's first row from its tail state, which it
+// updates to the last K−1 inputs.
 struct Mamba2ConvOp {
   struct Shape {
-    uint64_t rows = 0, channels = 0, in_col = 0, in_stride = 0, kernel = 0;
+    uint64_t rows = 0, channels = 0, in_col = 0, in_stride = 0, kernel = 0, sequences = 1, L = 0;
   };
   Mamba2Geometry geom;
   Shape dims;
-  TensorRef input, weight, bias, state, output;
+  TensorRef input, weight, bias, state, output;  // state bf16 [sequences, d_xbc, K−1]
 
-  static Mamba2ConvOp make(const Mamba2Geometry& g, uint64_t rows);
+  // rows = sequences·L (an Error otherwise).
+  static Mamba2ConvOp make(const Mamba2Geometry& g, uint64_t rows, uint64_t sequences = 1);
+
+  struct Bound {
+    const uint16_t* input = nullptr;   // bf16 [rows, in_proj]
+    const uint16_t* weight = nullptr;  // bf16 [d_xbc, K]
+    const uint16_t* bias = nullptr;    // bf16 [d_xbc]
+    uint16_t* state = nullptr;
+    uint16_t* output = nullptr;  // bf16 [rows, d_xbc]
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "mamba2_conv1d"; }
   std::string params() const;
@@ -70,10 +108,31 @@ struct SsdChunkOp {
   Stage stage = Stage::cumsum;
   SsdCarve carve;
   Shape dims;
+  TensorRef a_log, dt_bias, D;  // weights f32 [H]
+  TensorRef state;              // weights f32 [H, P, N]: this sequence's state, in and out
 
   // `stream` of `streams` names the values (one sequence's dt must not stand in for another's).
   static SsdChunkOp make(Stage stage, const Mamba2Geometry& g, uint64_t row0, uint64_t rows,
                          uint64_t nc, uint64_t stream = 0, uint64_t streams = 1);
+
+  // Every operand of every stage (a stage ignores those it does not use). dt / dA_cumsum of
+  // head h, chunk c start at element (h·nc + c)·64 of their base; CB chunk c, group g at
+  // ((c·G) + g)·64·64. Error: a span outside ssd_scratch (a short nc), P or N > kMaxSsdDim,
+  // H % G ≠ 0 or ng = 0.
+  struct Bound {
+    const uint16_t* zxbcdt = nullptr;  // bf16 [rows, in_proj] at row0 (dt_raw columns)
+    const uint16_t* xbc = nullptr;     // bf16 [rows, d_xbc] at row0
+    float* dt = nullptr;               // f32, head stride nc·64
+    float* da = nullptr;               // f32, head stride nc·64
+    float* cb = nullptr;               // f32 [chunks, G, 64, 64]
+    const float* a_log = nullptr;
+    const float* dt_bias = nullptr;
+    const float* D = nullptr;
+    float* state = nullptr;      // f32 [H, P, N]
+    uint16_t* output = nullptr;  // bf16 [rows, d_inner] at row0
+    uint64_t nc = 0;             // head stride of dt / dA_cumsum, in chunks
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const;
   std::string params() const;
@@ -92,11 +151,26 @@ struct SsdChunkOp {
 struct Mamba2RecurrentOp {
   struct Shape {
     uint64_t row0 = 0, rows = 0, H = 0, P = 0, N = 0, ng = 0;
+    uint64_t G = 0, d_inner = 0, d_xbc = 0, in_proj = 0, sequences = 0, L = 0;
   };
   Shape dims;
-  TensorRef zxbcdt, xbc, state, output;
+  TensorRef zxbcdt, xbc, state, output;  // state f32 [sequences, H, P, N]
+  TensorRef a_log, dt_bias, D;           // weights f32 [H]
 
-  static Mamba2RecurrentOp make(const Mamba2Geometry& g, uint64_t row0, uint64_t rows);
+  // `sequences` equal-length sequences (0 = rows: one token each, a decode batch).
+  static Mamba2RecurrentOp make(const Mamba2Geometry& g, uint64_t row0, uint64_t rows,
+                                uint64_t sequences = 0);
+
+  struct Bound {
+    const uint16_t* zxbcdt = nullptr;  // bf16 [rows, in_proj]
+    const uint16_t* xbc = nullptr;     // bf16 [rows, d_xbc]
+    const float* a_log = nullptr;
+    const float* dt_bias = nullptr;
+    const float* D = nullptr;
+    float* state = nullptr;      // f32 [sequences, H, P, N]
+    uint16_t* output = nullptr;  // bf16 [rows, d_inner]
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "mamba2_recurrent"; }
   std::string params() const;
@@ -104,7 +178,9 @@ struct Mamba2RecurrentOp {
 };
 
 // Gated RMSNorm of the SSD output with z (the in_proj prefix of each row), grouped over
-// d_inner / G columns → norm_output bf16 [rows, d_inner] (spec §5 norm_output).
+// d_inner / G columns → norm_output bf16 [rows, d_inner] (spec §5 norm_output). Mamba-2's
+// norm_before_gate = False: g = o·silu(z), y = g·rsqrt(mean_group(g²) + eps)·w, FP32, BF16
+// store; w bf16 [d_inner], plain weight.
 struct Mamba2GatedNormOp {
   struct Shape {
     uint64_t rows = 0, d_inner = 0, group_size = 0, z_row_stride = 0;
@@ -114,6 +190,14 @@ struct Mamba2GatedNormOp {
   TensorRef input, z, weight, output;
 
   static Mamba2GatedNormOp make(const Mamba2Geometry& g, uint64_t rows, double eps);
+
+  struct Bound {
+    const uint16_t* input = nullptr;   // bf16 [rows, d_inner]
+    const uint16_t* z = nullptr;       // bf16 [rows, z_row_stride]; z at column 0
+    const uint16_t* weight = nullptr;  // bf16 [d_inner]
+    uint16_t* output = nullptr;        // bf16 [rows, d_inner]
+  };
+  Bound bind(const Workspace& ws) const;
   const Shape& shape() const { return dims; }
   std::string name() const { return "mamba2_gated_norm"; }
   std::string params() const;
