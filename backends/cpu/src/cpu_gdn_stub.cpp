@@ -4,7 +4,9 @@
 
 namespace bufferlab::cpu {
 namespace {
-[[noreturn]] void not_yet(const char* op) { throw Error(std::string("cpu: ") + op + " has no kernel yet"); }
+[[noreturn]] void not_yet(const char* op) {
+  throw Error(std::string("cpu: ") + op + " has no kernel yet");
+}
 }  // namespace
 void gdn_conv(const Workspace&, const GdnConvOp&) { not_yet("gdn_conv1d"); }
 void gdn_gates(const Workspace&, const GdnGatesOp&) { not_yet("gdn_gates"); }

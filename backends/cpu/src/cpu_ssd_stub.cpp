@@ -4,7 +4,9 @@
 
 namespace bufferlab::cpu {
 namespace {
-[[noreturn]] void not_yet(const char* op) { throw Error(std::string("cpu: ") + op + " has no kernel yet"); }
+[[noreturn]] void not_yet(const char* op) {
+  throw Error(std::string("cpu: ") + op + " has no kernel yet");
+}
 }  // namespace
 void mamba2_conv(const Workspace&, const Mamba2ConvOp&) { not_yet("mamba2_conv1d"); }
 void ssd_chunk(const Workspace&, const SsdChunkOp&, Mutant) { not_yet("ssd_chunk"); }

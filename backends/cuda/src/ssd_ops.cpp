@@ -5,10 +5,14 @@
 
 namespace bufferlab::cuda {
 namespace {
-[[noreturn]] void not_yet(const char* op) { throw Error(std::string("cuda: ") + op + " has no kernel yet"); }
+[[noreturn]] void not_yet(const char* op) {
+  throw Error(std::string("cuda: ") + op + " has no kernel yet");
+}
 }  // namespace
 void mamba2_conv(const Workspace&, const Mamba2ConvOp&) { not_yet("mamba2_conv1d"); }
-void ssd_chunk(LibraryContext&, const Workspace&, const SsdChunkOp&, Mutant) { not_yet("ssd_chunk"); }
+void ssd_chunk(LibraryContext&, const Workspace&, const SsdChunkOp&, Mutant) {
+  not_yet("ssd_chunk");
+}
 void mamba2_recurrent(const Workspace&, const Mamba2RecurrentOp&) { not_yet("mamba2_recurrent"); }
 void mamba2_gated_norm(const Workspace&, const Mamba2GatedNormOp&) { not_yet("mamba2_gated_norm"); }
 }  // namespace bufferlab::cuda

@@ -1,0 +1,25 @@
+// Judges one Mamba-2 call per stage (spec/numerics.md §6, §9) on the backend's own stored
+// inputs, under bounds derived in oracle/src/ssd_bounds.cpp; the whole call against the
+// faithful reference under a written generous bound; faithful-vs-exact reported.
+//
+// Check names: "conv1d (xBC)", "conv tail state", "dt (cumsum)", "dA_cumsum (cumsum)",
+// "CB (bmm)", "y (scan)", "final state (scan)" — or "y (recurrence)", "final state
+// (recurrence)" —, "gated norm (norm_output)", "<array> intact (scan input)", and the reported
+// "whole call vs faithful", "faithful vs exact". A first bad element names token, head, dim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bufferlab/oracle/agreement_report.h"
+#include "bufferlab/oracle/moe_ffn.h"
+#include "bufferlab/oracle/ssd.h"
+#include "bufferlab/oracle/ssd_harness.h"
+
+namespace bufferlab::oracle {
+
+AgreementReport judge_ssd(const SsdPlan& plan, const SsdInputs& in, const SsdRun& run,
+                          const std::string& backend, uint64_t seed,
+                          const BoundModel& bm = cpu_bounds());
+
+}  // namespace bufferlab::oracle
