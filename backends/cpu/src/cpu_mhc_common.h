@@ -21,7 +21,8 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mhc.h"
-#include "cpu_gemm.h"  // silu(g) = g / (1 + e^-g), the one FP32 definition of the backend
+#include "cpu_gemm.h"      // silu(g) = g / (1 + e^-g), the one FP32 definition of the backend
+#include "cpu_parallel.h"  // kParallelMinWork
 
 namespace bufferlab::cpu::mhc {
 
@@ -29,9 +30,6 @@ namespace bufferlab::cpu::mhc {
 inline constexpr uint64_t kChunk = 512;
 // The largest mix vector: (2 + hc)·hc rows [pre | post | comb] at hc = kMaxHcMult (288).
 inline constexpr uint64_t kMaxMix = (2 + kMaxHcMult) * kMaxHcMult;
-// Below this many stream elements (times the per-element work) a thread team costs more than
-// it saves.
-inline constexpr uint64_t kParallelMinWork = uint64_t{1} << 15;
 
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMatrixMap = Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;

@@ -34,14 +34,13 @@ HcDiagnostics split_norm(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64
                          float eps) {
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
-  const uint64_t bad =
-      parallel_sum(n, norm_work(rows, hc, h) >= mhc::kParallelMinWork, [&](int64_t ti) {
-        const auto t = static_cast<uint64_t>(ti);
-        float* out = b.normed + t * K;
-        const bool ok = mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
-                                        [out](uint64_t k, float v) { out[k] = v; });
-        return ok ? uint64_t{0} : uint64_t{1};
-      });
+  const uint64_t bad = parallel_sum(n, norm_work(rows, hc, h) >= kParallelMinWork, [&](int64_t ti) {
+    const auto t = static_cast<uint64_t>(ti);
+    float* out = b.normed + t * K;
+    const bool ok = mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
+                                    [out](uint64_t k, float v) { out[k] = v; });
+    return ok ? uint64_t{0} : uint64_t{1};
+  });
   return HcDiagnostics{bad};
 }
 
@@ -51,7 +50,7 @@ void split_down(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, ui
   const uint64_t K = hc * h;
   const float hcf = static_cast<float>(hc);
   const auto n = static_cast<int64_t>(rows);
-  parallel_for(n, rows * K * (r + hc) >= mhc::kParallelMinWork, [&](int64_t ti) {
+  parallel_for(n, rows * K * (r + hc) >= kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const ConstVectorMap x(b.normed + t * K, idx(K));
     float* low = b.low + t * r;
@@ -70,7 +69,7 @@ void split_collapse(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc
   const uint64_t K = hc * h;
   const float inv_hc = 1.0f / static_cast<float>(hc);
   const auto n = static_cast<int64_t>(rows);
-  parallel_for(n, rows * K * r >= mhc::kParallelMinWork, [&](int64_t ti) {
+  parallel_for(n, rows * K * r >= kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const ConstVectorMap low(b.low + t * r, idx(r));
     const float* normed = b.normed + t * K;
@@ -98,15 +97,13 @@ HcDiagnostics slab_norm(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t
                         float eps) {
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
-  const uint64_t bad =
-      parallel_sum(n, norm_work(rows, hc, h) >= mhc::kParallelMinWork, [&](int64_t ti) {
-        const auto t = static_cast<uint64_t>(ti);
-        uint16_t* out = b.normed + t * K;
-        const bool ok =
-            mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
-                            [out](uint64_t k, float v) { out[k] = f32_to_bf16_bits(v); });
-        return ok ? uint64_t{0} : uint64_t{1};
-      });
+  const uint64_t bad = parallel_sum(n, norm_work(rows, hc, h) >= kParallelMinWork, [&](int64_t ti) {
+    const auto t = static_cast<uint64_t>(ti);
+    uint16_t* out = b.normed + t * K;
+    const bool ok = mhc::norm_token(b.streams + t * K, b.norm_w, hc, h, eps,
+                                    [out](uint64_t k, float v) { out[k] = f32_to_bf16_bits(v); });
+    return ok ? uint64_t{0} : uint64_t{1};
+  });
   return HcDiagnostics{bad};
 }
 
@@ -132,7 +129,7 @@ void slab_collapse(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, 
   const uint64_t K = hc * h;
   const float hcf = static_cast<float>(hc), inv_hc = 1.0f / hcf;
   const auto n = static_cast<int64_t>(rows);
-  parallel_for(n, rows * K >= mhc::kParallelMinWork, [&](int64_t ti) {
+  parallel_for(n, rows * K >= kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const uint16_t* up = b.up_pre + t * K;
     const uint16_t* normed = b.normed + t * K;

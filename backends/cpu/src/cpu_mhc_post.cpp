@@ -74,7 +74,7 @@ void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
   const bool b13 = mutant == Mutant::B13;
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
-  parallel_for(n, rows * K * (lowrank ? 1 : hc) >= mhc::kParallelMinWork, [&](int64_t ti) {
+  parallel_for(n, rows * K * (lowrank ? 1 : hc) >= kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const float* x = b.streams + t * K;
     float* out = b.out + t * K;

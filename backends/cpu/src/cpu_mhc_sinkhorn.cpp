@@ -104,7 +104,7 @@ void hc_expand(const Workspace& ws, const HcExpandOp& op) {
   mhc::require_launchable(op, rows, hc);
   const HcExpandOp::Bound b = op.bind(ws);
   const auto n = static_cast<int64_t>(rows);
-  parallel_for(n, rows * hc * h >= mhc::kParallelMinWork, [&](int64_t t) {
+  parallel_for(n, rows * hc * h >= kParallelMinWork, [&](int64_t t) {
     const uint16_t* in = b.input + static_cast<uint64_t>(t) * h;
     float* out = b.streams + static_cast<uint64_t>(t) * hc * h;
     for (uint64_t d = 0; d < h; ++d) out[d] = bf16_bits_to_f32(in[d]);
@@ -129,7 +129,7 @@ HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op, Mutant mutant) {
                     mutant != Mutant::M_SKCOL};
   const auto n = static_cast<int64_t>(s.rows);
   const uint64_t bad =
-      parallel_sum(n, s.rows * s.hc * s.h * s.mix >= mhc::kParallelMinWork, [&](int64_t t) {
+      parallel_sum(n, s.rows * s.hc * s.h * s.mix >= kParallelMinWork, [&](int64_t t) {
         return pre_token(b, p, static_cast<uint64_t>(t)) ? uint64_t{0} : uint64_t{1};
       });
   return HcDiagnostics{bad};
@@ -142,7 +142,7 @@ HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) {
   const float rms_eps = static_cast<float>(op.rms_eps), hc_eps = static_cast<float>(op.hc_eps);
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
-  const uint64_t bad = parallel_sum(n, rows * K * hc >= mhc::kParallelMinWork, [&](int64_t ti) {
+  const uint64_t bad = parallel_sum(n, rows * K * hc >= kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
     const float* x = b.streams + t * K;
     uint16_t* y = b.output + t * h;

@@ -12,6 +12,10 @@
 
 namespace bufferlab::cpu {
 
+// Below this much work (elements times their inner length) a thread team costs more than it
+// saves: the threshold every CPU op family's `if` clause uses.
+inline constexpr uint64_t kParallelMinWork = uint64_t{1} << 15;
+
 // Whether a region asked for (`parallel`) would run with a team of more than one thread.
 inline bool runs_in_team(bool parallel) { return parallel && omp_get_max_threads() > 1; }
 

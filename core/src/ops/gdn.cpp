@@ -190,6 +190,8 @@ GdnChunkOp GdnChunkOp::make(Stage stage, const GdnGeometry& g, uint64_t row0, ui
              g.nv,      g.vd,
              g.conv_dim};
   op.state = pool_tensor({streams, g.nv, g.kd, g.vd}, DType::f32);
+  op.operands = {op.conv_rows(),    op.gate_rows(),     op.span(Array::W),  op.span(Array::U),
+                 op.span(Array::S), op.span(Array::uc), op.span(Array::gc), op.output_rows()};
   return op;
 }
 
@@ -208,17 +210,17 @@ GdnChunkOp::Bound GdnChunkOp::bind(const Workspace& ws) const {
                 "head sizes run the recurrence");
   const uint64_t regions = mul(dims.chunks, dims.nv), C = GdnChunkCarve::kChunk;
   Bound b;
-  b.conv = bind_one<const float>(ws, conv_rows(), mul(dims.rows, dims.conv_dim), DType::f32, p);
-  b.gates = bind_one<const float>(ws, gate_rows(), mul(dims.rows, 2 * dims.nv), DType::f32, p);
-  b.W = bind_one<uint16_t>(ws, span(Array::W), mul(mul(regions, C), dims.kd), DType::bf16, p);
-  b.U = bind_one<uint16_t>(ws, span(Array::U), mul(mul(regions, C), dims.vd), DType::bf16, p);
-  b.S = bind_one<uint16_t>(ws, span(Array::S), mul(mul(regions, dims.kd), dims.vd), DType::bf16, p);
-  b.uc = bind_one<uint16_t>(ws, span(Array::uc), mul(mul(regions, C), dims.vd), DType::bf16, p);
-  b.gc = bind_one<float>(ws, span(Array::gc), mul(regions, C), DType::f32, p);
+  b.conv = bind_one<const float>(ws, operands.conv, mul(dims.rows, dims.conv_dim), DType::f32, p);
+  b.gates = bind_one<const float>(ws, operands.gates, mul(dims.rows, 2 * dims.nv), DType::f32, p);
+  b.W = bind_one<uint16_t>(ws, operands.W, mul(mul(regions, C), dims.kd), DType::bf16, p);
+  b.U = bind_one<uint16_t>(ws, operands.U, mul(mul(regions, C), dims.vd), DType::bf16, p);
+  b.S = bind_one<uint16_t>(ws, operands.S, mul(mul(regions, dims.kd), dims.vd), DType::bf16, p);
+  b.uc = bind_one<uint16_t>(ws, operands.uc, mul(mul(regions, C), dims.vd), DType::bf16, p);
+  b.gc = bind_one<float>(ws, operands.gc, mul(regions, C), DType::f32, p);
   b.state = bind_one<float>(ws, state, mul(mul(mul(dims.streams, dims.nv), dims.kd), dims.vd),
                             DType::f32, p);
-  b.output =
-      bind_one<uint16_t>(ws, output_rows(), mul(dims.rows, mul(dims.nv, dims.vd)), DType::bf16, p);
+  b.output = bind_one<uint16_t>(ws, operands.output, mul(dims.rows, mul(dims.nv, dims.vd)),
+                                DType::bf16, p);
   return b;
 }
 

@@ -142,6 +142,8 @@ SsdChunkOp SsdChunkOp::make(Stage stage, const Mamba2Geometry& g, uint64_t row0,
   op.dt_bias = pool_tensor({g.H}, DType::f32);
   op.D = pool_tensor({g.H}, DType::f32);
   op.state = pool_tensor({g.H, g.P, g.N}, DType::f32);
+  op.operands = {op.zxbcdt_rows(), op.xbc_rows(), op.dt_span(),
+                 op.da_span(),     op.cb(),       op.output_rows()};
   return op;
 }
 
@@ -153,16 +155,16 @@ SsdChunkOp::Bound SsdChunkOp::bind(const Workspace& ws) const {
   const uint64_t C = SsdCarve::kChunk, span = mul(span_rows(dims, carve.nc), C);
   Bound b;
   b.zxbcdt =
-      bind_one<const uint16_t>(ws, zxbcdt_rows(), mul(dims.rows, dims.in_proj), DType::bf16, p);
-  b.xbc = bind_one<const uint16_t>(ws, xbc_rows(), mul(dims.rows, dims.d_xbc), DType::bf16, p);
-  b.dt = bind_one<float>(ws, dt_span(), span, DType::f32, p);
-  b.da = bind_one<float>(ws, da_span(), span, DType::f32, p);
-  b.cb = bind_one<float>(ws, cb(), mul(mul(dims.chunks, dims.G), C * C), DType::f32, p);
+      bind_one<const uint16_t>(ws, operands.zxbcdt, mul(dims.rows, dims.in_proj), DType::bf16, p);
+  b.xbc = bind_one<const uint16_t>(ws, operands.xbc, mul(dims.rows, dims.d_xbc), DType::bf16, p);
+  b.dt = bind_one<float>(ws, operands.dt, span, DType::f32, p);
+  b.da = bind_one<float>(ws, operands.da, span, DType::f32, p);
+  b.cb = bind_one<float>(ws, operands.cb, mul(mul(dims.chunks, dims.G), C * C), DType::f32, p);
   b.a_log = bind_one<const float>(ws, a_log, dims.H, DType::f32, p);
   b.dt_bias = bind_one<const float>(ws, dt_bias, dims.H, DType::f32, p);
   b.D = bind_one<const float>(ws, D, dims.H, DType::f32, p);
   b.state = bind_one<float>(ws, state, mul(mul(dims.H, dims.P), dims.N), DType::f32, p);
-  b.output = bind_one<uint16_t>(ws, output_rows(), mul(dims.rows, dims.d_inner), DType::bf16, p);
+  b.output = bind_one<uint16_t>(ws, operands.output, mul(dims.rows, dims.d_inner), DType::bf16, p);
   b.nc = carve.nc;
   return b;
 }

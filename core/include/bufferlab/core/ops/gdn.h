@@ -187,6 +187,13 @@ struct GdnChunkOp {
   };
   Bound bind(const Workspace& ws) const;
   TensorRef span(Array a) const;  // all streams' regions of one array
+
+  // The arena operands bind() resolves, made once by make(): a TensorRef's shape is a heap
+  // vector, and a launch allocates nothing (DESIGN.md).
+  struct Operands {
+    TensorRef conv, gates, W, U, S, uc, gc, output;
+  };
+  Operands operands;
   const Shape& shape() const { return dims; }
   std::string name() const;
   std::string params() const;

@@ -138,6 +138,12 @@ struct SsdChunkOp {
   std::string params() const;
   std::vector<Access> accesses() const;
 
+  // The arena operands bind() resolves, made once by make() (a launch allocates nothing).
+  struct Operands {
+    TensorRef zxbcdt, xbc, dt, da, cb, output;
+  };
+  Operands operands;
+
   TensorRef dt_span() const;      // ssd_scratch f32 [(H−1)·nc + chunks, 64] from the dt base
   TensorRef da_span() const;      // the same from the dA_cumsum base
   TensorRef cb() const;           // ssd_scratch f32 [chunks, G, 64, 64]
