@@ -86,6 +86,10 @@ struct GdnReference {
   std::vector<double> core;        // [rows, nv·vd] before the gated norm
   std::vector<double> normed;      // [rows, nv·vd]
   std::vector<double> state;       // [sequences, nv, kd, vd]
+  // The chunked `faithful` path only (empty otherwise): the gdn_fla_scratch arrays as the
+  // backend stores them, in GdnRun's region order — gc (FP64, not rounded: an FP32 store), W,
+  // U, S (the BF16 snapshots), uc (BF16).
+  std::vector<double> gc, W, U, S, uc;
 };
 GdnReference gdn_reference(const GdnDims& dims, const GdnInputs& in, Mode mode);
 

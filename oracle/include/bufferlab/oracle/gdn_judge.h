@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bufferlab/oracle/agreement_report.h"
 #include "bufferlab/oracle/gdn.h"
@@ -25,5 +26,26 @@ namespace bufferlab::oracle {
 AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun& run,
                           const std::string& backend, uint64_t seed,
                           const BoundModel& bm = cpu_bounds());
+
+// How close a bounded check came to its bound: over the compared elements, the smallest
+// bound / |backend − oracle| (elements with a zero difference skipped; +Inf when all agree
+// exactly), the largest difference and the largest bound. For reporting the slack of each
+// stage's derived bound on a typical case.
+struct GdnCheckSlack {
+  std::string check;
+  double min_ratio = 0.0;
+  double max_err = 0.0;
+  double max_bound = 0.0;
+};
+// What a backend computing every stage in FP64 from its OWN stored inputs, and storing FP32 /
+// BF16 exactly where ops/gdn.h pins it, reads back (each stage from the previous stage's stored
+// values, so the run is consistent with itself): the judge's self-check and the planted-bug
+// tests start from it.
+GdnRun oracle_gdn_run(const GdnPlan& plan, const GdnInputs& in);
+
+// judge_gdn, also filling `slack` (one entry per per-element-bounded check).
+AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun& run,
+                          const std::string& backend, uint64_t seed, const BoundModel& bm,
+                          std::vector<GdnCheckSlack>* slack);
 
 }  // namespace bufferlab::oracle

@@ -42,7 +42,7 @@ struct SsdRun {
     std::vector<float> dt_before_scan, da_before_scan, cb_before_scan;  // "intact" checks
     std::vector<float> state_in, state;                                 // f32 [H, P, N]
   };
-  std::vector<Sequence> sequences;  // chunked path
+  std::vector<Sequence> sequences;     // chunked path
   std::vector<float> state_in, state;  // f32 [sequences, H, P, N] (both paths)
   std::vector<uint16_t> y;             // bf16 [rows, d_inner] (attn_output)
   std::vector<uint16_t> normed;        // bf16 [rows, d_inner] (norm_output)

@@ -22,4 +22,9 @@ AgreementReport judge_ssd(const SsdPlan& plan, const SsdInputs& in, const SsdRun
                           const std::string& backend, uint64_t seed,
                           const BoundModel& bm = cpu_bounds());
 
+// What a backend computing every stage in FP64 on the previous stage's STORED values, and
+// rounding exactly where it stores (BF16 xBC, y, normed; FP32 dt, dA_cumsum, CB, state), would
+// read back — the judge's self-check and the planted-bug tests start from it.
+SsdRun perfect_ssd_run(const SsdPlan& plan, const SsdInputs& in);
+
 }  // namespace bufferlab::oracle
