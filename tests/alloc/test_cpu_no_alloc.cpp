@@ -44,6 +44,7 @@
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
 #include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/moe_ffn.h"
@@ -52,6 +53,7 @@
 #include "bufferlab/oracle/rmsnorm_harness.h"
 #include "bufferlab/oracle/rmsnorm_inputs.h"
 #include "bufferlab/oracle/routing_harness.h"
+#include "bufferlab/oracle/ssd_harness.h"
 #include "bufferlab/properties/routing_generators.h"
 #include "test_fixtures.h"
 
@@ -291,6 +293,15 @@ void call_typed(Backend& b, const Workspace& ws, const OpDescriptor& op) {
         if constexpr (std::is_same_v<T, HcLowRankSlabOp>) (void)b.hc_lowrank_slab(ws, d);
         if constexpr (std::is_same_v<T, HcPostOp>) b.hc_post(ws, d);
         if constexpr (std::is_same_v<T, HcHeadOp>) (void)b.hc_head(ws, d);
+        if constexpr (std::is_same_v<T, GdnConvOp>) b.gdn_conv(ws, d);
+        if constexpr (std::is_same_v<T, GdnGatesOp>) b.gdn_gates(ws, d);
+        if constexpr (std::is_same_v<T, GdnChunkOp>) b.gdn_chunk(ws, d);
+        if constexpr (std::is_same_v<T, GdnRecurrentOp>) b.gdn_recurrent(ws, d);
+        if constexpr (std::is_same_v<T, GdnGatedNormOp>) b.gdn_gated_norm(ws, d);
+        if constexpr (std::is_same_v<T, Mamba2ConvOp>) b.mamba2_conv(ws, d);
+        if constexpr (std::is_same_v<T, SsdChunkOp>) b.ssd_chunk(ws, d);
+        if constexpr (std::is_same_v<T, Mamba2RecurrentOp>) b.mamba2_recurrent(ws, d);
+        if constexpr (std::is_same_v<T, Mamba2GatedNormOp>) b.mamba2_gated_norm(ws, d);
       },
       op);
 }
@@ -634,6 +645,91 @@ TEST(CpuNoAlloc, HcLowRankStages) {
     oracle::run_hc_lowrank(*backend, ws, plan, oracle::generate_hc_lowrank_inputs(dims, 71));
     for (const HcLowRankSplitOp& op : plan.split) expect_no_allocation(*backend, ws, op);
     for (const HcLowRankSlabOp& op : plan.slab) expect_no_allocation(*backend, ws, op);
+  }
+}
+
+// ---- Gated DeltaNet and Mamba-2: conv, gates, every chunked stage, the recurrences, norms ----
+
+ModelConfig gdn_config(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.vocab_size = 16;
+  c.linear_num_key_heads = nk;
+  c.linear_key_head_dim = kd;
+  c.linear_num_value_heads = nv;
+  c.linear_value_head_dim = vd;
+  c.linear_conv_kernel_dim = 4;
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+template <class Op>
+void expect_ops_allocate_nothing(Backend& backend, const Workspace& ws,
+                                 const std::vector<Op>& ops) {
+  for (const Op& op : ops) expect_no_allocation(backend, ws, op);
+}
+
+TEST(CpuNoAlloc, GdnChunkedAndRecurrent) {
+  const auto backend = make_cpu_backend();
+  struct Case {
+    uint64_t nk, kd, nv, vd, sequences, L;
+    oracle::GdnPath path;
+  };
+  // One short sequence (serial) and co-dispatched streams with a partial chunk (parallel over
+  // regions); the recurrence at a small and at the chunked head size.
+  const Case cases[] = {{1, 128, 1, 128, 1, 5, oracle::GdnPath::chunked},
+                        {2, 128, 4, 128, 3, 65, oracle::GdnPath::chunked},
+                        {1, 32, 2, 48, 2, 7, oracle::GdnPath::recurrent},
+                        {2, 128, 4, 128, 1, 70, oracle::GdnPath::recurrent}};
+  for (const Case& k : cases) {
+    const auto dims = oracle::GdnDims::of(gdn_config(k.nk, k.kd, k.nv, k.vd), k.sequences, k.L);
+    const oracle::GdnPlan plan = oracle::plan_gdn(dims, k.path);
+    const Workspace ws = oracle::allocate_gdn_footprint(*backend, plan);
+    oracle::run_gdn(*backend, ws, plan, oracle::generate_gdn_inputs(dims, 81));
+    expect_no_allocation(*backend, ws, plan.conv);
+    expect_no_allocation(*backend, ws, plan.gates);
+    if (k.path == oracle::GdnPath::chunked)
+      expect_ops_allocate_nothing(*backend, ws, plan.chunk);
+    else
+      expect_no_allocation(*backend, ws, plan.recurrent);
+    expect_no_allocation(*backend, ws, plan.norm);
+  }
+}
+
+ModelConfig mamba_config(uint64_t H, uint64_t P, uint64_t N, uint64_t groups) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.vocab_size = 16;
+  c.mamba_num_heads = H;
+  c.mamba_head_dim = P;
+  c.ssm_state_size = N;
+  c.n_groups = groups;
+  c.conv_kernel = 4;
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+TEST(CpuNoAlloc, SsdChunkedAndRecurrent) {
+  const auto backend = make_cpu_backend();
+  struct Case {
+    uint64_t H, P, N, groups, sequences, L;
+    oracle::SsdPath path;
+  };
+  const Case cases[] = {{2, 8, 16, 1, 1, 5, oracle::SsdPath::chunked},
+                        {8, 32, 64, 2, 2, 65, oracle::SsdPath::chunked},
+                        {2, 8, 16, 1, 3, 4, oracle::SsdPath::recurrent},
+                        {8, 32, 64, 2, 1, 70, oracle::SsdPath::recurrent}};
+  for (const Case& k : cases) {
+    const auto dims = oracle::SsdDims::of(mamba_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
+    const oracle::SsdPlan plan = oracle::plan_ssd(dims, k.path);
+    const Workspace ws = oracle::allocate_ssd_footprint(*backend, plan);
+    oracle::run_ssd(*backend, ws, plan, oracle::generate_ssd_inputs(dims, 82));
+    expect_no_allocation(*backend, ws, plan.conv);
+    if (k.path == oracle::SsdPath::chunked)
+      expect_ops_allocate_nothing(*backend, ws, plan.chunk);
+    else
+      expect_no_allocation(*backend, ws, plan.recurrent);
+    expect_no_allocation(*backend, ws, plan.norm);
   }
 }
 

@@ -9,8 +9,12 @@
 //         (properties/mhc_deep_stack.h: 40 layers, a growing highway with block outputs below
 //         half a BF16 ULP of the streams) fails its stream check "hc_streams (deep stack)";
 //   M-SKCOL (hc_pre's Sinkhorn without the final exact column normalisation): judge_hc_pre with
-//         hc_eps = 1e-6 fails "hc_comb column sums" (the columns sum to σ/(eps + σ)).
-// The same runs without a mutant pass. Prints the kernel mutation score (must be 4/4). Runs on
+//         hc_eps = 1e-6 fails "hc_comb column sums" (the columns sum to σ/(eps + σ));
+//   M-GDNCARRY (the GDN state pass carries its BF16 snapshot instead of the FP32 state):
+//         judge_gdn on 128 tokens (two chunks) fails "final state (state)";
+//   M-SSDSTATE (the SSD scan starts every chunk from the zero state): judge_ssd on 130 tokens
+//         fails "y (scan)" from token 64 on.
+// The same runs without a mutant pass. Prints the kernel mutation score (must be 6/6). Runs on
 // the CPU backend, and on CUDA too where one is usable. (The static sizing / plan mutants are
 // scored by test_mutation_score.cpp.)
 #include <gtest/gtest.h>
@@ -26,12 +30,14 @@
 #include "bufferlab/core/model_config.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/sizing.h"
+#include "bufferlab/oracle/gdn_judge.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
+#include "bufferlab/oracle/ssd_judge.h"
 #include "bufferlab/properties/mhc_deep_stack.h"
 #include "bufferlab/properties/routing_generators.h"
 
@@ -198,6 +204,66 @@ bool m_tie_caught(Backend& b) {
   return caught;
 }
 
+// ---- GDN and Mamba-2 ----
+
+// Two chunks of one sequence, kd = vd = 128 (the chunked path), GQA 2.
+oracle::AgreementReport gdn_judged(Backend& b, const oracle::BoundModel& bm) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.vocab_size = 16;
+  c.linear_num_key_heads = 1;
+  c.linear_key_head_dim = 128;
+  c.linear_num_value_heads = 2;
+  c.linear_value_head_dim = 128;
+  c.linear_conv_kernel_dim = 4;
+  const auto dims = oracle::GdnDims::of(c, 1, 128);
+  const oracle::GdnPlan plan = oracle::plan_gdn(dims, oracle::GdnPath::chunked);
+  const Workspace ws = oracle::allocate_gdn_footprint(b, plan);
+  const oracle::GdnInputs in = oracle::generate_gdn_inputs(dims, 51);
+  const oracle::GdnRun run = oracle::run_gdn(b, ws, plan, in);
+  return oracle::judge_gdn(plan, in, run, b.name(), 51, bm);
+}
+
+// 130 tokens: two full chunks and a partial one, H/G = 2.
+oracle::AgreementReport ssd_judged(Backend& b, const oracle::BoundModel& bm) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.vocab_size = 16;
+  c.mamba_num_heads = 4;
+  c.mamba_head_dim = 16;
+  c.ssm_state_size = 24;
+  c.n_groups = 2;
+  c.conv_kernel = 4;
+  const auto dims = oracle::SsdDims::of(c, 1, 130);
+  const oracle::SsdPlan plan = oracle::plan_ssd(dims, oracle::SsdPath::chunked);
+  const Workspace ws = oracle::allocate_ssd_footprint(b, plan);
+  const oracle::SsdInputs in = oracle::generate_ssd_inputs(dims, 52);
+  const oracle::SsdRun run = oracle::run_ssd(b, ws, plan, in);
+  return oracle::judge_ssd(plan, in, run, b.name(), 52, bm);
+}
+
+bool check_failed(const oracle::AgreementReport& r, const std::string& name) {
+  for (const auto& c : r.checks)
+    if (c.name == name && !c.passed()) return true;
+  return false;
+}
+
+// M-GDNCARRY caught: the final state drifts by the BF16 rounding of the carry.
+bool m_gdncarry_caught(Backend& b, const oracle::BoundModel& bm) {
+  const oracle::AgreementReport r = gdn_judged(b, bm);
+  const bool caught = check_failed(r, "final state (state)");
+  if (caught) std::printf("  M-GDNCARRY on %s: final state (state) fails\n", b.name().c_str());
+  return caught;
+}
+
+// M-SSDSTATE caught: the outputs of the second chunk on lose the carried state.
+bool m_ssdstate_caught(Backend& b, const oracle::BoundModel& bm) {
+  const oracle::AgreementReport r = ssd_judged(b, bm);
+  const bool caught = check_failed(r, "y (scan)");
+  if (caught) std::printf("  M-SSDSTATE on %s: y (scan) fails\n", b.name().c_str());
+  return caught;
+}
+
 TEST(KernelMutants, WithoutAMutantTheSameRunsPass) {
   for (Available& a : backends()) {
     for (RouterPrecision p : {RouterPrecision::fp32_gate, RouterPrecision::fp32_routing}) {
@@ -212,6 +278,10 @@ TEST(KernelMutants, WithoutAMutantTheSameRunsPass) {
     EXPECT_TRUE(stack.passed()) << oracle::format_report(stack.report);
     const oracle::AgreementReport pre = hc_pre_judged(*a.backend, a.bm);
     EXPECT_TRUE(pre.passed()) << oracle::format_report(pre);
+    const oracle::AgreementReport gdn = gdn_judged(*a.backend, a.bm);
+    EXPECT_TRUE(gdn.passed()) << oracle::format_report(gdn);
+    const oracle::AgreementReport ssd = ssd_judged(*a.backend, a.bm);
+    EXPECT_TRUE(ssd.passed()) << oracle::format_report(ssd);
   }
 }
 
@@ -240,10 +310,14 @@ TEST(KernelMutants, EveryKernelMutantIsCaughtWithItsExpectedFinding) {
     caught += b13_caught(b, a.bm) ? 1 : 0;
     b.set_kernel_mutant(Mutant::M_SKCOL);
     caught += m_skcol_caught(b, a.bm) ? 1 : 0;
+    b.set_kernel_mutant(Mutant::M_GDNCARRY);
+    caught += m_gdncarry_caught(b, a.bm) ? 1 : 0;
+    b.set_kernel_mutant(Mutant::M_SSDSTATE);
+    caught += m_ssdstate_caught(b, a.bm) ? 1 : 0;
     b.set_kernel_mutant(Mutant::none);
-    std::printf("kernel mutation score (%s): caught %d/4\n", b.name().c_str(), caught);
-    RecordProperty("kernel_mutation_score_" + b.name(), std::to_string(caught) + "/4");
-    EXPECT_EQ(caught, 4) << b.name();
+    std::printf("kernel mutation score (%s): caught %d/6\n", b.name().c_str(), caught);
+    RecordProperty("kernel_mutation_score_" + b.name(), std::to_string(caught) + "/6");
+    EXPECT_EQ(caught, 6) << b.name();
   }
 }
 

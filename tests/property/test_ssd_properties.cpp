@@ -1,0 +1,583 @@
+// Properties of the Mamba-2 SSD (spec/numerics.md §6, §9; core ops/mamba2.h) on the CPU
+// backend, over the cases of properties/ssm_generators.h (H 1..8 with n_groups dividing it, P
+// up to 64, N up to 128, kernel 2..4, 1..4 sequences, L at the chunk edges 1, 63, 64, 65, 127
+// often, dt typical / large / tiny, zero states):
+//   1. the chunked SSD in FP64 equals the recurrence in FP64 within 1e-12 of the output (state)
+//      scale, every sequence;
+//   2. every stage of the CPU backend passes oracle::judge_ssd on its own stored inputs, on the
+//      chunked path and the recurrence, on a poisoned arena;
+//   3. splitting one sequence and carrying its state (conv tail + h from the first run) is
+//      bit-identical to one pass at a multiple of 64 (chunked) or anywhere (recurrence); at
+//      another split of the chunked path the part started from the carried state passes its
+//      judge (the distance to the one-pass output is reported, not asserted);
+//   4. n sequences in one call equal each sequence run alone, bit for bit (the chunk arrays of
+//      each sequence included);
+//   5. M-SSDSTATE (the scan drops the state between chunks) fails "y (scan)" on a fixed set of
+//      cases with L > 64.
+// Every property has a planted-bug twin (suite SsdPlanted): an FP64 output moved just past
+// 1e-12 or the chunked form from a zero state, a stored stage output left poisoned, a split
+// without the carried conv tail, a sequence run with its neighbour's state, M-SSDSTATE.
+//
+// Cost: gen::ssd_call_cost ≤ 2^23 per case (gen::ci_ssd_ranges; formulas in ssm_generators.h),
+// the FP64 identity 2^24, the twins 2^19; the
+// judge evaluates it a few times over.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/number_formats.h"
+#include "bufferlab/core/ops/mamba2.h"
+#include "bufferlab/core/sizing.h"
+#include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/ssd.h"
+#include "bufferlab/oracle/ssd_harness.h"
+#include "bufferlab/oracle/ssd_judge.h"
+#include "bufferlab/properties/ssm_generators.h"
+
+namespace bufferlab {
+namespace {
+
+using gen::SsdCase;
+using oracle::Mode;
+using oracle::SsdPath;
+using U = uint64_t;
+
+constexpr U kChunk = SsdCarve::kChunk;
+constexpr double kIdentityTol = 1e-12;  // numerics §5/§6: chunked FP64 vs recurrence FP64
+
+Backend& cpu() {
+  static const std::unique_ptr<Backend> backend = make_cpu_backend();
+  return *backend;
+}
+
+SsdCase draw(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
+  SsdCase c = *gen::ssd_case(ranges);
+  RC_LOG() << c.describe() << "\n";
+  return c;
+}
+
+// The planted-bug twins show that a check fails, which small cases do as well: 2^19.
+gen::SsdRanges twin_ranges() {
+  gen::SsdRanges r = gen::ci_ssd_ranges();
+  r.cost_cap = uint64_t{1} << 19;
+  return r;
+}
+
+const char* edge_tag(U L) {
+  return L % kChunk == 0 ? "L % 64 = 0" : L % kChunk == 1 ? "L % 64 = 1" : "L % 64 other";
+}
+
+struct Call {
+  oracle::SsdPlan plan;
+  oracle::SsdRun run;
+};
+
+Call run_call(Backend& b, const oracle::SsdDims& dims, SsdPath path, const oracle::SsdInputs& in) {
+  Call c{oracle::plan_ssd(dims, path), {}};
+  const Workspace ws = oracle::allocate_ssd_footprint(b, c.plan);
+  c.run = oracle::run_ssd(b, ws, c.plan, in);
+  return c;
+}
+
+Call run_call(Backend& b, const SsdCase& c, const oracle::SsdInputs& in) {
+  return run_call(b, c.dims(), c.path, in);
+}
+
+oracle::AgreementReport judge(const Call& call, const oracle::SsdInputs& in, U seed,
+                              const char* backend = "cpu") {
+  return oracle::judge_ssd(call.plan, in, call.run, backend, seed);
+}
+
+void require_passed(const oracle::AgreementReport& r) {
+  RC_LOG() << oracle::format_report(r);
+  RC_ASSERT(r.passed());
+}
+
+std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
+  std::vector<std::string> names;
+  for (const auto& c : r.checks)
+    if (!c.passed()) names.push_back(c.name);
+  return names;
+}
+
+const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
+                                            const std::string& name) {
+  for (const auto& c : r.checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+struct Finding {
+  std::string check, where;
+};
+using Findings = std::vector<Finding>;
+
+void log_findings(const Findings& f) {
+  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
+}
+bool has_finding(const Findings& f, const std::string& check) {
+  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
+}
+
+template <class T>
+std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
+  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
+}
+
+// ---- 1. the FP64 identity -------------------------------------------------------------------
+
+// Both FP64 algorithms, sequence by sequence, on the exact conv output and dt of the inputs:
+// y [rows, d_inner] and state [sequences, H, P, N], each concatenated over the sequences.
+struct Fp64Pair {
+  oracle::SsdCoreResult chunked, recurrence;
+};
+
+Fp64Pair fp64_pair(const SsdCase& c, const oracle::SsdInputs& in, bool chunked_zero_state = false) {
+  const auto dims = c.dims();
+  const auto& g = dims.geom;
+  const oracle::SsdReference ref = oracle::ssd_reference(dims, in, Mode::exact);
+  std::vector<double> A(g.H), D(in.D.begin(), in.D.end());
+  for (U h = 0; h < g.H; ++h) A[h] = -std::exp(static_cast<double>(in.a_log[h]));
+  const auto one = oracle::SsdDims::of(c.config, 1, c.L);
+  const U state = g.H * g.P * g.N;
+  Fp64Pair p;
+  for (U b = 0; b < c.sequences; ++b) {
+    const auto xbc = rows_of(ref.xbc, b * c.L, c.L, g.d_xbc);
+    const auto dt = rows_of(ref.dt, b * c.L, c.L, g.H);
+    const std::vector<double> s0(in.state.begin() + static_cast<std::ptrdiff_t>(b * state),
+                                 in.state.begin() + static_cast<std::ptrdiff_t>((b + 1) * state));
+    const std::vector<double> zero(state, 0.0);
+    const auto ch = oracle::ssd_chunked_fp64(one, xbc, dt, A, D, chunked_zero_state ? zero : s0);
+    const auto re = oracle::ssd_recurrence_fp64(one, xbc, dt, A, D, s0);
+    p.chunked.y.insert(p.chunked.y.end(), ch.y.begin(), ch.y.end());
+    p.chunked.state.insert(p.chunked.state.end(), ch.state.begin(), ch.state.end());
+    p.recurrence.y.insert(p.recurrence.y.end(), re.y.begin(), re.y.end());
+    p.recurrence.state.insert(p.recurrence.state.end(), re.state.begin(), re.state.end());
+  }
+  return p;
+}
+
+double max_abs(std::span<const double> v) {
+  double m = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+template <class Where>
+void identity_findings(Findings& f, const std::string& check, std::span<const double> got,
+                       std::span<const double> want, Where where) {
+  if (got.size() != want.size()) {
+    f.push_back({check, fmt::format("{} elements, want {}", got.size(), want.size())});
+    return;
+  }
+  const double tol = kIdentityTol * max_abs(want);
+  for (U e = 0; e < got.size(); ++e)
+    if (!(std::fabs(got[e] - want[e]) <= tol)) {
+      f.push_back({check, fmt::format("{}: {} vs {} (|Δ| {:.3g} > {:.3g})", where(e), got[e],
+                                      want[e], std::fabs(got[e] - want[e]), tol)});
+      return;
+    }
+}
+
+Findings fp64_identity_findings(const oracle::SsdDims& dims, const Fp64Pair& p) {
+  const auto& g = dims.geom;
+  Findings f;
+  identity_findings(f, "y: chunked vs recurrence (FP64)", p.chunked.y, p.recurrence.y, [&](U e) {
+    return fmt::format("token {}, head {}, dim {}", e / g.d_inner, e % g.d_inner / g.P, e % g.P);
+  });
+  identity_findings(f, "final state: chunked vs recurrence (FP64)", p.chunked.state,
+                    p.recurrence.state, [&](U e) {
+                      const U per_head = g.P * g.N;
+                      return fmt::format("sequence {}, head {}, p {}, n {}", e / (g.H * per_head),
+                                         e / per_head % g.H, e % per_head / g.N, e % g.N);
+                    });
+  return f;
+}
+
+RC_GTEST_PROP(SsdProperty, Fp64ChunkedEqualsRecurrence, ()) {
+  gen::SsdRanges ranges = gen::ci_ssd_ranges();
+  ranges.cap_chunked_cost = true;
+  ranges.cost_cap = uint64_t{1} << 24;  // FP64 only
+  const SsdCase c = draw(ranges);
+  RC_TAG(gen::to_string(c.profile.dt), edge_tag(c.L));
+  const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, gen::ssd_inputs(c)));
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
+// ---- 2. every stage passes the judge --------------------------------------------------------
+
+RC_GTEST_PROP(SsdProperty, CpuStagesPassTheJudge, ()) {
+  const SsdCase c = draw();
+  RC_TAG(gen::to_string(c.path), gen::to_string(c.profile.dt), edge_tag(c.L));
+  const auto in = gen::ssd_inputs(c);
+  require_passed(judge(run_call(cpu(), c, in), in, c.seed));
+}
+
+// ---- 3. splitting a sequence ------------------------------------------------------------------
+
+template <class T>
+std::optional<U> first_bit_difference(std::span<const T> a, std::span<const T> b) {
+  if (a.size() != b.size()) return std::min(a.size(), b.size());
+  for (U e = 0; e < a.size(); ++e)
+    if (std::memcmp(&a[e], &b[e], sizeof(T)) != 0) return e;
+  return std::nullopt;
+}
+
+template <class T>
+void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
+                  std::span<const T> want, U cols) {
+  if (const auto e = first_bit_difference(got, want))
+    f.push_back({check, got.size() != want.size()
+                            ? fmt::format("{} elements, want {}", got.size(), want.size())
+                            : fmt::format("row {}, col {}", *e / cols, *e % cols)});
+}
+
+struct Split {
+  U at = 0;
+  Call first, second;
+};
+
+Split run_split(const SsdCase& c, const oracle::SsdInputs& in, U at,
+                const std::vector<uint16_t>* tail = nullptr) {
+  const auto dims = c.dims();
+  Split s{at, {}, {}};
+  const auto first_in = oracle::ssd_token_range(dims, in, 0, at, in.conv_state, in.state);
+  s.first = run_call(cpu(), oracle::SsdDims::of(c.config, 1, at), c.path, first_in);
+  const auto second_in = oracle::ssd_token_range(
+      dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
+  s.second = run_call(cpu(), oracle::SsdDims::of(c.config, 1, c.L - at), c.path, second_in);
+  return s;
+}
+
+Findings split_bit_findings(const SsdCase& c, const Call& whole, const Split& s) {
+  const auto& g = c.dims().geom;
+  const U w = g.d_inner, L = c.L, at = s.at;
+  const auto& a = whole.run;
+  Findings f;
+  bit_findings(f, "y, tokens before the split", rows_of(a.y, 0, at, w),
+               std::span<const uint16_t>(s.first.run.y), w);
+  bit_findings(f, "y, tokens after the split", rows_of(a.y, at, L - at, w),
+               std::span<const uint16_t>(s.second.run.y), w);
+  bit_findings(f, "gated norm output, tokens after the split", rows_of(a.normed, at, L - at, w),
+               std::span<const uint16_t>(s.second.run.normed), w);
+  bit_findings(f, "final state", std::span<const float>(a.state),
+               std::span<const float>(s.second.run.state), g.N);
+  bit_findings(f, "conv tail state", std::span<const uint16_t>(a.conv_state),
+               std::span<const uint16_t>(s.second.run.conv_state), 1);
+  return f;
+}
+
+// One sequence of L ≥ 65 (L + 64 when drawn ≤ 64, at most doubling the cost: drawn under half
+// the cap).
+SsdCase draw_split_case(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
+  ranges.cost_cap /= 2;
+  SsdCase c = draw(ranges);
+  c.sequences = 1;
+  if (c.L <= kChunk) c.L += kChunk;
+  return c;
+}
+
+// A multiple of 64 on the chunked path; anywhere on the recurrence (token by token, FP32
+// state: nothing depends on where a call starts).
+U draw_bit_identical_split(const SsdCase& c) {
+  if (c.path == SsdPath::chunked) return kChunk * *rc::gen::inRange<U>(1, cdiv(c.L, kChunk));
+  return *rc::gen::inRange<U>(1, c.L);
+}
+
+RC_GTEST_PROP(SsdProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
+  const SsdCase c = draw_split_case();
+  const U at = draw_bit_identical_split(c);
+  RC_TAG(gen::to_string(c.path));
+  RC_LOG() << "split at " << at << "\n";
+  const auto in = gen::ssd_inputs(c);
+  const Call whole = run_call(cpu(), c, in);
+  const Findings f = split_bit_findings(c, whole, run_split(c, in, at));
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
+// Elsewhere on the chunked path the chunk boundaries move and no bit identity holds. Asserted:
+// the second part passes its judge (every stage within its derived bound on that part's stored
+// inputs, the carried conv tail and FP32 state being inputs like any other; the first part is
+// an ordinary call, property 2's). How far the
+// concatenated y lies from the one-pass y is reported in BF16 ULPs, not asserted. Any L ≥ 2
+// moves a boundary.
+RC_GTEST_PROP(SsdProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
+  gen::SsdRanges ranges = gen::ci_ssd_ranges();
+  ranges.cost_cap = uint64_t{1} << 22;  // three runs and a judge per case
+  SsdCase c = draw(ranges);
+  c.sequences = 1;
+  c.L = std::max<U>(c.L, 2);
+  c.path = SsdPath::chunked;
+  U at = *rc::gen::inRange<U>(1, c.L);
+  if (at % kChunk == 0) at -= 1;
+  RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
+  RC_LOG() << "split at " << at << "\n";
+  const auto in = gen::ssd_inputs(c);
+  const Split s = run_split(c, in, at);
+  const auto dims = c.dims();
+  require_passed(
+      judge(s.second,
+            oracle::ssd_token_range(dims, in, at, c.L, s.first.run.conv_state, s.first.run.state),
+            c.seed));
+  const Call whole = run_call(cpu(), c, in);
+  const U w = dims.geom.d_inner;
+  uint32_t ulps = 0;
+  const auto tail = rows_of(whole.run.y, at, c.L - at, w);
+  for (U e = 0; e < tail.size(); ++e)
+    ulps = std::max(ulps, bf16_ulp_distance(tail[e], s.second.run.y[e]));
+  RC_TAG(ulps == 0 ? "identical" : ulps <= 2 ? "within 2 BF16 ULP" : "beyond 2 BF16 ULP");
+}
+
+// ---- 4. several sequences in one call ---------------------------------------------------------
+
+Findings codispatch_findings(const SsdCase& c, const Call& all, const Call& alone, U b) {
+  const auto& g = c.dims().geom;
+  const U L = c.L, K1 = g.kernel - 1, state = g.H * g.P * g.N;
+  const auto& a = all.run;
+  const auto& s = alone.run;
+  Findings f;
+  const std::string seq = fmt::format(" (sequence {})", b);
+  bit_findings(f, "conv1d (xBC)" + seq, rows_of(a.xbc, b * L, L, g.d_xbc),
+               std::span<const uint16_t>(s.xbc), g.d_xbc);
+  bit_findings(f, "conv tail state" + seq, rows_of(a.conv_state, b, 1, g.d_xbc * K1),
+               std::span<const uint16_t>(s.conv_state), std::max<U>(K1, 1));
+  bit_findings(f, "y" + seq, rows_of(a.y, b * L, L, g.d_inner), std::span<const uint16_t>(s.y),
+               g.d_inner);
+  bit_findings(f, "gated norm output" + seq, rows_of(a.normed, b * L, L, g.d_inner),
+               std::span<const uint16_t>(s.normed), g.d_inner);
+  bit_findings(f, "final state" + seq, rows_of(a.state, b, 1, state),
+               std::span<const float>(s.state), g.N);
+  if (c.path == SsdPath::chunked && b < a.sequences.size() && !s.sequences.empty()) {
+    const auto& x = a.sequences[b];
+    const auto& y = s.sequences[0];
+    bit_findings(f, "dt" + seq, std::span<const float>(x.dt), std::span<const float>(y.dt), kChunk);
+    bit_findings(f, "dA_cumsum" + seq, std::span<const float>(x.da), std::span<const float>(y.da),
+                 kChunk);
+    bit_findings(f, "CB" + seq, std::span<const float>(x.cb), std::span<const float>(y.cb), kChunk);
+  }
+  return f;
+}
+
+SsdCase draw_codispatch_case(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
+  SsdCase c = draw(ranges);
+  c.sequences = std::max<U>(c.sequences, 2);
+  return c;
+}
+
+RC_GTEST_PROP(SsdProperty, SequencesInOneCallEqualEachAloneBitForBit, ()) {
+  const SsdCase c = draw_codispatch_case();
+  RC_TAG(gen::to_string(c.path), edge_tag(c.L));
+  const auto dims = c.dims();
+  const auto in = gen::ssd_inputs(c);
+  const Call all = run_call(cpu(), c, in);
+  SsdCase one = c;
+  one.sequences = 1;
+  Findings f;
+  for (U b = 0; b < c.sequences; ++b) {
+    const Call alone = run_call(cpu(), one.dims(), c.path, oracle::ssd_sequence(dims, in, b));
+    const Findings fb = codispatch_findings(c, all, alone, b);
+    f.insert(f.end(), fb.begin(), fb.end());
+  }
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
+// ==== Planted bugs ==============================================================================
+
+RC_GTEST_PROP(SsdPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
+  gen::SsdRanges ranges = twin_ranges();
+  ranges.cap_chunked_cost = true;
+  const SsdCase c = draw(ranges);
+  const auto dims = c.dims();
+  Fp64Pair p = fp64_pair(c, gen::ssd_inputs(c));
+  const double scale = max_abs(p.recurrence.y);
+  RC_PRE(scale > 0.0);
+  const U e = *rc::gen::inRange<U>(0, p.chunked.y.size());
+  p.chunked.y[e] = p.recurrence.y[e] + 2.0 * kIdentityTol * scale;
+  const Findings f = fp64_identity_findings(dims, p);
+  RC_ASSERT(f.size() == 1u);
+  RC_ASSERT(f[0].check == "y: chunked vs recurrence (FP64)");
+  const auto& g = dims.geom;
+  RC_ASSERT(contains(f[0].where, fmt::format("token {}, head {}, dim {}", e / g.d_inner,
+                                             e % g.d_inner / g.P, e % g.P)));
+}
+
+// The chunked form from a zero state against the recurrence from the real one (tiny dt: the
+// state decays by exp(dt·A) ≈ 1 per token and survives the call).
+RC_GTEST_PROP(SsdPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
+  gen::SsdRanges ranges = twin_ranges();
+  ranges.cap_chunked_cost = true;
+  SsdCase c = draw(ranges);
+  c.profile.zero_state = false;
+  c.profile.dt = oracle::SsdDtRegime::tiny;
+  const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, gen::ssd_inputs(c), true));
+  log_findings(f);
+  RC_ASSERT(has_finding(f, "final state: chunked vs recurrence (FP64)"));
+}
+
+// A stored stage output left poisoned fails that stage's check, first at an unwritten element
+// (an entry of a chunk array past the sequence fails the zero-tail check instead).
+struct Poisonable {
+  std::string name;
+  std::function<std::string(U)> check;  // the check element e fails
+  std::function<void(oracle::SsdRun&, U)> poison;
+  std::function<U(const oracle::SsdRun&)> size;
+};
+
+template <class T>
+Poisonable poisonable(const std::string& check, std::vector<T> oracle::SsdRun::*array) {
+  return {check, [check](U) { return check; },
+          [array](oracle::SsdRun& r, U e) { std::memset(&(r.*array)[e], 0xFF, sizeof(T)); },
+          [array](const oracle::SsdRun& r) { return static_cast<U>((r.*array).size()); }};
+}
+
+constexpr const char* kZeroTails = "past-partial-chunk entries = 0 (dt, dA_cumsum, CB)";
+
+// Sequence b's chunk array; `inside(e)`: element e lies inside the sequence.
+Poisonable chunk_poisonable(const std::string& check,
+                            std::vector<float> oracle::SsdRun::Sequence::*array, U b,
+                            std::function<bool(U)> inside) {
+  return {check, [check, inside](U e) { return inside(e) ? check : std::string(kZeroTails); },
+          [array, b](oracle::SsdRun& r, U e) {
+            std::memset(&(r.sequences[b].*array)[e], 0xFF, sizeof(float));
+          },
+          [array, b](const oracle::SsdRun& r) {
+            return static_cast<U>((r.sequences[b].*array).size());
+          }};
+}
+
+std::vector<Poisonable> poisonables(const SsdCase& c) {
+  using R = oracle::SsdRun;
+  const bool chunked = c.path == SsdPath::chunked;
+  std::vector<Poisonable> p = {
+      poisonable("conv1d (xBC)", &R::xbc),
+      poisonable("conv tail state", &R::conv_state),
+      poisonable("gated norm (norm_output)", &R::normed),
+      poisonable(chunked ? "y (scan)" : "y (recurrence)", &R::y),
+      poisonable(chunked ? "final state (scan)" : "final state (recurrence)", &R::state),
+  };
+  if (!chunked) return p;
+  const U b = c.sequences - 1, L = c.L, chunks = cdiv(L, kChunk);
+  // dt, dA_cumsum [H, chunks, 64]; CB [chunks, G, 64, 64].
+  const auto row_inside = [L, chunks](U e) {
+    return e / kChunk % chunks * kChunk + e % kChunk < L;
+  };
+  const U G = c.dims().geom.G;
+  const auto cb_inside = [L, G](U e) {
+    const U c0 = e / (G * kChunk * kChunk) * kChunk;
+    return c0 + e / kChunk % kChunk < L && c0 + e % kChunk < L;
+  };
+  p.push_back(chunk_poisonable("dt (cumsum)", &R::Sequence::dt, b, row_inside));
+  p.push_back(chunk_poisonable("dA_cumsum (cumsum)", &R::Sequence::da, b, row_inside));
+  p.push_back(chunk_poisonable("CB (bmm)", &R::Sequence::cb, b, cb_inside));
+  return p;
+}
+
+RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
+  const SsdCase c = draw(twin_ranges());
+  const auto in = gen::ssd_inputs(c);
+  Call call = run_call(cpu(), c, in);
+  const auto targets = poisonables(c);
+  const Poisonable& p = *rc::gen::elementOf(targets);
+  const U e = *rc::gen::inRange<U>(0, p.size(call.run));
+  const std::string expected = p.check(e);
+  RC_TAG(expected);
+  RC_LOG() << "poisoned " << p.name << " element " << e << "\n";
+  p.poison(call.run, e);
+  const auto report = judge(call, in, c.seed, "planted");
+  RC_LOG() << oracle::format_report(report);
+  const auto names = failing_checks(report);
+  RC_ASSERT(std::find(names.begin(), names.end(), expected) != names.end());
+  const auto* bad = check_named(report, expected);
+  RC_ASSERT(bad->first_bad.has_value());
+  RC_ASSERT(
+      contains(bad->first_bad->reason, expected == kZeroTails ? "past the sequence" : "unwritten"));
+}
+
+RC_GTEST_PROP(SsdPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
+  const SsdCase c = draw_split_case(twin_ranges());
+  const U at = draw_bit_identical_split(c);
+  const auto in = gen::ssd_inputs(c);
+  const Call whole = run_call(cpu(), c, in);
+  const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
+  const Findings f = split_bit_findings(c, whole, run_split(c, in, at, &fresh));
+  log_findings(f);
+  RC_ASSERT(has_finding(f, "y, tokens after the split"));
+}
+
+// Sequence 1 run alone with sequence 0's state and conv tail (tiny dt: the state survives).
+RC_GTEST_PROP(SsdPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
+  SsdCase c = draw_codispatch_case(twin_ranges());
+  c.profile.zero_state = false;
+  c.profile.dt = oracle::SsdDtRegime::tiny;
+  const auto dims = c.dims();
+  const auto in = gen::ssd_inputs(c);
+  const Call all = run_call(cpu(), c, in);
+  SsdCase one = c;
+  one.sequences = 1;
+  auto wrong = oracle::ssd_sequence(dims, in, 1);
+  const auto neighbour = oracle::ssd_sequence(dims, in, 0);
+  wrong.state = neighbour.state;
+  wrong.conv_state = neighbour.conv_state;
+  const Findings f = codispatch_findings(c, all, run_call(cpu(), one.dims(), c.path, wrong), 1);
+  log_findings(f);
+  RC_ASSERT(has_finding(f, "final state (sequence 1)") || has_finding(f, "y (sequence 1)"));
+}
+
+// M-SSDSTATE (the scan drops the state between chunks) on a fixed set of chunked cases with
+// L > 64 (typical dt: the carried state is visible in the next chunk's y); every case fails
+// "y (scan)", and passes without the mutant.
+TEST(SsdPlanted, MSsdStateFailsTheScan) {
+  struct Fixed {
+    U H, P, N, ng, sequences, L;
+    bool zero_state;
+    U seed;
+  };
+  const Fixed cases[] = {{2, 16, 16, 1, 1, 65, true, 1},  {4, 8, 32, 2, 1, 128, false, 2},
+                         {1, 16, 64, 1, 2, 100, true, 3}, {3, 4, 16, 3, 1, 129, false, 4},
+                         {2, 32, 8, 2, 1, 191, true, 5},  {8, 4, 4, 1, 2, 70, false, 6}};
+  const auto mutant = make_cpu_backend();
+  mutant->set_kernel_mutant(Mutant::M_SSDSTATE);
+  for (const Fixed& k : cases) {
+    SsdCase c;
+    c.config = gen::ssd_config(k.H, k.P, k.N, k.ng, 4);
+    c.sequences = k.sequences;
+    c.L = k.L;
+    c.path = SsdPath::chunked;
+    c.profile.dt = oracle::SsdDtRegime::typical;
+    c.profile.zero_state = k.zero_state;
+    c.seed = k.seed;
+    const auto in = gen::ssd_inputs(c);
+    const auto clean = judge(run_call(cpu(), c, in), in, c.seed);
+    EXPECT_TRUE(clean.passed()) << c.describe() << "\n" << oracle::format_report(clean);
+    const auto report = judge(run_call(*mutant, c, in), in, c.seed, "M-SSDSTATE");
+    const auto names = failing_checks(report);
+    EXPECT_NE(std::find(names.begin(), names.end(), std::string("y (scan)")), names.end())
+        << c.describe() << "\n"
+        << oracle::format_report(report);
+  }
+}
+
+}  // namespace
+}  // namespace bufferlab

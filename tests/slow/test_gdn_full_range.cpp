@@ -1,0 +1,224 @@
+// The GDN properties of tests/property/test_gdn_properties.cpp over their FULL ranges (label
+// slow): T up to 4096 tokens per sequence, up to 16 co-dispatched streams (one case in three
+// with L % 64 ≠ 0 and 8..16 streams, B15's condition), head sizes up to 256 on the recurrence,
+// up to 8 key heads. Oracle work is capped at 2^30 multiply-adds per case
+// (gen::full_gdn_ranges; the judge evaluates it a few times over); each property runs kCases
+// cases (RC_PARAMS="seed=..." still picks the seed). Deeper: `bufferlab fuzz`.
+// Built into bufferlab_slow_numeric_tests (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/layout.h"
+#include "bufferlab/core/ops/gdn.h"
+#include "bufferlab/core/presets.h"
+#include "bufferlab/core/sizing.h"
+#include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/gdn.h"
+#include "bufferlab/oracle/gdn_harness.h"
+#include "bufferlab/oracle/gdn_judge.h"
+#include "bufferlab/properties/ssm_generators.h"
+
+namespace bufferlab {
+namespace {
+
+using gen::GdnCase;
+using oracle::GdnPath;
+using oracle::Mode;
+using U = uint64_t;
+
+constexpr int kCases = 20;
+constexpr U kChunk = GdnChunkCarve::kChunk;
+
+// rc::detail::checkGTest with `cases` successes instead of the configured count.
+template <class Testable>
+void check_many(Testable&& testable, int cases = kCases) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  rc::detail::TestMetadata metadata;
+  metadata.id = std::string(info->test_suite_name()) + "/" + info->name();
+  metadata.description = info->name();
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  params.maxSuccess = cases;
+  const auto result = rc::detail::checkTestable(std::forward<Testable>(testable), metadata, params);
+  if (!result.template is<rc::detail::SuccessResult>()) {
+    std::ostringstream ss;
+    rc::detail::printResultMessage(result, ss);
+    FAIL() << ss.str();
+  }
+}
+
+Backend& cpu() {
+  static const std::unique_ptr<Backend> backend = make_cpu_backend();
+  return *backend;
+}
+
+GdnCase draw(gen::GdnRanges r = gen::full_gdn_ranges()) {
+  GdnCase c = *gen::gdn_case(r);
+  RC_LOG() << c.describe() << "\n";
+  return c;
+}
+
+struct Call {
+  oracle::GdnPlan plan;
+  oracle::GdnRun run;
+};
+
+Call run_call(const oracle::GdnDims& dims, GdnPath path, const oracle::GdnInputs& in) {
+  Call c{oracle::plan_gdn(dims, path), {}};
+  const Workspace ws = oracle::allocate_gdn_footprint(cpu(), c.plan);
+  c.run = oracle::run_gdn(cpu(), ws, c.plan, in);
+  return c;
+}
+
+void require_passed(const oracle::AgreementReport& r) {
+  RC_LOG() << oracle::format_report(r);
+  RC_ASSERT(r.passed());
+}
+
+template <class T>
+bool same_bits(std::span<const T> a, std::span<const T> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <class T>
+std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
+  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+bool within_identity(const std::vector<double>& got, const std::vector<double>& want) {
+  const double tol = 1e-12 * max_abs(want);
+  if (got.size() != want.size()) return false;
+  for (U e = 0; e < got.size(); ++e)
+    if (!(std::fabs(got[e] - want[e]) <= tol)) {
+      RC_LOG() << "element " << e << ": " << got[e] << " vs " << want[e] << "\n";
+      return false;
+    }
+  return true;
+}
+
+TEST(GdnFullRange, CpuStagesPassTheJudge) {
+  check_many([] {
+    const GdnCase c = draw();
+    RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? "8+ streams" : "few streams");
+    const auto in = gen::gdn_inputs(c);
+    const Call call = run_call(c.dims(), c.path, in);
+    require_passed(oracle::judge_gdn(call.plan, in, call.run, "cpu", c.seed));
+  });
+}
+
+TEST(GdnFullRange, Fp64ChunkedEqualsRecurrence) {
+  check_many([] {
+    gen::GdnRanges r = gen::full_gdn_ranges();
+    r.cap_chunked_cost = true;
+    const GdnCase c = draw(r);
+    const auto dims = c.dims();
+    const auto in = gen::gdn_inputs(c);
+    const auto ref = oracle::gdn_reference(dims, in, Mode::exact);
+    const std::vector<double> s0(in.state.begin(), in.state.end());
+    const auto ch = oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0);
+    const auto re = oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0);
+    RC_ASSERT(within_identity(ch.o, re.o));
+    RC_ASSERT(within_identity(ch.state, re.state));
+  });
+}
+
+// Many streams of L % 64 ≠ 0 in one call, each equal to itself alone (backend work only).
+TEST(GdnFullRange, ManyCoDispatchedStreamsEqualEachAlone) {
+  check_many([] {
+    gen::GdnRanges r = gen::full_gdn_ranges();
+    r.cost_cap = uint64_t{1} << 28;
+    GdnCase c = draw(r);
+    c.sequences = std::max<U>(c.sequences, 2);
+    const auto dims = c.dims();
+    const auto in = gen::gdn_inputs(c);
+    const Call all = run_call(dims, c.path, in);
+    const U w = dims.geom.value_dim, state = dims.geom.nv * dims.geom.kd * dims.geom.vd;
+    for (U b = 0; b < c.sequences; ++b) {
+      const Call one = run_call(oracle::GdnDims::of(c.config, 1, c.L), c.path,
+                                oracle::gdn_sequence(dims, in, b));
+      RC_LOG() << "sequence " << b << "\n";
+      RC_ASSERT(same_bits(rows_of(all.run.core, b * c.L, c.L, w),
+                          std::span<const uint16_t>(one.run.core)));
+      RC_ASSERT(same_bits(rows_of(all.run.normed, b * c.L, c.L, w),
+                          std::span<const uint16_t>(one.run.normed)));
+      RC_ASSERT(
+          same_bits(rows_of(all.run.state, b, 1, state), std::span<const float>(one.run.state)));
+    }
+  });
+}
+
+// Long sequences split at a multiple of 64 (chunked) or anywhere (recurrence): bit-identical.
+TEST(GdnFullRange, LongSequenceSplitAtAChunkEdgeIsBitIdentical) {
+  check_many([] {
+    gen::GdnRanges r = gen::full_gdn_ranges();
+    r.cost_cap = uint64_t{1} << 28;
+    r.many_streams = false;
+    GdnCase c = draw(r);
+    c.sequences = 1;
+    if (c.L <= kChunk) c.L += kChunk;
+    const U at = c.path == GdnPath::chunked ? kChunk * *rc::gen::inRange<U>(1, cdiv(c.L, kChunk))
+                                            : *rc::gen::inRange<U>(1, c.L);
+    RC_LOG() << "split at " << at << "\n";
+    const auto dims = c.dims();
+    const auto in = gen::gdn_inputs(c);
+    const Call whole = run_call(dims, c.path, in);
+    const Call first = run_call(oracle::GdnDims::of(c.config, 1, at), c.path,
+                                oracle::gdn_token_range(dims, in, 0, at, in.conv_state, in.state));
+    const Call second =
+        run_call(oracle::GdnDims::of(c.config, 1, c.L - at), c.path,
+                 oracle::gdn_token_range(dims, in, at, c.L, first.run.conv_state, first.run.state));
+    const U w = dims.geom.value_dim;
+    RC_ASSERT(same_bits(rows_of(whole.run.core, at, c.L - at, w),
+                        std::span<const uint16_t>(second.run.core)));
+    RC_ASSERT(same_bits(std::span<const float>(whole.run.state),
+                        std::span<const float>(second.run.state)));
+  });
+}
+
+// B15's carve over the full range of co-dispatched prefills (static: no allocation): the
+// corrected nt holds every stream's regions for n ≤ 16, n·L ≤ m ≤ 65536.
+TEST(GdnFullRange, CorrectedCarveHoldsEveryStreamsRegions) {
+  check_many(
+      [] {
+        ModelConfig config = preset("tiny-gdn");
+        config.linear_num_key_heads = *rc::gen::inRange<U>(1, 5);
+        config.linear_num_value_heads = config.linear_num_key_heads * *rc::gen::inRange<U>(1, 5);
+        const U n = *rc::gen::inRange<U>(1, 17);
+        const U L = *rc::gen::inRange<U>(1, 65536 / n + 1);
+        const U m = *rc::gen::inRange<U>(n * L, std::min<U>(65536, n * L + 4096) + 1);
+        RC_LOG() << "n " << n << " L " << L << " m " << m << "\n";
+        const auto sizes = BufferSizes::from_config(config, RunShape{m, 65536, 16, 32}, Target{},
+                                                    Sizing::corrected());
+        const GdnGeometry g = GdnGeometry::of(config);
+        for (const auto stage :
+             {GdnChunkOp::Stage::wu, GdnChunkOp::Stage::state, GdnChunkOp::Stage::output}) {
+          const auto op = GdnChunkOp::make(stage, g, 0, n, L, sizes.params.gdn_chunks);
+          for (const Access& a : op.accesses())
+            if (a.tensor.space == Space::arena && a.tensor.buffer == BufferId::gdn_fla_scratch)
+              RC_ASSERT(a.end() <= sizes.gdn_fla_scratch);
+        }
+      },
+      500);
+}
+
+}  // namespace
+}  // namespace bufferlab
