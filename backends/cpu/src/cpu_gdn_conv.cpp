@@ -79,19 +79,18 @@ void gdn_gates(const Workspace& ws, const GdnGatesOp& op) {
   const GdnGatesOp::Bound b = op.bind(ws);
   gdn::require_index_range(op, d.rows);
   const uint64_t nv = d.nv;
-  parallel_for(static_cast<int64_t>(d.rows), d.rows * nv * 16 >= kParallelMinWork,
-               [&](int64_t r) {
-                 const auto row = static_cast<uint64_t>(r);
-                 const uint16_t* ba = b.ba + row * 2 * nv;
-                 float* g = b.gates + row * 2 * nv;
-                 for (uint64_t v = 0; v < nv; ++v) {
-                   const float beta = gdn::sigmoid(bf16_bits_to_f32(ba[v]));
-                   const float x = bf16_bits_to_f32(ba[nv + v]) + b.dt_bias[v];
-                   const float alpha = std::exp(-(std::exp(b.a_log[v]) * gdn::softplus(x)));
-                   g[2 * v] = beta;
-                   g[2 * v + 1] = alpha;
-                 }
-               });
+  parallel_for(static_cast<int64_t>(d.rows), d.rows * nv * 16 >= kParallelMinWork, [&](int64_t r) {
+    const auto row = static_cast<uint64_t>(r);
+    const uint16_t* ba = b.ba + row * 2 * nv;
+    float* g = b.gates + row * 2 * nv;
+    for (uint64_t v = 0; v < nv; ++v) {
+      const float beta = gdn::sigmoid(bf16_bits_to_f32(ba[v]));
+      const float x = bf16_bits_to_f32(ba[nv + v]) + b.dt_bias[v];
+      const float alpha = std::exp(-(std::exp(b.a_log[v]) * gdn::softplus(x)));
+      g[2 * v] = beta;
+      g[2 * v + 1] = alpha;
+    }
+  });
 }
 
 }  // namespace bufferlab::cpu

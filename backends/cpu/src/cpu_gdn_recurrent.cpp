@@ -76,25 +76,24 @@ void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) {
   gdn::require_index_range(op, d.rows);
   const uint64_t hd = d.head_dim, width = d.heads * hd;
   const float eps = static_cast<float>(op.eps), n = static_cast<float>(hd);
-  parallel_for(static_cast<int64_t>(d.rows), d.rows * width >= kParallelMinWork,
-               [&](int64_t r) {
-                 const auto row = static_cast<uint64_t>(r);
-                 for (uint64_t h = 0; h < d.heads; ++h) {
-                   uint16_t* io = b.io + row * width + h * hd;
-                   const uint16_t* z = b.z + row * d.z_row_stride + d.z_col + h * hd;
-                   float sum_sq = 0.0f;
-                   for (uint64_t j = 0; j < hd; ++j) {
-                     const float o = bf16_bits_to_f32(io[j]);
-                     sum_sq += o * o;
-                   }
-                   const float rs = 1.0f / std::sqrt(sum_sq / n + eps);
-                   for (uint64_t j = 0; j < hd; ++j) {
-                     const float o = bf16_bits_to_f32(io[j]);
-                     const float w = bf16_bits_to_f32(b.weight[j]);
-                     io[j] = f32_to_bf16_bits(o * rs * w * silu(bf16_bits_to_f32(z[j])));
-                   }
-                 }
-               });
+  parallel_for(static_cast<int64_t>(d.rows), d.rows * width >= kParallelMinWork, [&](int64_t r) {
+    const auto row = static_cast<uint64_t>(r);
+    for (uint64_t h = 0; h < d.heads; ++h) {
+      uint16_t* io = b.io + row * width + h * hd;
+      const uint16_t* z = b.z + row * d.z_row_stride + d.z_col + h * hd;
+      float sum_sq = 0.0f;
+      for (uint64_t j = 0; j < hd; ++j) {
+        const float o = bf16_bits_to_f32(io[j]);
+        sum_sq += o * o;
+      }
+      const float rs = 1.0f / std::sqrt(sum_sq / n + eps);
+      for (uint64_t j = 0; j < hd; ++j) {
+        const float o = bf16_bits_to_f32(io[j]);
+        const float w = bf16_bits_to_f32(b.weight[j]);
+        io[j] = f32_to_bf16_bits(o * rs * w * silu(bf16_bits_to_f32(z[j])));
+      }
+    }
+  });
 }
 
 }  // namespace bufferlab::cpu

@@ -111,13 +111,12 @@ void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) {
   const Mamba2GatedNormOp::Bound b = op.bind(ws);  // refuses a group that does not divide
   const auto [rows, d_inner, gs, z_stride] = op.shape();
   const auto eps = static_cast<float>(op.eps);
-  parallel_for(static_cast<int64_t>(rows), rows * d_inner >= kParallelMinWork,
-               [&](int64_t ri) {
-                 const auto r = static_cast<uint64_t>(ri);
-                 for (uint64_t g0 = 0; g0 < d_inner; g0 += gs)
-                   norm_group(b.input + r * d_inner + g0, b.z + r * z_stride + g0, b.weight + g0,
-                              gs, eps, b.output + r * d_inner + g0);
-               });
+  parallel_for(static_cast<int64_t>(rows), rows * d_inner >= kParallelMinWork, [&](int64_t ri) {
+    const auto r = static_cast<uint64_t>(ri);
+    for (uint64_t g0 = 0; g0 < d_inner; g0 += gs)
+      norm_group(b.input + r * d_inner + g0, b.z + r * z_stride + g0, b.weight + g0, gs, eps,
+                 b.output + r * d_inner + g0);
+  });
 }
 
 }  // namespace bufferlab::cpu
