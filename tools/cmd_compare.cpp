@@ -4,6 +4,7 @@
 // (the backend cannot run here).
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,16 @@ constexpr const char* kFooter = R"(ops:
   hc-lowrank mHC low-rank pre step (hc_lowrank > 0), stage by stage: norm -> down -> collapse
             (split path, T <= 64) or norm -> down -> inject -> up -> collapse in slabs of
             <= 2048 rows (slab GEMM path, T > 64); --path split|slab forces one (split: T <= 64)
+  gdn       Gated DeltaNet (GDN models): conv1d -> gates -> chunked core wu -> state -> output
+            (kd = vd = 128) or the token recurrence -> gated norm, over --streams N
+            co-dispatched sequences of --tokens each, every stage judged on its stored inputs
+  ssd       Mamba-2 (Mamba models): conv1d -> chunked SSD cumsum -> bmm -> scan per sequence
+            (one after another) or the recurrence -> gated norm
+GDN / SSD: --path chunked | recurrent | auto (default: chunked where the model allows it);
+            --streams N sequences (default 1); --zero-state (fresh sequences); gdn: --alpha,
+            --beta mixed | near-zero | near-one (gate regimes), --parallel-keys; ssd: --dt
+            typical | large | tiny. Workspace: the model's real arena for m = N * --tokens
+            (the sizing's chunk count carves the scratch) when affordable, else a footprint
 mHC inputs (hc-*): --streams normal (default) | zero | huge (x 1e30: the scaled-RMS path);
             --hc-eps E replaces the model's hc_eps (hc-pre, hc-head)
 router paths (--path, router and topk): bf16 (default), fp32-gate, fp32-routing
@@ -72,8 +83,11 @@ inputs (--pattern, router and topk): random (default), duplicated-rows, perturbe
 kernel mutants (--mutant): B14 (router, topk: FP32 paths store BF16-rounded logits), M-TIE
             (topk: ties to the higher index), B13 (hc-post: streams rounded to BF16), M-SKCOL
             (hc-pre: Sinkhorn without the final exact column normalisation; invisible when
-            hc_eps = 0): the catalogue's bugs, for demonstrating a catch; refused (exit 2) on
-            an op they do not change
+            hc_eps = 0), M-GDNCARRY (gdn: the state pass carries the BF16 snapshot),
+            M-SSDSTATE (ssd: the scan drops the state between chunks); B15 (gdn, a SIZING
+            mutant: the real layout of corrected+B15, short of chunks when N > 1 and
+            --tokens % 64 != 0): the catalogue's bugs, for demonstrating a catch; refused
+            (exit 2) on an op they do not change
 variants (--variant, rmsnorm):
   add       residual = bf16(residual + x); norm_output = bf16(RMSNorm(stored residual)) (default)
   f32       as add, and the FP32 normed row into moe_router_in_f32 (MoE models only: the
@@ -94,7 +108,8 @@ struct CompareCommand {
   std::string path = "bf16";
   std::string pattern = "random";
   std::string mutant = "none";
-  HcCompareOptions hc;  // --logit-range, --streams, --hc-eps (mHC ops); --path → lowrank_path
+  HcCompareOptions hc;    // --logit-range, --streams, --hc-eps (mHC ops); --path → lowrank_path
+  SsmCompareOptions ssm;  // gdn, ssd: --streams and --path land here (set when the command runs)
   bool hash = false;
   std::string dump_dir;
   bool json = false;
@@ -118,6 +133,7 @@ std::string rerun_line(const CompareCommand& c, uint64_t seed) {
     if (c.hash) line += " --hash";
   }
   if (c.op == "hc-lowrank" && c.path_given) line += " --path " + c.path;
+  if (is_ssm_op(c.op)) line += ssm_rerun_options(c.ssm);
   if (!c.hc.logit_range.empty()) line += " --logit-range " + c.hc.logit_range;
   if (!c.hc.streams.empty()) line += " --streams " + c.hc.streams;
   if (!c.hc.hc_eps.empty()) line += " --hc-eps " + c.hc.hc_eps;
@@ -137,6 +153,8 @@ OpRunner op_runner(const std::string& op) {
   if (op == "hc-head") return compare_hc_head;
   if (op == "hc-expand") return compare_hc_expand;
   if (op == "hc-lowrank") return compare_hc_lowrank;
+  if (op == "gdn") return compare_gdn;
+  if (op == "ssd") return compare_ssd;
   return nullptr;
 }
 
@@ -145,11 +163,9 @@ struct MutantOp {
   const char* mutant;
   const char* op;
 };
-constexpr MutantOp kMutantOps[] = {{"B14", "router"},
-                                   {"B14", "topk"},
-                                   {"M-TIE", "topk"},
-                                   {"B13", "hc-post"},
-                                   {"M-SKCOL", "hc-pre"}};
+constexpr MutantOp kMutantOps[] = {{"B14", "router"},  {"B14", "topk"},       {"M-TIE", "topk"},
+                                   {"B13", "hc-post"}, {"M-SKCOL", "hc-pre"}, {"M-GDNCARRY", "gdn"},
+                                   {"B15", "gdn"},     {"M-SSDSTATE", "ssd"}};
 
 // A kernel mutant on an op whose kernels it does not change would pass unseen: refused.
 // Mutants not listed are left to the backend, which refuses what is not a kernel mutant.
@@ -169,7 +185,10 @@ void require_mutant_applies(const CompareCommand& c) {
 std::unique_ptr<Backend> open_backend(const CompareCommand& c) {
   try {
     std::unique_ptr<Backend> backend = make_backend(c.backend);
-    if (c.mutant != "none") backend->set_kernel_mutant(mutant_from_string(c.mutant));
+    // B15 (gdn only, require_mutant_applies) is a sizing mutant: compare_gdn lays out its
+    // workspace from it; every other mutant is the backend's to take or refuse.
+    if (c.mutant != "none" && c.mutant != "B15")
+      backend->set_kernel_mutant(mutant_from_string(c.mutant));
     return backend;
   } catch (const BackendUnavailable& e) {
     if (c.json)
@@ -198,11 +217,17 @@ void run_op_compare(const CompareCommand& c, OpRunner runner) {
   s.dump_dir = c.dump_dir;
   s.mutant = c.mutant;
   s.hc = c.hc;
+  s.ssm = c.ssm;
   std::unique_ptr<Backend> backend = open_backend(c);
   if (!backend) return;
   const CompareResult r = runner(*backend, s);
+  const bool agree = r.report.passed() && r.findings.empty();
   if (c.json) {
     nlohmann::json j = report_json(r.report);
+    if (!r.findings.empty()) {
+      j["agree"] = false;
+      j["findings"] = r.findings;
+    }
     j["model"] = s.model_label;
     j["tokens"] = tokens;
     j["arena_bytes"] = s.layout.arena_bytes();
@@ -212,12 +237,21 @@ void run_op_compare(const CompareCommand& c, OpRunner runner) {
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("{}\n", r.header);
-    if (c.mutant != "none") fmt::print("kernel mutant {} is active on the backend\n", c.mutant);
-    fmt::print("{}", oracle::format_report(r.report));
+    if (c.mutant == "B15")
+      fmt::print("sizing mutant B15: the arena is laid out by the sizing corrected+B15\n");
+    else if (c.mutant != "none")
+      fmt::print("kernel mutant {} is active on the backend\n", c.mutant);
+    if (r.findings.empty()) {
+      fmt::print("{}", oracle::format_report(r.report));
+    } else {
+      for (const std::string& f : r.findings) fmt::print("finding: {}\n", f);
+      fmt::print("DISAGREE: the workspace cannot hold the op ({} verifier finding{}); not run\n",
+                 r.findings.size(), r.findings.size() == 1 ? "" : "s");
+    }
     fmt::print("{}", r.details);
     fmt::print("re-run: {}\n", rerun_line(c, s.seed));
   }
-  exit_code() = r.report.passed() ? kExitAgree : kExitDisagree;
+  exit_code() = agree ? kExitAgree : kExitDisagree;
 }
 
 void run_compare(const CompareCommand& c) {
@@ -225,9 +259,10 @@ void run_compare(const CompareCommand& c) {
   if (runner == nullptr && c.op != "rmsnorm")
     throw Error("--op: unknown op '" + c.op +
                 "' (known: rmsnorm, router, topk, experts, lm-head, hc-pre, hc-post, hc-head, "
-                "hc-expand, hc-lowrank)");
+                "hc-expand, hc-lowrank, gdn, ssd)");
   require_mutant_applies(c);
   require_hc_options_apply(c.op, c.hc);
+  require_ssm_options_apply(c.op, c.ssm);
   if (runner != nullptr) return run_op_compare(c, runner);
   const RmsNormVariant variant = parse_variant(c.variant);
   const uint64_t tokens = parse_u64("--tokens", c.tokens);
@@ -281,9 +316,10 @@ void register_compare_command(CLI::App& app) {
   cmd->model.add_options(*sub);
   sub->add_option("--op", cmd->op,
                   "rmsnorm | router | topk | experts | lm-head | hc-pre | hc-post | hc-head | "
-                  "hc-expand | hc-lowrank (default rmsnorm)")
+                  "hc-expand | hc-lowrank | gdn | ssd (default rmsnorm)")
       ->type_name("OP");
-  sub->add_option("--tokens", cmd->tokens, "tokens of the pass: rows of the op (default 16)")
+  sub->add_option("--tokens", cmd->tokens,
+                  "tokens of the pass: rows of the op (default 16; gdn/ssd: per sequence)")
       ->type_name("N");
   sub->add_option("--seed", cmd->seed, "seed of the generated inputs (default 1)")->type_name("S");
   sub->add_option("--backend", cmd->backend, "cpu or cuda (default cpu)")->type_name("NAME");
@@ -291,23 +327,36 @@ void register_compare_command(CLI::App& app) {
       ->type_name("NAME");
   sub->add_option("--path", cmd->path,
                   "router/topk: bf16 | fp32-gate | fp32-routing (default bf16); hc-lowrank: "
-                  "split | slab (default: split for T <= 64, else slab)")
+                  "split | slab (default: split for T <= 64, else slab); gdn/ssd: chunked | "
+                  "recurrent | auto (default auto)")
       ->type_name("PATH");
   sub->add_option("--pattern", cmd->pattern, "router/topk inputs (default random; see below)")
       ->type_name("NAME");
   sub->add_flag("--hash", cmd->hash,
                 "topk: a hash-routed layer (tid2eid table; models with hash layers)");
   sub->add_option("--mutant", cmd->mutant,
-                  "a kernel mutant on the backend: B14 | M-TIE | B13 | M-SKCOL")
+                  "a kernel mutant on the backend: B14 | M-TIE | B13 | M-SKCOL | M-GDNCARRY | "
+                  "M-SSDSTATE; gdn: the sizing mutant B15")
       ->type_name("ID");
   sub->add_option("--logit-range", cmd->hc.logit_range,
                   "hc-pre/hc-post: spread L of every comb logit row (default 4)")
       ->type_name("L");
   sub->add_option("--streams", cmd->hc.streams,
-                  "hc-pre/post/head/lowrank: stream values normal | zero | huge (default normal)")
-      ->type_name("KIND");
+                  "hc-pre/post/head/lowrank: stream values normal | zero | huge (default "
+                  "normal); gdn/ssd: co-dispatched sequences of --tokens each (default 1)")
+      ->type_name("KIND|N");
   sub->add_option("--hc-eps", cmd->hc.hc_eps, "hc-pre/hc-head: replace the model's hc_eps")
       ->type_name("E");
+  sub->add_option("--alpha", cmd->ssm.alpha, "gdn: decay gates mixed | near-zero | near-one")
+      ->type_name("REGIME");
+  sub->add_option("--beta", cmd->ssm.beta, "gdn: write gates mixed | near-zero | near-one")
+      ->type_name("REGIME");
+  sub->add_flag("--parallel-keys", cmd->ssm.parallel_keys,
+                "gdn: every key of a head within a few degrees of one direction");
+  sub->add_flag("--zero-state", cmd->ssm.zero_state,
+                "gdn/ssd: fresh sequences (recurrent state and conv tails zero)");
+  sub->add_option("--dt", cmd->ssm.dt, "ssd: step sizes typical | large | tiny (default typical)")
+      ->type_name("REGIME");
   sub->add_option("--dump", cmd->dump_dir,
                   "write inputs, outputs and oracle values as .npy plus manifest.json")
       ->type_name("DIR");
@@ -317,6 +366,10 @@ void register_compare_command(CLI::App& app) {
     cmd->from_preset = sub->get_option("--preset")->count() > 0;
     cmd->path_given = sub->get_option("--path")->count() > 0;
     if (cmd->path_given && cmd->op.rfind("hc-", 0) == 0) cmd->hc.lowrank_path = cmd->path;
+    if (is_ssm_op(cmd->op)) {  // --streams and --path mean other things for gdn / ssd
+      cmd->ssm.streams = std::exchange(cmd->hc.streams, std::string());
+      if (cmd->path_given) cmd->ssm.path = cmd->path;
+    }
     run_compare(*cmd);
   });
 }

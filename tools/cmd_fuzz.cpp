@@ -1,6 +1,7 @@
 // `bufferlab fuzz`: random (config, run shape, pass, paths) cases through the verifier and
 // the sizing checks until a limit or the first failure, which is shrunk and saved as JSON.
-// With --numeric routing|experts|mhc, the numerical properties instead (fuzz_numeric.h).
+// With --numeric routing|experts|mhc|gdn|ssd, the numerical properties instead
+// (fuzz_numeric.h).
 // Exit 0 clean, 1 a failure (written under --out), 2 bad input (77: --numeric's backend
 // cannot run here).
 #include <unistd.h>
@@ -44,7 +45,7 @@ struct FuzzCommand {
   CLI::Option* seconds_option = nullptr;
   CLI::Option* cases_option = nullptr;
   CLI::Option* shard_option = nullptr;
-  // --numeric routing|experts|mhc and the options only it takes.
+  // --numeric routing|experts|mhc|gdn|ssd and the options only it takes.
   std::string numeric;
   std::string backend = "cpu";
   std::string skip;
@@ -345,8 +346,9 @@ void register_fuzz_command(CLI::App& app) {
           ->type_name("i/n");
   sub->add_option("--numeric", cmd->numeric,
                   "fuzz the numerical properties of routing (router -> top-k), experts (the "
-                  "routed-expert chain) or mhc (every mHC op, both low-rank paths, the deep "
-                  "stack) at their full ranges on --backend, instead of plans")
+                  "routed-expert chain), mhc (every mHC op, both low-rank paths, the deep "
+                  "stack), gdn (Gated DeltaNet, chunked and recurrent) or ssd (Mamba-2 SSD, "
+                  "chunked and recurrent) at their full ranges on --backend, instead of plans")
       ->type_name("FAMILY");
   sub->add_option("--backend", cmd->backend, "--numeric: cpu or cuda (default cpu)")
       ->type_name("NAME");

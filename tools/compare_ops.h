@@ -1,13 +1,15 @@
 // The op runners of `bufferlab compare` beyond rmsnorm: router, top-k (router → top-k),
-// the routed experts, the LM head and the mHC ops (compare_mhc.cpp). Each runs on a backend over
-// the model's real arena (BufferSizes::from_config at max_batch_tokens = --tokens), judges every
-// stage against the FP64 oracle on the backend's own stored inputs, and returns the report plus
-// what the op adds to it (the first token whose top-k selection differs, the experts that got
-// weights).
+// the routed experts, the LM head, the mHC ops (compare_mhc.cpp) and the SSM mixers GDN and
+// Mamba-2 SSD (compare_ssm.cpp). Each runs on a backend over the model's real arena
+// (BufferSizes::from_config at max_batch_tokens = --tokens; gdn / ssd: streams·tokens, sizing
+// corrected), judges every stage against the FP64 oracle on the backend's own stored inputs,
+// and returns the report plus what the op adds to it (the first token whose top-k selection
+// differs, the experts that got weights).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,16 @@ struct HcCompareOptions {
   std::string lowrank_path;  // --path split | slab: hc-lowrank (default: by the token count)
 };
 
+// The options of the SSM ops gdn and ssd (compare_ssm.cpp), as given; empty = not given.
+struct SsmCompareOptions {
+  std::string streams;         // --streams N: sequences of --tokens each (default 1)
+  std::string path;            // --path chunked | recurrent | auto (default auto)
+  std::string alpha, beta;     // --alpha, --beta (gdn): mixed | near-zero | near-one
+  bool parallel_keys = false;  // --parallel-keys (gdn)
+  bool zero_state = false;     // --zero-state: fresh sequences (state and conv tails zero)
+  std::string dt;              // --dt (ssd): typical | large | tiny
+};
+
 struct CompareSetup {
   ModelConfig config;
   std::string model_label;
@@ -39,6 +51,7 @@ struct CompareSetup {
 
   std::string mutant = "none";  // the kernel mutant active on the backend
   HcCompareOptions hc;          // mHC ops only
+  SsmCompareOptions ssm;        // gdn and ssd only
 };
 
 struct CompareResult {
@@ -47,6 +60,10 @@ struct CompareResult {
   std::string details;        // printed after the report (may be empty)
   nlohmann::json extra_json;  // merged into --json output
   uint64_t weight_pool_bytes = 0;
+  // Verifier findings on the workspace that stopped the run before the op ran (gdn, ssd: a
+  // real layout too short for the op, e.g. under the sizing mutant B15). Non-empty: the
+  // report is empty, the findings are printed in its place and the compare fails (exit 1).
+  std::vector<std::string> findings;
 };
 
 CompareResult compare_router(Backend& backend, const CompareSetup& s);
@@ -63,6 +80,18 @@ CompareResult compare_hc_expand(Backend& backend, const CompareSetup& s);
 CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s);
 // Error when an mHC option is given for an op that does not use it (it would be ignored).
 void require_hc_options_apply(const std::string& op, const HcCompareOptions& options);
+
+// The SSM mixers (compare_ssm.cpp): gdn — Gated DeltaNet conv1d -> gates -> chunked core
+// (wu, state, output) or the recurrence -> gated norm, over --streams co-dispatched sequences
+// of --tokens each; ssd — Mamba-2 conv1d -> chunked SSD (cumsum, bmm, scan) per sequence or
+// the recurrence -> gated norm.
+CompareResult compare_gdn(Backend& backend, const CompareSetup& s);
+CompareResult compare_ssd(Backend& backend, const CompareSetup& s);
+// Error when a gdn / ssd option is given for an op that does not use it.
+void require_ssm_options_apply(const std::string& op, const SsmCompareOptions& options);
+inline bool is_ssm_op(const std::string& op) { return op == "gdn" || op == "ssd"; }
+// The gdn / ssd options given, for the re-run line: " --streams 3 --path chunked ...".
+std::string ssm_rerun_options(const SsmCompareOptions& options);
 
 // The checks before a runner allocates (compare_checks.cpp). Every arena tensor of `accesses`
 // must lie inside the buffer the sizing gave it; saying so up front names the sizing instead

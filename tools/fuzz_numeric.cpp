@@ -1,9 +1,9 @@
-// `bufferlab fuzz --numeric routing|experts|mhc` (see fuzz_numeric.h): cases drawn from the
-// property generators at their full ranges — the routing generator of
+// `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd` (see fuzz_numeric.h): cases drawn
+// from the property generators at their full ranges — the routing generator of
 // properties/routing_generators.h with the ranges of tests/slow/test_routing_full_range.cpp,
 // an expert-chain generator modelled on tests/property/test_moe_ffn_properties.cpp's, widened
-// to real model sizes, and the mHC generators (fuzz_numeric_mhc.cpp) — run on a backend and
-// judged by the oracle's judges.
+// to real model sizes, the mHC generators (fuzz_numeric_mhc.cpp) and the GDN / SSD generators
+// (fuzz_numeric_ssm.cpp) — run on a backend and judged by the oracle's judges.
 #include "fuzz_numeric.h"
 
 #include <algorithm>
@@ -37,6 +37,7 @@
 #include "bufferlab/properties/routing_generators.h"
 #include "compare_report.h"
 #include "fuzz_numeric_mhc.h"
+#include "fuzz_numeric_ssm.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -196,13 +197,32 @@ struct DrawnCase {
   std::string check;        // routing: chain / topk / topk-nonfinite; experts: chain
   std::string check_description;
   Outcome outcome;
+  // gdn / ssd: the case's model in the normalized config form and the `compare` options that
+  // re-run it from that config (fuzz_numeric_ssm.h); null / empty otherwise.
+  nlohmann::json config;
+  std::string compare_options;
 };
 
 DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs) {
   DrawnCase d;
   const rc::Random random(cs);
   const int size = case_size(cs);
-  if (family == "mhc") {
+  if (family == "gdn" || family == "ssd") {
+    try {
+      SsmFuzzOutcome m = family == "gdn"
+                             ? run_gdn_fuzz_case(backend, cs, size, backend.kernel_mutant())
+                             : run_ssd_fuzz_case(backend, cs, size, backend.kernel_mutant());
+      d.description = std::move(m.description);
+      d.check = std::move(m.check);
+      d.check_description = std::move(m.check_description);
+      d.outcome = {m.passed, std::move(m.what), std::move(m.report), std::move(m.agreement)};
+      d.config = std::move(m.config);
+      d.compare_options = std::move(m.compare_options);
+    } catch (const std::exception& e) {
+      d.check = family;
+      d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
+    }
+  } else if (family == "mhc") {
     try {
       MhcFuzzOutcome m = run_mhc_fuzz_case(backend, cs, size, backend.kernel_mutant());
       d.description = std::move(m.description);
@@ -249,6 +269,20 @@ std::string rerun_line(const NumericFuzzOptions& o, uint64_t index) {
   return line;
 }
 
+// gdn / ssd: the case's config beside the failure (`<stem>.config.json`) and the compare
+// command that re-runs the case from it; empty when the case has no config.
+std::string write_case_config(const std::filesystem::path& failure, const DrawnCase& d) {
+  if (d.config.is_null()) return {};
+  std::filesystem::path path = failure;
+  path.replace_extension(".config.json");
+  std::ofstream out(path, std::ios::binary);
+  out << d.config.dump(2) << "\n";
+  if (!out) throw Error("cannot write " + path.string());
+  return d.compare_options.empty()
+             ? std::string()
+             : "bufferlab compare --config " + path.string() + " " + d.compare_options;
+}
+
 std::filesystem::path write_failure(const NumericFuzzOptions& o, uint64_t index, uint64_t cs,
                                     const DrawnCase& d) {
   nlohmann::json j;
@@ -275,6 +309,11 @@ std::filesystem::path write_failure(const NumericFuzzOptions& o, uint64_t index,
   const std::filesystem::path path =
       dir / fmt::format("fuzz-numeric-{}-seed{}-shard{}of{}-case{}.json", o.family, o.seed,
                         o.shard_index, o.shard_count, index);
+  if (!d.config.is_null()) {
+    j["config"] = d.config;
+    const std::string compare = write_case_config(path, d);
+    if (!compare.empty()) j["compare_rerun"] = compare;
+  }
   std::ofstream out(path, std::ios::binary);
   out << j.dump(2) << "\n";
   if (!out) throw Error("cannot write " + path.string());
@@ -297,26 +336,33 @@ std::unique_ptr<Backend> open_backend(const NumericFuzzOptions& o) {
 // A kernel mutant is only fuzzed by the family that runs the kernels it changes — elsewhere a
 // clean run would prove nothing: B14 (the router's logit store) and M-TIE (the top-k's tie
 // order) change the routing kernels, B13 (hc_post's stream store) and M-SKCOL (hc_pre's final
-// column normalisation) the mHC kernels; the expert chain runs neither.
+// column normalisation) the mHC kernels, M-GDNCARRY (the GDN state pass's carry) the GDN
+// kernels and M-SSDSTATE (the SSD scan's state between chunks) the SSD kernels; the expert
+// chain runs none.
 void check_numeric_mutant(const std::string& family, const std::string& mutant) {
   const Mutant m = mutant_from_string(mutant);  // Error for an unknown id
   if (!Backend::is_backend_mutant(m) || m == Mutant::none)
     throw Error("--mutant " + mutant +
-                ": --numeric takes a kernel mutant of the backend (B14, M-TIE, B13, M-SKCOL)");
-  const bool routing = m == Mutant::B14 || m == Mutant::M_TIE;
-  const char* owner = routing ? "routing" : "mhc";
+                ": --numeric takes a kernel mutant of the backend (B14, M-TIE, B13, M-SKCOL, "
+                "M-GDNCARRY, M-SSDSTATE)");
+  const char* owner = "mhc";
+  const char* kernels = "mHC";
+  if (m == Mutant::B14 || m == Mutant::M_TIE) owner = kernels = "routing";
+  if (m == Mutant::M_GDNCARRY) owner = "gdn", kernels = "GDN";
+  if (m == Mutant::M_SSDSTATE) owner = "ssd", kernels = "SSD";
   if (family != owner)
     throw Error(fmt::format(
         "--mutant {} changes the {} kernels; --numeric {} runs none of them (use --numeric {})",
-        mutant, routing ? "routing" : "mHC", family, owner));
+        mutant, kernels, family, owner));
 }
 
 }  // namespace
 
-const char* numeric_families_list() { return "routing, experts, mhc"; }
+const char* numeric_families_list() { return "routing, experts, mhc, gdn, ssd"; }
 
 void check_numeric_family(const std::string& family) {
-  if (family != "routing" && family != "experts" && family != "mhc")
+  if (family != "routing" && family != "experts" && family != "mhc" && family != "gdn" &&
+      family != "ssd")
     throw Error("--numeric = '" + family +
                 "': unknown numeric family (known: " + numeric_families_list() + ")");
 }
@@ -367,6 +413,12 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
       fmt::print("check: {} ({})\n", d.check, d.check_description);
       fmt::print("{}", d.outcome.report);
       fmt::print("re-run: {}\n", rerun_line(o, i));
+      if (!d.config.is_null() && !d.compare_options.empty()) {
+        std::filesystem::path config = path;
+        config.replace_extension(".config.json");
+        fmt::print("compare: bufferlab compare --config {} {}\n", config.string(),
+                   d.compare_options);
+      }
       return 1;
     }
     if (on_progress && since(last_report) >= 0.5) {

@@ -1,7 +1,8 @@
-// `bufferlab fuzz --numeric routing|experts|mhc`: the numerical properties of the MoE routing
-// chain (router → top-k, and the top-k alone on stored logits with ±Inf / NaN), of the
-// routed-expert chain (gather → gate → up → SwiGLU → down → combine) and of the mHC ops (pre,
-// post, head, expand, the low-rank split and slab paths, and the deep stack) at their FULL
+// `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd`: the numerical properties of the MoE
+// routing chain (router → top-k, and the top-k alone on stored logits with ±Inf / NaN), of the
+// routed-expert chain (gather → gate → up → SwiGLU → down → combine), of the mHC ops (pre,
+// post, head, expand, the low-rank split and slab paths, and the deep stack) and of the SSM
+// mixers (Gated DeltaNet chunked / recurrent, Mamba-2 SSD chunked / recurrent) at their FULL
 // ranges, each case run on a backend and judged against the FP64 oracle, until a limit or the
 // first failure, which is written as JSON with the command line that re-runs it alone.
 //
@@ -16,10 +17,10 @@
 namespace bufferlab::cli {
 
 struct NumericFuzzOptions {
-  std::string family;           // "routing", "experts" or "mhc"
+  std::string family;           // "routing", "experts", "mhc", "gdn" or "ssd"
   std::string backend = "cpu";  // "cpu" or "cuda"
   // A kernel mutant on the backend ("" none): B14 or M-TIE with routing, B13 or M-SKCOL with
-  // mhc; any other pairing is an Error.
+  // mhc, M-GDNCARRY with gdn, M-SSDSTATE with ssd; any other pairing is an Error.
   std::string mutant;
   uint64_t seed = 1;
   uint64_t max_cases = 0;  // cases skip ≤ i < skip + max_cases (all shards); 0: no limit
@@ -38,7 +39,7 @@ struct NumericProgress {
 };
 
 // The families --numeric accepts, and a check that throws Error for anything else.
-const char* numeric_families_list();  // "routing, experts, mhc"
+const char* numeric_families_list();  // "routing, experts, mhc, gdn, ssd"
 void check_numeric_family(const std::string& family);
 
 // Runs the fuzz; prints the summary or the failure on stdout. Returns the exit code: 0 no

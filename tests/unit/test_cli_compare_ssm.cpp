@@ -1,0 +1,285 @@
+// End-to-end tests of `bufferlab compare --op gdn|ssd`: the real binary (BUFFERLAB_CLI_PATH) on
+// the tiny GDN and Mamba presets — agreement on both paths and with co-dispatched sequences,
+// the kernel mutants M-GDNCARRY / M-SSDSTATE caught at their stage, the sizing mutant B15
+// caught by the verifier on gdn_fla_scratch before anything runs, refusals (exit 2), the CUDA
+// skip (77), --json and the --dump files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using bufferlab::testing::read_file;
+using nlohmann::json;
+
+struct CompareRun {
+  int exit_code = -1;
+  std::string output;  // stdout, then stderr
+  std::string out;     // stdout alone
+};
+
+class CliCompareSsm : public bufferlab::testing::TempDirTest {
+ protected:
+  CompareRun run_compare(const std::string& args) {
+    std::vector<std::string> argv{"compare"};
+    std::istringstream words(args);
+    for (std::string w; words >> w;) argv.push_back(w);
+    const auto r = bufferlab::testing::run_cli(argv, dir_);
+    return {r.exit_code, r.out + r.err, r.out};
+  }
+};
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+TEST_F(CliCompareSsm, BothOpsAgreeOnBothPathsOfTheTinyPresets) {
+  for (const char* args : {
+           "--op gdn --preset tiny-gdn --tokens 70",  // chunked (kd = vd = 128): two chunks
+           "--op gdn --preset tiny-gdn --tokens 9 --streams 2 --path recurrent --alpha near-zero "
+           "--beta near-one --zero-state",
+           "--op gdn --preset tiny-gdn --tokens 5 --streams 3 --parallel-keys --alpha near-one",
+           "--op ssd --preset tiny-mamba --tokens 70 --streams 2",
+           "--op ssd --preset tiny-mamba --tokens 6 --path recurrent --dt tiny --zero-state",
+           "--op ssd --preset tiny-mamba --tokens 9 --dt large",
+       }) {
+    const CompareRun r = run_compare(args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "\nAGREE\n")) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "real arena (sizing corrected")) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "peak memory")) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "re-run: bufferlab compare --op ")) << args << "\n" << r.output;
+  }
+}
+
+TEST_F(CliCompareSsm, TheHeaderSaysWhichPathAndWorkspace) {
+  const CompareRun g = run_compare("--op gdn --preset tiny-gdn --tokens 3 --streams 2");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  EXPECT_TRUE(contains(g.output, "chunked path (auto: kd = vd = 128)")) << g.output;
+  EXPECT_TRUE(contains(g.output, "2 sequences of 3 tokens")) << g.output;
+  EXPECT_TRUE(contains(g.output, "m = 6, nt = 17)")) << g.output;  // cdiv(6, 64) + 16
+  EXPECT_TRUE(contains(g.output,
+                       "re-run: bufferlab compare --op gdn --preset tiny-gdn "
+                       "--tokens 3 --seed 1 --backend cpu --streams 2"))
+      << g.output;
+  const CompareRun s = run_compare("--op ssd --preset tiny-mamba --tokens 65 --path chunked");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_TRUE(contains(s.output, "chunked path (forced by --path)")) << s.output;
+  EXPECT_TRUE(contains(s.output, "m = 65, nc = 3)")) << s.output;  // cdiv(65, 64) + 1
+}
+
+TEST_F(CliCompareSsm, KernelMutantsAreCaughtAtTheirStage) {
+  const CompareRun carry =
+      run_compare("--op gdn --preset tiny-gdn --tokens 65 --streams 2 --mutant M-GDNCARRY");
+  EXPECT_EQ(carry.exit_code, 1) << carry.output;
+  EXPECT_TRUE(contains(carry.output, "kernel mutant M-GDNCARRY is active")) << carry.output;
+  EXPECT_TRUE(contains(carry.output, "(state)  ")) << carry.output;  // a state-pass check fails
+  EXPECT_TRUE(contains(carry.output, "first bad final state (state)")) << carry.output;
+  EXPECT_TRUE(contains(carry.output, "at (sequence ")) << carry.output;
+  EXPECT_TRUE(contains(carry.output, "DISAGREE (seed 1)")) << carry.output;
+  EXPECT_TRUE(contains(carry.output, "--mutant M-GDNCARRY")) << carry.output;
+
+  const CompareRun state =
+      run_compare("--op ssd --preset tiny-mamba --tokens 70 --mutant M-SSDSTATE");
+  EXPECT_EQ(state.exit_code, 1) << state.output;
+  EXPECT_TRUE(contains(state.output, "first bad y (scan)")) << state.output;
+  EXPECT_TRUE(contains(state.output, "token 64")) << state.output;  // the second chunk's first
+  EXPECT_TRUE(contains(state.output, "DISAGREE (seed 1)")) << state.output;
+}
+
+// B15: nt = cdiv(m, 64) without the 16 of slack; 3 streams of 65 tokens need 3·2 chunks,
+// m = 195 gives 4: the verifier sees the last stream's regions run off gdn_fla_scratch.
+TEST_F(CliCompareSsm, SizingMutantB15IsABoundsFindingOnTheFlaScratch) {
+  const CompareRun r =
+      run_compare("--op gdn --preset tiny-gdn --mutant B15 --streams 3 --tokens 65");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "finding: bounds on gdn_fla_scratch")) << r.output;
+  EXPECT_TRUE(contains(r.output, "sizing corrected+B15")) << r.output;
+  EXPECT_TRUE(contains(r.output, "codispatch(n=3,L=65)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "m = 195, nt = 4)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "DISAGREE: the workspace cannot hold the op")) << r.output;
+  EXPECT_FALSE(contains(r.output, "kernel mutant B15")) << r.output;  // not a backend mutant
+
+  const CompareRun j =
+      run_compare("--op gdn --preset tiny-gdn --mutant B15 --streams 3 --tokens 65 --json");
+  ASSERT_EQ(j.exit_code, 1) << j.output;
+  const json jr = json::parse(j.out);
+  EXPECT_FALSE(jr.at("agree").get<bool>());
+  EXPECT_EQ(jr.at("mutant"), "B15");
+  ASSERT_FALSE(jr.at("findings").empty());
+  EXPECT_TRUE(contains(jr.at("findings")[0].get<std::string>(), "gdn_fla_scratch"));
+
+  // Whole chunks per stream: the carve is long enough, the run agrees and says why.
+  const CompareRun fits =
+      run_compare("--op gdn --preset tiny-gdn --mutant B15 --streams 2 --tokens 64");
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+  EXPECT_TRUE(contains(fits.output, "note: sizing mutant B15")) << fits.output;
+}
+
+TEST_F(CliCompareSsm, BadInputExitsTwoWithError) {
+  // A GDN config with kd = 64: the recurrence only.
+  const fs::path small_heads = dir_ / "gdn64.json";
+  {
+    const auto cfg =
+        bufferlab::testing::run_cli({"config", "--preset", "tiny-gdn", "--json"}, dir_);
+    ASSERT_EQ(cfg.exit_code, 0) << cfg.err;
+    json c = json::parse(cfg.out);
+    c["config"]["linear_key_head_dim"] = 64;
+    bufferlab::testing::write_file(small_heads, c.dump());
+  }
+  const std::string kd64 = "--config " + small_heads.string();
+  for (const std::string& args : {
+           std::string("--op gdn --preset tiny-mamba --tokens 4"),  // not a GDN model
+           std::string("--op ssd --preset tiny-gdn --tokens 4"),    // not a Mamba model
+           "--op gdn " + kd64 + " --tokens 4 --path chunked",       // kd != 128
+           std::string("--op gdn --preset tiny-gdn --path split"),
+           std::string("--op ssd --preset tiny-mamba --path bf16"),
+           std::string("--op gdn --preset tiny-gdn --streams 0"),
+           std::string("--op gdn --preset tiny-gdn --streams huge"),  // hc-* values, not a count
+           std::string("--op gdn --preset tiny-gdn --alpha sometimes"),
+           std::string("--op gdn --preset tiny-gdn --dt large"),       // ssd's
+           std::string("--op ssd --preset tiny-mamba --alpha mixed"),  // gdn's
+           std::string("--op ssd --preset tiny-mamba --parallel-keys"),
+           std::string("--op ssd --preset tiny-mamba --dt huge"),
+           std::string("--op rmsnorm --preset tiny-gdn --zero-state"),
+           std::string("--op hc-pre --preset tiny-mhc --alpha mixed"),
+           std::string("--op gdn --preset tiny-gdn --mutant M-SSDSTATE"),  // ssd's mutant
+           std::string("--op ssd --preset tiny-mamba --mutant M-GDNCARRY"),
+           std::string("--op ssd --preset tiny-mamba --mutant B15"),  // gdn's sizing mutant
+           std::string("--op gdn --preset tiny-gdn --mutant B13"),
+           std::string("--op gdn --preset tiny-gdn --mutant B9"),  // neither kernel nor gdn's
+           std::string("--op gdn --preset tiny-gdn --mutant M-GDNCARRY --path recurrent"),
+           std::string("--op gdn --preset tiny-gdn --mutant B15 --path recurrent"),
+           std::string("--op ssd --preset tiny-mamba --mutant M-SSDSTATE --path recurrent"),
+           std::string("--op rmsnorm --preset tiny-gdn --mutant B15"),
+       }) {
+    const CompareRun r = run_compare(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "error: ")) << args << "\n" << r.output;
+  }
+  EXPECT_TRUE(contains(run_compare("--op gdn --preset tiny-mamba").output, "no Gated DeltaNet"));
+  EXPECT_TRUE(
+      contains(run_compare("--op gdn " + kd64 + " --path chunked").output, "kd = vd = 128"));
+  // Without --path, a kd = 64 model runs the recurrence.
+  const CompareRun rec = run_compare("--op gdn " + kd64 + " --tokens 4");
+  EXPECT_EQ(rec.exit_code, 0) << rec.output;
+  EXPECT_TRUE(contains(rec.output, "recurrent path (auto: not kd = vd = 128)")) << rec.output;
+}
+
+TEST_F(CliCompareSsm, CudaSkipsWithAReasonOrAgrees) {
+  for (const char* args : {"--op gdn --preset tiny-gdn --tokens 5 --backend cuda",
+                           "--op ssd --preset tiny-mamba --tokens 5 --backend cuda"}) {
+    const CompareRun r = run_compare(args);
+    if (r.exit_code == 77) {
+      EXPECT_EQ(r.output.rfind("skipped: ", 0), 0u) << r.output;
+    } else {
+      EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    }
+  }
+}
+
+TEST_F(CliCompareSsm, JsonReportParses) {
+  const CompareRun r = run_compare("--op ssd --preset tiny-mamba --tokens 9 --streams 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j.at("agree").get<bool>());
+  EXPECT_EQ(j.at("tokens"), 9);
+  EXPECT_EQ(j.at("streams"), 2);
+  EXPECT_EQ(j.at("rows"), 18);
+  EXPECT_EQ(j.at("path"), "chunked");
+  EXPECT_EQ(j.at("workspace"), "real");
+  EXPECT_EQ(j.at("sizing"), "corrected");
+  EXPECT_EQ(j.at("ssd_chunks"), 2);  // cdiv(18, 64) + 1
+  EXPECT_EQ(j.at("mutant"), "none");
+  EXPECT_GT(j.at("elapsed_s").get<double>(), 0.0);
+  EXPECT_GT(j.at("peak_rss_bytes").get<uint64_t>(), 0u);
+  EXPECT_GT(j.at("arena_bytes").get<uint64_t>(), 0u);
+  bool has_scan = false;
+  for (const auto& c : j.at("checks")) has_scan |= c.at("tensor") == "y (scan)";
+  EXPECT_TRUE(has_scan) << j.dump(2);
+
+  const CompareRun bad =
+      run_compare("--op gdn --preset tiny-gdn --tokens 3 --zero-state --mutant M-GDNCARRY --json");
+  ASSERT_EQ(bad.exit_code, 1) << bad.output;
+  const json jb = json::parse(bad.out);
+  EXPECT_FALSE(jb.at("agree").get<bool>());
+  EXPECT_EQ(jb.at("path"), "chunked");
+  EXPECT_TRUE(jb.at("zero_state").get<bool>());
+  bool named = false;
+  for (const auto& c : jb.at("checks"))
+    if (!c.at("passed").get<bool>()) {
+      named |= contains(c.at("tensor").get<std::string>(), "(state)");
+      EXPECT_TRUE(c.contains("first_bad")) << c.dump(2);
+    }
+  EXPECT_TRUE(named) << jb.dump(2);
+}
+
+// Every listed file exists, is NPY v1.0 with the manifest's dtype and exactly as many
+// elements as its shape says.
+void expect_npy_files(const fs::path& dir, const json& manifest) {
+  for (const auto& [file, info] : manifest.at("files").items()) {
+    const std::string bytes = read_file(dir / file);
+    ASSERT_GE(bytes.size(), 10u) << file;
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << file;
+    const size_t header_len = static_cast<unsigned char>(bytes[8]) |
+                              static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+    const std::string descr = info.at("npy_dtype");
+    EXPECT_TRUE(contains(bytes.substr(10, header_len), "'descr': '" + descr + "'")) << file;
+    uint64_t elements = 1;
+    for (uint64_t d : info.at("shape")) elements *= d;
+    const uint64_t item = descr == "<u2" ? 2 : descr == "<f4" ? 4 : 8;
+    EXPECT_EQ(bytes.size() - 10 - header_len, elements * item) << file;
+  }
+}
+
+TEST_F(CliCompareSsm, DumpWritesEveryStageAndTheOracle) {
+  const fs::path gdn = dir_ / "gdn";
+  const CompareRun g = run_compare(
+      "--op gdn --preset tiny-gdn --tokens 65 --streams 2 --seed 4 "
+      "--dump " +
+      gdn.string());
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  const json m = json::parse(read_file(gdn / "manifest.json"));
+  EXPECT_EQ(m.at("op"), "gdn");
+  EXPECT_EQ(m.at("seed"), 4);
+  EXPECT_EQ(m.at("tokens"), 65);
+  EXPECT_EQ(m.at("streams"), 2);
+  EXPECT_EQ(m.at("path"), "chunked");
+  EXPECT_TRUE(m.at("report").at("agree").get<bool>());
+  for (const char* f :
+       {"input_deinterleaved.npy", "input_ba.npy", "input_state.npy", "backend_conv.npy",
+        "backend_gates.npy", "backend_gc.npy", "backend_W.npy", "backend_U.npy", "backend_S.npy",
+        "backend_uc.npy", "backend_state.npy", "backend_core.npy", "backend_normed.npy",
+        "oracle_faithful_core.npy", "oracle_exact_state.npy"})
+    EXPECT_TRUE(m.at("files").contains(f)) << f;
+  // 2 streams · 2 chunks · nv = 4 regions of [64, kd = 128].
+  EXPECT_EQ(m.at("files").at("backend_W.npy").at("shape"), json::array({16, 64, 128}));
+  EXPECT_EQ(m.at("files").at("backend_core.npy").at("npy_dtype"), "<u2");
+  expect_npy_files(gdn, m);
+
+  const fs::path ssd = dir_ / "ssd";
+  const CompareRun s =
+      run_compare("--op ssd --preset tiny-mamba --tokens 70 --streams 2 --dump " + ssd.string());
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const json ms = json::parse(read_file(ssd / "manifest.json"));
+  EXPECT_EQ(ms.at("op"), "ssd");
+  for (const char* f :
+       {"input_zxbcdt.npy", "input_D.npy", "backend_xbc.npy", "backend_seq0_dt.npy",
+        "backend_seq1_dA_cumsum.npy", "backend_seq1_CB.npy", "backend_state.npy", "backend_y.npy",
+        "backend_normed.npy", "oracle_faithful_y.npy", "oracle_exact_state.npy"})
+    EXPECT_TRUE(ms.at("files").contains(f)) << f;
+  // H = 6 heads, 2 chunks of 64 for 70 tokens.
+  EXPECT_EQ(ms.at("files").at("backend_seq0_dt.npy").at("shape"), json::array({6, 2, 64}));
+  expect_npy_files(ssd, ms);
+}
+
+}  // namespace
