@@ -28,26 +28,12 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/gdn.h"
+#include "seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-// SplitMix64, as the other generators: a fixed, documented output sequence.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // [0, 1), exact
-  double normalish() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508; }
-
- private:
-  uint64_t state_;
-};
+using detail::SplitMix64;
 
 uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 

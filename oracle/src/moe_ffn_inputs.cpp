@@ -6,28 +6,12 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/number_formats.h"
+#include "seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-// SplitMix64, as rmsnorm_inputs.cpp: a fixed, documented output sequence.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
-  double normalish() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508; }
-  uint64_t below(uint64_t n) { return next() % n; }
-  int integer(int lo, int hi) { return lo + static_cast<int>(next() % (hi - lo + 1)); }
-
- private:
-  uint64_t state_;
-};
+using detail::SplitMix64;
 
 // Distinct streams per operand from one seed.
 uint64_t stream(uint64_t seed, uint64_t k) { return seed ^ (0xD1B54A32D192ED03ull * (k + 1)); }

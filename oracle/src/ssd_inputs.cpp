@@ -24,27 +24,13 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/ssd.h"
+#include "seeded_random.h"
 #include "ssd_stages.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // [0, 1), exact
-  double normalish() { return (uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508; }
-  double between(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-
- private:
-  uint64_t state_;
-};
+using detail::SplitMix64;
 
 enum Stream : uint64_t {
   kZ = 1,

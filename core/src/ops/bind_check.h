@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <string>
 
+#include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/tensor_ref.h"
+#include "bufferlab/core/workspace.h"
 
 namespace bufferlab::detail {
 
@@ -33,6 +35,19 @@ inline void require_elements(const TensorRef& t, uint64_t elements, const LazyPa
 inline void require_dtype(const TensorRef& t, DType want, const LazyParams& params) {
   if (t.dtype != want)
     throw Error(params.str() + ": operand " + t.to_string() + " has the wrong element type");
+}
+
+// a·b, checked (an extent product that overflows is an Error, never a wrapped size).
+inline uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
+
+// Checks an operand's element count and type, then resolves it (Workspace::data checks the
+// bytes lie in their buffer or the pool): the one step of every op's bind().
+template <class T>
+T* bind_one(const Workspace& ws, const TensorRef& t, uint64_t elements, DType type,
+            const LazyParams& params) {
+  require_elements(t, elements, params);
+  require_dtype(t, type, params);
+  return ws.data<T>(t);
 }
 
 }  // namespace bufferlab::detail

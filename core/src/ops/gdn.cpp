@@ -13,15 +13,9 @@ namespace bufferlab {
 namespace {
 
 std::string u(uint64_t v) { return std::to_string(v); }
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 
-template <class T>
-T* bind_one(const Workspace& ws, const TensorRef& t, uint64_t elements, DType type,
-            const detail::LazyParams& params) {
-  detail::require_elements(t, elements, params);
-  detail::require_dtype(t, type, params);
-  return ws.data<T>(t);
-}
+using detail::bind_one;
+using detail::mul;
 
 // rows = sequences·L, else an Error naming the op.
 uint64_t per_sequence(uint64_t rows, uint64_t sequences, const char* op) {

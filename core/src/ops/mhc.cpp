@@ -16,17 +16,9 @@ namespace {
 std::string u(uint64_t v) { return std::to_string(v); }
 
 uint64_t width(uint64_t hc, uint64_t h) { return (Size(hc) * h).value(); }  // hc·h
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 
-// Checks elements and type, then resolves (Workspace::data checks the bytes lie in the
-// buffer or pool).
-template <class T>
-T* bind_one(const Workspace& ws, const TensorRef& t, uint64_t elements, DType type,
-            const detail::LazyParams& params) {
-  detail::require_elements(t, elements, params);
-  detail::require_dtype(t, type, params);
-  return ws.data<T>(t);
-}
+using detail::bind_one;
+using detail::mul;
 
 TensorRef stream_rows(uint64_t row0, uint64_t rows, uint64_t hc, uint64_t h) {
   return arena_tensor(BufferId::hc_streams, Size(row0) * hc * h * 4, {rows, hc, h}, DType::f32);
