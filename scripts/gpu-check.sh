@@ -9,10 +9,10 @@
 #   scripts/gpu-check.sh [run] [BUILD_DIR]   on the GPU machine, from the repository root:
 #                                            nvidia-smi, the CUDA tests (gtest XML),
 #                                            compute-sanitizer memcheck + racecheck, the GPU
-#                                            benchmarks (RMSNorm, MoE ops, mHC ops), PyTorch
-#                                            side-by-sides of all three (mHC:
-#                                            scripts/torch_mhc.py); each stage under
-#                                            `timeout`, about 5 minutes in all.
+#                                            benchmarks (RMSNorm, MoE, mHC; GDN / SSD cores
+#                                            apart), PyTorch side-by-sides of all four
+#                                            (scripts/torch_mhc.py, torch_gdn_ssd.py); each
+#                                            stage under `timeout`, about 5 minutes in all.
 #
 # BUILD_DIR defaults to build-cuda. Logs go to $OUT (or ./gpu-out); the summary table is
 # written there as each stage ends and printed last. Exit status of `run`: 0 when every stage
@@ -173,7 +173,7 @@ for tool in memcheck racecheck; do
   # Fewer property cases and the small shapes only: the sanitizer slows kernels ~100x.
   RC_PARAMS="max_success=10" run_stage "$tool" 75 "$OUT/sanitizer-$tool.log" \
     "${OURS[@]}" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 "$TEST_BIN" \
-    --gtest_filter='*/rows1_*:*/rows5_*:CudaRmsNorm.NonFinite*:CudaRmsNorm.Property*:CudaMoe.*:CudaMhc.*'
+    --gtest_filter='*/rows1_*:*/rows5_*:CudaRmsNorm.NonFinite*:CudaRmsNorm.Property*:CudaMoe.*:CudaMhc.*:CudaGdn*:CudaSsd*'
   summary_line=$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | sed 's/=* *//')
   if grep -qiE 'unable to|not supported|insufficient permission|failed to (initialize|launch)' "$OUT/sanitizer-$tool.log" &&
     [ -z "$summary_line" ]; then
@@ -236,11 +236,13 @@ PY
 
 # 4. GPU benchmarks: the RMSNorm kernel vs device-to-device copy of the same bytes; the MoE
 #    ops (bench_cuda_moe.cu) and the mHC ops (bench_cuda_mhc.cu) against the H200 roofline
-#    (4.3 TB/s, 790 TFLOP/s bf16; the mHC math against the FP32 peak).
+#    (4.3 TB/s, 790 TFLOP/s bf16; the mHC math against the FP32 peak). The GDN / SSD
+#    benchmarks run in stage 4b under their own cap (the leading '-' negates the filter).
 if [ ! -x "$BENCH_BIN" ]; then
   record cuda-bench FAIL 0 "$BENCH_BIN missing"
 else
   run_stage cuda-bench 150 "$OUT/cuda-bench.log" "${OURS[@]}" "$BENCH_BIN" \
+    --benchmark_filter='-BM_CudaGdn|BM_CudaSsd' \
     --benchmark_out="$OUT/cuda-bench.json" --benchmark_out_format=json --benchmark_min_time=0.05
   if [ "$NO_GPU" -eq 1 ] || grep -q 'skipped: ' "$OUT/cuda-bench.log"; then
     record cuda-bench skipped "$SECS" "$(grep -m1 -oE "skipped: [^']*" "$OUT/cuda-bench.log")"
@@ -249,6 +251,50 @@ else
   else
     best=$(grep -E 'BM_CudaRmsNorm' "$OUT/cuda-bench.log" | grep -oE 'copy_fraction=[0-9.]+' | sort -t= -k2 -g | tail -1)
     record cuda-bench ok "$SECS" "best ${best:-copy_fraction=?} (H200 copy ~4.3 TB/s); $(moe_summary "$OUT/cuda-bench.json"); $(mhc_summary "$OUT/cuda-bench.json")"
+  fi
+fi
+
+# ssm_summary JSON — per GDN / SSD family of bench_cuda_gdn_ssd.cu (chunked, recurrent) the
+# best roofline_fraction, the range of the chunked benchmarks' speedup_vs_recurrent, and how
+# many did not run.
+ssm_summary() {
+  python3 - "$1" << 'PY' 2> /dev/null || echo "gdn/ssd: no summary (python3 or the bench JSON missing)"
+import json, sys
+best, speedups, total, not_run = {}, [], 0, 0
+for b in json.load(open(sys.argv[1]))["benchmarks"]:
+    op = b["name"].split("/")[0].removeprefix("BM_Cuda")  # e.g. GdnChunked
+    if not op.startswith(("Gdn", "Ssd")):
+        continue
+    family = op[:3].lower() + "-" + op[3:].lower()  # gdn-chunked
+    total += 1
+    if b.get("error_occurred") or "roofline_fraction" not in b:
+        not_run += 1
+        continue
+    best[family] = max(best.get(family, 0.0), b["roofline_fraction"])
+    if "speedup_vs_recurrent" in b:
+        speedups.append(b["speedup_vs_recurrent"])
+shown = ", ".join(f"{f} {v:.2f}" for f, v in best.items()) or "none"
+ratio = f"chunked/recurrent speedup {min(speedups):.1f}-{max(speedups):.1f}x" if speedups else "no speedups"
+print(f"gdn/ssd best roofline: {shown}; {ratio}; not run {not_run}/{total}")
+PY
+}
+
+# 4b. GPU benchmarks of the GDN and Mamba-2 SSD cores (bench_cuda_gdn_ssd.cu): chunked vs the
+#     recurrence on the same inputs, each against the roofline (4.3 TB/s, FP32 peak).
+if [ ! -x "$BENCH_BIN" ]; then
+  record cuda-bench-ssm FAIL 0 "$BENCH_BIN missing"
+else
+  run_stage cuda-bench-ssm 60 "$OUT/cuda-bench-ssm.log" "${OURS[@]}" "$BENCH_BIN" \
+    --benchmark_filter='BM_CudaGdn|BM_CudaSsd' \
+    --benchmark_out="$OUT/cuda-bench-ssm.json" --benchmark_out_format=json --benchmark_min_time=0.05
+  if [ "$NO_GPU" -eq 1 ] || grep -q 'skipped: ' "$OUT/cuda-bench-ssm.log"; then
+    record cuda-bench-ssm skipped "$SECS" "$(grep -m1 -oE "skipped: [^']*" "$OUT/cuda-bench-ssm.log")"
+  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    record cuda-bench-ssm TIMEOUT "$SECS" "partial results in cuda-bench-ssm.log"
+  elif [ "$RC" -ne 0 ]; then
+    record cuda-bench-ssm "FAIL($RC)" "$SECS" "see cuda-bench-ssm.log"
+  else
+    record cuda-bench-ssm ok "$SECS" "$(ssm_summary "$OUT/cuda-bench-ssm.json")"
   fi
 fi
 
@@ -501,11 +547,33 @@ else
   fi
 fi
 
+# 5d. PyTorch side-by-side of the GDN and SSD cores (scripts/torch_gdn_ssd.py: per-token
+#     loops and chunked forms in eager PyTorch on the shapes of bench_cuda_gdn_ssd.cu, our
+#     times from cuda-bench-ssm.json).
+if [ "$NO_GPU" -eq 1 ]; then
+  record torch-gdn-ssd skipped 0 "no usable GPU"
+elif [ "$TORCH_OK" -eq 0 ]; then
+  record torch-gdn-ssd unavailable 0 "torch does not import here"
+elif [ ! -f scripts/torch_gdn_ssd.py ]; then
+  record torch-gdn-ssd FAIL 0 "scripts/torch_gdn_ssd.py missing (run from the repository root)"
+else
+  ssm_limit=$(limit 60)
+  run_stage torch-gdn-ssd 60 "$OUT/torch-gdn-ssd.log" python3 scripts/torch_gdn_ssd.py "$OUT" "$((ssm_limit - 10))"
+  if [ "$RC" -eq 0 ]; then
+    record torch-gdn-ssd ok "$SECS" "$(tail -1 "$OUT/torch-gdn-ssd.log")"
+  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    record torch-gdn-ssd TIMEOUT "$SECS" "partial table in torch-gdn-ssd.log"
+  else
+    record torch-gdn-ssd "FAIL($RC)" "$SECS" "$(tail -1 "$OUT/torch-gdn-ssd.log")"
+  fi
+fi
+
 echo
 echo "logs: $OUT   total $(($(date +%s) - START)) s of a ${BUDGET_S} s budget"
 [ -f "$OUT/torch.log" ] && [ "$NO_GPU" -eq 0 ] && cat "$OUT/torch.log"
 [ -f "$OUT/torch-moe.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-moe.log"; }
 [ -f "$OUT/torch-mhc.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-mhc.log"; }
+[ -f "$OUT/torch-gdn-ssd.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-gdn-ssd.log"; }
 echo
 cat "$SUMMARY"
 if [ "$FAILED" -eq 1 ]; then exit 1; fi

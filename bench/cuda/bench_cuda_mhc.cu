@@ -44,8 +44,6 @@ namespace {
 
 using namespace bench;  // NOLINT(google-build-using-namespace): the shared rig
 
-constexpr double kFp32FlopsPerS = 67e12;  // H100/H200 SXM FP32 (CUDA cores), datasheet
-
 constexpr uint64_t kHc = 4;
 constexpr uint64_t kRank = 32;
 

@@ -24,6 +24,7 @@ namespace bufferlab::bench {
 
 inline constexpr double kCopyBytesPerS = 4.3e12;  // H200, measured (GPU.md)
 inline constexpr double kBf16FlopsPerS = 790e12;  // H200 dense BF16 matrix product (GPU.md)
+inline constexpr double kFp32FlopsPerS = 67e12;   // H100/H200 SXM FP32 (CUDA cores), datasheet
 
 // ---------------------------------------------------------------- inputs
 
