@@ -11,8 +11,8 @@
 #                                            compute-sanitizer memcheck + racecheck, the GPU
 #                                            benchmarks (RMSNorm, MoE, mHC; GDN / SSD cores
 #                                            apart), PyTorch side-by-sides of all four
-#                                            (scripts/torch_mhc.py, torch_gdn_ssd.py); each
-#                                            stage under `timeout`, about 5 minutes in all.
+#                                            (scripts/torch_*.py); each stage under
+#                                            `timeout`, about 5 minutes in all.
 #
 # BUILD_DIR defaults to build-cuda. Logs go to $OUT (or ./gpu-out); the summary table is
 # written there as each stage ends and printed last. Exit status of `run`: 0 when every stage
@@ -187,51 +187,12 @@ for tool in memcheck racecheck; do
   fi
 done
 
-# moe_summary JSON — the best roofline_fraction per MoE op family of the bench JSON, and how
-# many MoE benchmarks did not run (an op the backend refused: "not run: ...").
-moe_summary() {
-  python3 - "$1" << 'PY' 2> /dev/null || echo "moe: no summary (python3 or the bench JSON missing)"
-import json, sys
-families = {"BM_CudaMoeRouter": "router", "BM_CudaMoeTopK": "topk",
-            "BM_CudaMoeExpertGemm": "experts", "BM_CudaMoeLmHead": "lm_head",
-            "BM_CudaMoeGemm": "gemm"}
-best, total, not_run = {}, 0, 0
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    family = families.get(b["name"].split("/")[0])
-    if family is None:
-        continue
-    total += 1
-    if b.get("error_occurred") or "roofline_fraction" not in b:
-        not_run += 1
-        continue
-    best[family] = max(best.get(family, 0.0), b["roofline_fraction"])
-parts = [f"{f} {best[f]:.2f}" for f in families.values() if f in best]
-print(f"moe best roofline: {', '.join(parts) or 'none'}; not run {not_run}/{total}")
-PY
-}
-
-# mhc_summary JSON — the best roofline_fraction per mHC op family of the bench JSON (the
-# BM_CudaMhc* benchmarks of bench_cuda_mhc.cu), and how many did not run.
-mhc_summary() {
-  python3 - "$1" << 'PY' 2> /dev/null || echo "mhc: no summary (python3 or the bench JSON missing)"
-import json, sys
-best, total, not_run = {}, 0, 0
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    name = b["name"]
-    if not name.startswith("BM_CudaMhc"):
-        continue
-    parts = name.split("/")
-    family = parts[0].removeprefix("BM_CudaMhc").lower()
-    if family == "post":
-        family += "-" + parts[1]
-    total += 1
-    if b.get("error_occurred") or "roofline_fraction" not in b:
-        not_run += 1
-        continue
-    best[family] = max(best.get(family, 0.0), b["roofline_fraction"])
-shown = [f"{f} {v:.2f}" for f, v in best.items()]
-print(f"mhc best roofline: {', '.join(shown) or 'none'}; not run {not_run}/{total}")
-PY
+# bench_summary KIND JSON — one line from scripts/bench_roofline_summary.py: per op family of
+# KIND (moe, mhc, gdn-ssd) the best roofline_fraction of the bench JSON, and how many of its
+# benchmarks did not run (an op the backend refused: "not run: ...").
+bench_summary() {
+  python3 scripts/bench_roofline_summary.py "$1" "$2" 2> /dev/null ||
+    echo "${1/-//}: no summary (python3 or the bench JSON missing)"
 }
 
 # 4. GPU benchmarks: the RMSNorm kernel vs device-to-device copy of the same bytes; the MoE
@@ -250,34 +211,9 @@ else
     record cuda-bench "FAIL($RC)" "$SECS" "see cuda-bench.log"
   else
     best=$(grep -E 'BM_CudaRmsNorm' "$OUT/cuda-bench.log" | grep -oE 'copy_fraction=[0-9.]+' | sort -t= -k2 -g | tail -1)
-    record cuda-bench ok "$SECS" "best ${best:-copy_fraction=?} (H200 copy ~4.3 TB/s); $(moe_summary "$OUT/cuda-bench.json"); $(mhc_summary "$OUT/cuda-bench.json")"
+    record cuda-bench ok "$SECS" "best ${best:-copy_fraction=?} (H200 copy ~4.3 TB/s); $(bench_summary moe "$OUT/cuda-bench.json"); $(bench_summary mhc "$OUT/cuda-bench.json")"
   fi
 fi
-
-# ssm_summary JSON — per GDN / SSD family of bench_cuda_gdn_ssd.cu (chunked, recurrent) the
-# best roofline_fraction, the range of the chunked benchmarks' speedup_vs_recurrent, and how
-# many did not run.
-ssm_summary() {
-  python3 - "$1" << 'PY' 2> /dev/null || echo "gdn/ssd: no summary (python3 or the bench JSON missing)"
-import json, sys
-best, speedups, total, not_run = {}, [], 0, 0
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    op = b["name"].split("/")[0].removeprefix("BM_Cuda")  # e.g. GdnChunked
-    if not op.startswith(("Gdn", "Ssd")):
-        continue
-    family = op[:3].lower() + "-" + op[3:].lower()  # gdn-chunked
-    total += 1
-    if b.get("error_occurred") or "roofline_fraction" not in b:
-        not_run += 1
-        continue
-    best[family] = max(best.get(family, 0.0), b["roofline_fraction"])
-    if "speedup_vs_recurrent" in b:
-        speedups.append(b["speedup_vs_recurrent"])
-shown = ", ".join(f"{f} {v:.2f}" for f, v in best.items()) or "none"
-ratio = f"chunked/recurrent speedup {min(speedups):.1f}-{max(speedups):.1f}x" if speedups else "no speedups"
-print(f"gdn/ssd best roofline: {shown}; {ratio}; not run {not_run}/{total}")
-PY
-}
 
 # 4b. GPU benchmarks of the GDN and Mamba-2 SSD cores (bench_cuda_gdn_ssd.cu): chunked vs the
 #     recurrence on the same inputs, each against the roofline (4.3 TB/s, FP32 peak).
@@ -294,67 +230,53 @@ else
   elif [ "$RC" -ne 0 ]; then
     record cuda-bench-ssm "FAIL($RC)" "$SECS" "see cuda-bench-ssm.log"
   else
-    record cuda-bench-ssm ok "$SECS" "$(ssm_summary "$OUT/cuda-bench-ssm.json")"
+    record cuda-bench-ssm ok "$SECS" "$(bench_summary gdn-ssd "$OUT/cuda-bench-ssm.json")"
   fi
 fi
 
-# 5. PyTorch side-by-side: the same fused add + RMSNorm in eager PyTorch (and F.rms_norm where
-#    it exists), same shapes and traffic formula, against our kernel's time from the bench.
-cat > "$OUT/torch_rmsnorm.py" << 'PY'
-import json, os, sys
-import torch
-out_dir = sys.argv[1]
-ours = {}
-try:
-    with open(os.path.join(out_dir, "cuda-bench.json")) as f:
-        for b in json.load(f)["benchmarks"]:
-            if b["name"].startswith("BM_CudaRmsNorm/") and "kernel_us" in b:
-                ours[b["name"].split("/")[1] + "/" + b["name"].split("/")[2]] = b["kernel_us"]
-except Exception as e:
-    print("no bench json:", e)
-dev = torch.device("cuda")
-print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
-print(f"{'shape':<24}{'torch eager us':>16}{'F.rms_norm us':>15}{'ours us':>10}{'eager/ours':>12}{'GB/s ours':>11}")
-def time_us(fn, reps=50):
-    for _ in range(5): fn()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(reps): fn()
-    e.record(); torch.cuda.synchronize()
-    return 1e3 * s.elapsed_time(e) / reps
-for rows in (64, 1024, 8192):
-    for width in (4095, 4096, 7168):
-        x = torch.randn(rows, width, device=dev).bfloat16()
-        res = torch.randn(rows, width, device=dev).bfloat16()
-        w = (0.25 * torch.randn(width, device=dev)).bfloat16()
-        eps = 1e-6
-        def eager():
-            r = (res.float() + x.float()).bfloat16()
-            rf = r.float()
-            return (rf * torch.rsqrt(rf.pow(2).mean(-1, keepdim=True) + eps) * (1 + w.float())).bfloat16()
-        t_eager = time_us(eager)
-        t_fn = float("nan")
-        if hasattr(torch.nn.functional, "rms_norm"):
-            scale = (1 + w.float()).bfloat16()
-            def fn():
-                r = (res.float() + x.float()).bfloat16()
-                return torch.nn.functional.rms_norm(r, (width,), weight=scale, eps=eps)
-            t_fn = time_us(fn)
-        key = f"rows:{rows}/width:{width}"
-        mine = ours.get(key, float("nan"))
-        traffic = 8 * rows * width + 2 * width
-        print(f"{key:<24}{t_eager:>16.2f}{t_fn:>15.2f}{mine:>10.2f}{t_eager / mine:>12.2f}{traffic / mine / 1e3:>11.1f}")
-PY
+# 5. PyTorch side-by-sides (scripts/torch_*.py): the same ops in eager PyTorch on the shapes of
+#    our benchmarks, timed with CUDA events, next to our kernel times from the bench JSON.
 TORCH_OK=0
 if [ "$NO_GPU" -eq 0 ] && command -v python3 > /dev/null && timeout 60 python3 -c 'import torch' > /dev/null 2>&1; then
   TORCH_OK=1
 fi
-if [ "$NO_GPU" -eq 1 ]; then
-  record torch skipped 0 "no usable GPU"
-elif [ "$TORCH_OK" -eq 0 ]; then
-  record torch unavailable 0 "torch does not import here"
-else
-  run_stage torch 90 "$OUT/torch.log" python3 "$OUT/torch_rmsnorm.py" "$OUT"
+
+# torch_ready STAGE SCRIPT — records STAGE as skipped / unavailable / FAIL and fails when the
+# side-by-side cannot run here (no GPU, no torch, SCRIPT missing).
+torch_ready() {
+  if [ "$NO_GPU" -eq 1 ]; then
+    record "$1" skipped 0 "no usable GPU"
+  elif [ "$TORCH_OK" -eq 0 ]; then
+    record "$1" unavailable 0 "torch does not import here"
+  elif [ ! -f "$2" ]; then
+    record "$1" FAIL 0 "$2 missing (run from the repository root)"
+  else
+    return 0
+  fi
+  return 1
+}
+
+# torch_stage STAGE CAP MARGIN SCRIPT — a side-by-side that takes OUT_DIR BUDGET_S, under CAP
+# seconds; it stops starting new cases MARGIN seconds before its limit, so the table in
+# $OUT/STAGE.log ends cleanly. Its last line (the torch/ours geomean) is the summary detail.
+torch_stage() {
+  local stage=$1 cap=$2 margin=$3 script=$4 log="$OUT/$1.log" lim
+  torch_ready "$stage" "$script" || return 0
+  lim=$(limit "$cap")
+  run_stage "$stage" "$cap" "$log" python3 "$script" "$OUT" "$((lim - margin))"
+  if [ "$RC" -eq 0 ]; then
+    record "$stage" ok "$SECS" "$(tail -1 "$log")"
+  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    record "$stage" TIMEOUT "$SECS" "partial table in $stage.log"
+  else
+    record "$stage" "FAIL($RC)" "$SECS" "$(tail -1 "$log")"
+  fi
+}
+
+# 5a. The fused add + RMSNorm in eager PyTorch (and F.rms_norm where it exists), same shapes
+#     and traffic formula (scripts/torch_rmsnorm.py).
+if torch_ready torch scripts/torch_rmsnorm.py; then
+  run_stage torch 90 "$OUT/torch.log" python3 scripts/torch_rmsnorm.py "$OUT"
   if [ "$RC" -eq 0 ]; then
     record torch ok "$SECS" "side-by-side table in torch.log"
   else
@@ -362,211 +284,20 @@ else
   fi
 fi
 
-# 5b. PyTorch side-by-side of the MoE ops, same shapes as bench_cuda_moe.cu (read from each
+# 5b. The MoE ops (scripts/torch_moe.py), same shapes as bench_cuda_moe.cu (read from each
 #     benchmark's name): router (torch.matmul; bf16, bf16 in / fp32 out, fp32), top-k
 #     (torch.topk + softmax / sigmoid + bias), expert GEMMs (a dense matmul of the same M, N,
 #     K; a per-expert loop; torch._grouped_mm where it exists), LM head and dense GEMMs
 #     (torch.matmul bf16). Our times come from cuda-bench.json.
-cat > "$OUT/torch_moe.py" << 'PY'
-import json, math, os, sys, time
-import torch
-out_dir, budget_s = sys.argv[1], float(sys.argv[2])
-began = time.time()
-ours = {}
-try:
-    with open(os.path.join(out_dir, "cuda-bench.json")) as f:
-        for b in json.load(f)["benchmarks"]:
-            name = b["name"].removesuffix("/manual_time")
-            if name.startswith("BM_CudaMoe") and "kernel_us" in b:
-                ours[name] = (b["kernel_us"], b.get("roofline_fraction", float("nan")))
-except Exception as e:
-    print("no bench json:", e)
-torch.backends.cuda.matmul.allow_tf32 = False  # numerics §2: FP32 GEMMs without TF32
-torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-dev = torch.device("cuda")
-nan = float("nan")
-print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; ours = bufferlab_cuda_bench")
-print(f"{'benchmark (ours)':<82} {'torch variant':<23}{'torch us':>10}{'ours us':>10}"
-      f"{'torch/ours':>11}{'ours roofline':>14}")
-ratios = []
+torch_stage torch-moe 100 15 scripts/torch_moe.py
 
-def time_us(fn):
-    fn()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record(); fn(); e.record(); e.synchronize()
-    once = s.elapsed_time(e)
-    if once >= 20.0:
-        return 1e3 * once
-    reps = int(min(50, max(3, 20.0 / max(once, 1e-3))))
-    s.record()
-    for _ in range(reps):
-        fn()
-    e.record(); e.synchronize()
-    return 1e3 * s.elapsed_time(e) / reps
+# 5c. The mHC ops (scripts/torch_mhc.py: the same math in eager PyTorch on the shapes of
+#     bench_cuda_mhc.cu, our times from cuda-bench.json).
+torch_stage torch-mhc 60 10 scripts/torch_mhc.py
 
-def row(key, variant, fn):
-    try:
-        t = time_us(fn)
-    except Exception as ex:  # a torch API this version lacks, out of memory, ...
-        why = (str(ex).splitlines() or [type(ex).__name__])[0][:80]
-        print(f"{key:<82} {variant:<23}  failed: {why}")
-        return
-    mine, frac = ours.get(key, (nan, nan))
-    ratio = t / mine if mine == mine and mine > 0 else nan
-    if ratio == ratio:
-        ratios.append(ratio)
-    print(f"{key:<82} {variant:<23}{t:>10.2f}{mine:>10.2f}{ratio:>11.2f}{frac:>14.3f}")
-
-def out_of_time():
-    return time.time() - began > budget_s
-
-def bf16(*shape, scale=1.0):
-    return (scale * torch.randn(*shape, device=dev)).bfloat16()
-
-M64 = (1 << 64) - 1
-def mix(x):  # bench_cuda_moe.cu's splitmix64 hash
-    x = (x + 0x9E3779B97F4A7C15) & M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
-    return x ^ (x >> 31)
-
-def cases():
-    # Router: logits = x · Wgᵀ on the three paths.
-    for h, E in ((2048, 512), (7168, 256)):
-        W = bf16(E, h, scale=0.05); Wf = W.float()
-        for T in (64, 1024, 8192):
-            x = bf16(T, h); xf = torch.randn(T, h, device=dev)
-            base = f"tokens:{T}/hidden:{h}/experts:{E}"
-            yield (f"BM_CudaMoeRouter/bf16/{base}", "matmul bf16", lambda: torch.matmul(x, W.t()))
-            yield (f"BM_CudaMoeRouter/fp32_gate/{base}", "mm out_dtype=f32",
-                   lambda: torch.mm(x, W.t(), out_dtype=torch.float32))
-            yield (f"BM_CudaMoeRouter/fp32_gate/{base}", "matmul bf16 + .float()",
-                   lambda: torch.matmul(x, W.t()).float())
-            yield (f"BM_CudaMoeRouter/fp32_routing/{base}", "matmul fp32 (W fp32)",
-                   lambda: torch.matmul(xf, Wf.t()))
-    # Top-k on FP32 logits.
-    for E, k in ((256, 8), (512, 10), (1024, 32)):
-        bias = 0.05 * (2 * torch.rand(E, device=dev) - 1)
-        for T in (64, 1024, 8192):
-            logits = 4.0 * (2 * torch.rand(T, E, device=dev) - 1)
-            base = f"experts:{E}/top_k:{k}/tokens:{T}"
-            def softmax_topk():
-                return torch.topk(torch.softmax(logits, dim=-1), k, dim=-1)
-            def sigmoid_topk():
-                s = torch.sigmoid(logits)
-                _, i = torch.topk(s + bias, k, dim=-1)
-                w = s.gather(-1, i)
-                return i, w / w.sum(-1, keepdim=True) * 2.5
-            yield (f"BM_CudaMoeTopK/softmax/{base}", "softmax + topk", softmax_topk)
-            yield (f"BM_CudaMoeTopK/sigmoid_bias/{base}", "sigmoid+bias topk", sigmoid_topk)
-    # Grouped expert GEMMs: gate [E, I, D] on gathered rows, down [E, D, I] on activations.
-    for D, I, E, k in ((2048, 512, 512, 10), (7168, 2048, 256, 8)):
-        for proj in ("gate", "down"):
-            N, K = (I, D) if proj == "gate" else (D, I)
-            W = torch.empty(E, N, K, device=dev, dtype=torch.bfloat16).normal_(0, 0.05)
-            for T in (64, 1024, 4096):
-                ids = torch.tensor([((mix(t) + j) & M64) % E for t in range(T) for j in range(k)],
-                                   device=dev)
-                counts = torch.bincount(ids, minlength=E).tolist()
-                segments, start = [], 0
-                for e, c in enumerate(counts):
-                    if c:
-                        segments.append((e, start, start + c))
-                    start += c
-                x = bf16(T * k, K)  # rows already in expert order
-                out = torch.empty(T * k, N, device=dev, dtype=torch.bfloat16)
-                offs = torch.cumsum(torch.tensor(counts, device=dev), 0).to(torch.int32)
-                key = f"BM_CudaMoeExpertGemm/{proj}/tokens:{T}/hidden:{D}/inter:{I}/experts:{E}/top_k:{k}"
-                def loop():
-                    for e, a, b in segments:
-                        torch.matmul(x[a:b], W[e].t(), out=out[a:b])
-                yield (key, "dense-equivalent mm", lambda: torch.matmul(x, W[0].t()))
-                yield (key, "per-expert loop", loop)
-                if hasattr(torch, "_grouped_mm"):
-                    yield (key, "torch._grouped_mm",
-                           lambda: torch._grouped_mm(x, W.transpose(-2, -1), offs=offs))
-            del W
-            torch.cuda.empty_cache()
-    # LM head and dense BF16 projections: y = x · Wᵀ.
-    for R, h, V in ((64, 2048, 151936), (1024, 2048, 151936), (64, 7168, 129280),
-                    (1024, 7168, 129280)):
-        table = bf16(V, h, scale=0.05); x = bf16(R, h)
-        yield (f"BM_CudaMoeLmHead/rows:{R}/hidden:{h}/vocab:{V}", "matmul bf16",
-               lambda: torch.matmul(x, table.t()))
-        del table
-    for K, N in ((2048, 512), (7168, 2048), (4096, 14336)):
-        W = bf16(N, K, scale=0.05)
-        for R in (64, 1024, 8192):
-            x = bf16(R, K)
-            yield (f"BM_CudaMoeGemm/rows:{R}/K:{K}/N:{N}", "matmul bf16",
-                   lambda: torch.matmul(x, W.t()))
-
-for key, variant, fn in cases():
-    if out_of_time():
-        print(f"stopped at {key}: the {budget_s:.0f} s budget is spent")
-        break
-    row(key, variant, fn)
-geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else nan
-print(f"torch/ours over {len(ratios)} rows: geomean {geo:.2f}, min {min(ratios, default=nan):.2f}, "
-      f"max {max(ratios, default=nan):.2f} (> 1: ours faster)")
-PY
-if [ "$NO_GPU" -eq 1 ]; then
-  record torch-moe skipped 0 "no usable GPU"
-elif [ "$TORCH_OK" -eq 0 ]; then
-  record torch-moe unavailable 0 "torch does not import here"
-else
-  # The script stops starting new cases 15 s before its stage limit, so the table ends cleanly.
-  moe_limit=$(limit 100)
-  run_stage torch-moe 100 "$OUT/torch-moe.log" python3 "$OUT/torch_moe.py" "$OUT" "$((moe_limit - 15))"
-  if [ "$RC" -eq 0 ]; then
-    record torch-moe ok "$SECS" "$(tail -1 "$OUT/torch-moe.log")"
-  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
-    record torch-moe TIMEOUT "$SECS" "partial table in torch-moe.log"
-  else
-    record torch-moe "FAIL($RC)" "$SECS" "$(tail -1 "$OUT/torch-moe.log")"
-  fi
-fi
-
-# 5c. PyTorch side-by-side of the mHC ops (scripts/torch_mhc.py: the same math in eager
-#     PyTorch on the shapes of bench_cuda_mhc.cu, our times from cuda-bench.json).
-if [ "$NO_GPU" -eq 1 ]; then
-  record torch-mhc skipped 0 "no usable GPU"
-elif [ "$TORCH_OK" -eq 0 ]; then
-  record torch-mhc unavailable 0 "torch does not import here"
-elif [ ! -f scripts/torch_mhc.py ]; then
-  record torch-mhc FAIL 0 "scripts/torch_mhc.py missing (run from the repository root)"
-else
-  mhc_limit=$(limit 60)
-  run_stage torch-mhc 60 "$OUT/torch-mhc.log" python3 scripts/torch_mhc.py "$OUT" "$((mhc_limit - 10))"
-  if [ "$RC" -eq 0 ]; then
-    record torch-mhc ok "$SECS" "$(tail -1 "$OUT/torch-mhc.log")"
-  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
-    record torch-mhc TIMEOUT "$SECS" "partial table in torch-mhc.log"
-  else
-    record torch-mhc "FAIL($RC)" "$SECS" "$(tail -1 "$OUT/torch-mhc.log")"
-  fi
-fi
-
-# 5d. PyTorch side-by-side of the GDN and SSD cores (scripts/torch_gdn_ssd.py: per-token
-#     loops and chunked forms in eager PyTorch on the shapes of bench_cuda_gdn_ssd.cu, our
-#     times from cuda-bench-ssm.json).
-if [ "$NO_GPU" -eq 1 ]; then
-  record torch-gdn-ssd skipped 0 "no usable GPU"
-elif [ "$TORCH_OK" -eq 0 ]; then
-  record torch-gdn-ssd unavailable 0 "torch does not import here"
-elif [ ! -f scripts/torch_gdn_ssd.py ]; then
-  record torch-gdn-ssd FAIL 0 "scripts/torch_gdn_ssd.py missing (run from the repository root)"
-else
-  ssm_limit=$(limit 60)
-  run_stage torch-gdn-ssd 60 "$OUT/torch-gdn-ssd.log" python3 scripts/torch_gdn_ssd.py "$OUT" "$((ssm_limit - 10))"
-  if [ "$RC" -eq 0 ]; then
-    record torch-gdn-ssd ok "$SECS" "$(tail -1 "$OUT/torch-gdn-ssd.log")"
-  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
-    record torch-gdn-ssd TIMEOUT "$SECS" "partial table in torch-gdn-ssd.log"
-  else
-    record torch-gdn-ssd "FAIL($RC)" "$SECS" "$(tail -1 "$OUT/torch-gdn-ssd.log")"
-  fi
-fi
+# 5d. The GDN and SSD cores (scripts/torch_gdn_ssd.py: per-token loops and chunked forms in
+#     eager PyTorch on the shapes of bench_cuda_gdn_ssd.cu, our times from cuda-bench-ssm.json).
+torch_stage torch-gdn-ssd 60 10 scripts/torch_gdn_ssd.py
 
 echo
 echo "logs: $OUT   total $(($(date +%s) - START)) s of a ${BUDGET_S} s budget"

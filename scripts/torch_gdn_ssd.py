@@ -26,13 +26,12 @@ Usage: torch_gdn_ssd.py OUT_DIR BUDGET_S. One row per (benchmark, torch variant)
 line with the geometric mean of torch/ours (> 1: ours faster). Stops starting new cases when
 the budget is spent.
 """
-import json
 import math
-import os
 import sys
-import time
 
 import torch
+
+from gpu_check_common import SideBySide, read_kernel_times, side_by_side_args, within_budget
 
 CHUNK, L2_EPS = 64, 1e-6
 GDN = dict(nk=16, kd=128, vd=128)  # qwen3-next-80b; nv from the benchmark name
@@ -42,18 +41,11 @@ SSD = {"nemotron_h_56b": dict(H=256, P=64, N=256, G=8),
 
 def read_ours(out_dir):
     """Our kernel_us and roofline_fraction per benchmark (without /manual_time)."""
-    ours, problems = {}, []
-    for name in ("cuda-bench-ssm.json", "cuda-bench.json"):
-        try:
-            with open(os.path.join(out_dir, name)) as f:
-                for b in json.load(f)["benchmarks"]:
-                    key = b["name"].removesuffix("/manual_time")
-                    if key.startswith(("BM_CudaGdn", "BM_CudaSsd")) and "kernel_us" in b:
-                        ours.setdefault(key, (b["kernel_us"], b.get("roofline_fraction", math.nan)))
-        except Exception as e:  # noqa: BLE001 — report and carry on with torch times only
-            problems.append(f"{name}: {e}")
+    ours, problems = read_kernel_times(out_dir, ["cuda-bench-ssm.json", "cuda-bench.json"],
+                                       ("BM_CudaGdn", "BM_CudaSsd"))
     if not ours:
-        print("no times of ours (" + "; ".join(problems or ["no GDN/SSD rows"]) + ")")
+        shown = [f"{name}: {e}" for name, e in problems] or ["no GDN/SSD rows"]
+        print("no times of ours (" + "; ".join(shown) + ")")
     return ours
 
 
@@ -191,46 +183,14 @@ def ssd_case(s, T, dev):
 # ---------------------------------------------------------------- driver
 
 def main():
-    out_dir, budget_s = sys.argv[1], float(sys.argv[2])
-    began = time.time()
+    out_dir, budget_s, began = side_by_side_args(sys.argv)
     ours = read_ours(out_dir)
     torch.backends.cuda.matmul.allow_tf32 = False  # the recurrences are FP32
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     nan = math.nan
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; "
-          "ours = bufferlab_cuda_bench")
-    print(f"{'benchmark (ours)':<48} {'torch variant':<22}{'torch us':>11}{'ours us':>10}"
-          f"{'torch/ours':>11}{'ours roofline':>14}{'check':>10}")
-    ratios = []
-
-    def time_us(fn):
-        fn()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); e.synchronize()
-        once = s.elapsed_time(e)
-        if once >= 20.0:
-            return 1e3 * once
-        reps = int(min(50, max(3, 20.0 / max(once, 1e-3))))
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record(); e.synchronize()
-        return 1e3 * s.elapsed_time(e) / reps
-
-    def row(key, variant, fn, check=nan):
-        try:
-            t = time_us(fn)
-        except Exception as ex:  # noqa: BLE001 — an API this torch lacks, out of memory, ...
-            why = (str(ex).splitlines() or [type(ex).__name__])[0][:80]
-            print(f"{key:<48} {variant:<22}  failed: {why}")
-            return
-        mine, frac = ours.get(key, (nan, nan))
-        ratio = t / mine if mine == mine and mine > 0 else nan
-        if ratio == ratio:
-            ratios.append(ratio)
-        print(f"{key:<48} {variant:<22}{t:>11.1f}{mine:>10.1f}{ratio:>11.2f}{frac:>14.3f}"
-              f"{check:>10.1e}")
+    table = SideBySide(ours, key_width=48, variant_width=22, torch_width=11, decimals=1)
+    table.header(f"{'check':>10}")
 
     def agreement(loop, chunked, args):
         try:
@@ -258,15 +218,9 @@ def main():
                        lambda: ssd_chunked(*args), lambda: agreement(ssd_loop, ssd_chunked, args))
 
     with torch.no_grad():
-        for key, variant, fn, check in cases():
-            if time.time() - began > budget_s:
-                print(f"stopped at {key}: the {budget_s:.0f} s budget is spent")
-                break
-            row(key, variant, fn, check() if check else nan)
-    geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else nan
-    print(f"torch/ours over {len(ratios)} rows: geomean {geo:.2f}, "
-          f"min {min(ratios, default=nan):.2f}, max {max(ratios, default=nan):.2f} "
-          "(> 1: ours faster)")
+        for key, variant, fn, check in within_budget(cases(), began, budget_s):
+            table.row(key, variant, fn, f"{(check() if check else nan):>10.1e}")
+    table.summary()
 
 
 if __name__ == "__main__":

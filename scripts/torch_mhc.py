@@ -19,65 +19,25 @@ Usage: torch_mhc.py OUT_DIR BUDGET_S. Prints one row per (benchmark, torch varia
 line with the geometric mean of torch/ours (> 1: ours faster). Stops starting new cases when
 the budget is spent.
 """
-import json
-import math
-import os
 import sys
-import time
 
 import torch
+
+from gpu_check_common import SideBySide, read_kernel_times, side_by_side_args, within_budget
 
 HC, RANK, ITERS, EPS, HC_EPS = 4, 32, 20, 1e-6, 1e-6
 
 
 def main():
-    out_dir, budget_s = sys.argv[1], float(sys.argv[2])
-    began = time.time()
-    ours = {}
-    try:
-        with open(os.path.join(out_dir, "cuda-bench.json")) as f:
-            for b in json.load(f)["benchmarks"]:
-                name = b["name"].removesuffix("/manual_time")
-                if name.startswith("BM_CudaMhc") and "kernel_us" in b:
-                    ours[name] = (b["kernel_us"], b.get("roofline_fraction", float("nan")))
-    except Exception as e:  # noqa: BLE001 — report and carry on with torch times only
+    out_dir, budget_s, began = side_by_side_args(sys.argv)
+    ours, problems = read_kernel_times(out_dir, ["cuda-bench.json"], ("BM_CudaMhc",))
+    for _, e in problems:
         print("no bench json:", e)
     torch.backends.cuda.matmul.allow_tf32 = False  # the mHC math is FP32
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     dev = torch.device("cuda")
-    nan = float("nan")
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; "
-          "ours = bufferlab_cuda_bench")
-    print(f"{'benchmark (ours)':<56} {'torch variant':<18}{'torch us':>10}{'ours us':>10}"
-          f"{'torch/ours':>11}{'ours roofline':>14}")
-    ratios = []
-
-    def time_us(fn):
-        fn()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); e.synchronize()
-        once = s.elapsed_time(e)
-        if once >= 20.0:
-            return 1e3 * once
-        reps = int(min(50, max(3, 20.0 / max(once, 1e-3))))
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record(); e.synchronize()
-        return 1e3 * s.elapsed_time(e) / reps
-
-    def row(key, variant, fn):
-        try:
-            t = time_us(fn)
-        except Exception as ex:  # noqa: BLE001 — an API this torch lacks, out of memory, ...
-            why = (str(ex).splitlines() or [type(ex).__name__])[0][:80]
-            print(f"{key:<56} {variant:<18}  failed: {why}")
-            return
-        mine, frac = ours.get(key, (nan, nan))
-        ratio = t / mine if mine == mine and mine > 0 else nan
-        if ratio == ratio:
-            ratios.append(ratio)
-        print(f"{key:<56} {variant:<18}{t:>10.2f}{mine:>10.2f}{ratio:>11.2f}{frac:>14.3f}")
+    table = SideBySide(ours, key_width=56, variant_width=18)
+    table.header()
 
     def f32(*shape, scale=1.0):
         return scale * (2 * torch.rand(*shape, device=dev) - 1)
@@ -179,15 +139,9 @@ def main():
                 yield (f"BM_CudaMhcLowRankSlab/tokens:{T}/hidden:{h}", "eager bf16 mm",
                        lambda: lowrank(x, True))
 
-    for key, variant, fn in cases():
-        if time.time() - began > budget_s:
-            print(f"stopped at {key}: the {budget_s:.0f} s budget is spent")
-            break
-        row(key, variant, fn)
-    geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else nan
-    print(f"torch/ours over {len(ratios)} rows: geomean {geo:.2f}, "
-          f"min {min(ratios, default=nan):.2f}, max {max(ratios, default=nan):.2f} "
-          "(> 1: ours faster)")
+    for key, variant, fn in within_budget(cases(), began, budget_s):
+        table.row(key, variant, fn)
+    table.summary()
 
 
 if __name__ == "__main__":
