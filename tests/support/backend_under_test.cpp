@@ -43,9 +43,4 @@ Backend& backend_under_test() {
   return *c.backend;
 }
 
-Backend& cpu_backend() {
-  static const std::unique_ptr<Backend> cpu = make_backend("cpu");
-  return *cpu;
-}
-
 }  // namespace bufferlab::testing

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bufferlab/core/backend.h"
+#include "cpu_backend.h"  // testing::cpu_backend(): a second backend for tests that need one
 
 namespace bufferlab::testing {
 
@@ -19,8 +20,6 @@ const char* backend_under_test_name();
 Backend& backend_under_test();
 // "" when the backend under test can run here, else why not.
 std::string backend_under_test_unavailable_reason();
-// The CPU backend, created once per process: a second backend for tests that need one.
-Backend& cpu_backend();
 
 // Base fixture of every kernel test body: skips with the reason when the backend under test
 // cannot run, else gives the body `backend()`.
