@@ -31,6 +31,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,8 @@
 #include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "cpu_backend.h"
+#include "workspace_rig.h"
 
 namespace bufferlab {
 namespace {
@@ -92,24 +95,6 @@ ModelConfig config(uint64_t r = 0) {
   c.rms_norm_eps = 1e-6;
   return c;
 }
-
-struct Rig {
-  std::unique_ptr<Backend> backend = make_cpu_backend();
-  Workspace ws;
-
-  // The arena holds every arena tensor of the accesses; the pool `pool_bytes`.
-  void allocate(std::initializer_list<std::vector<Access>> ops, uint64_t pool_bytes) {
-    std::vector<Access> all;
-    for (const auto& accesses : ops) all.insert(all.end(), accesses.begin(), accesses.end());
-    ws = backend->allocate(oracle::hc_footprint_layout(all), pool_bytes);
-    backend->poison(ws);
-  }
-  template <class T>
-  void upload(const TensorRef& t, const std::vector<T>& host) {
-    if (host.size() != t.elements()) throw Error("bench upload size mismatch: " + t.to_string());
-    backend->upload(ws, t, host.data());
-  }
-};
 
 // The copy baseline: seconds to memcpy `bytes`, measured once per size in this run.
 double copy_seconds(uint64_t bytes) {
@@ -265,7 +250,7 @@ struct PreSetup {
   HcPreOp pre;
   HcPostOp post;
   HcHeadOp head;
-  Rig rig;
+  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
 };
 
 // One workspace per T holding the pre, post and head operands (weights placed one after the
@@ -281,31 +266,34 @@ PreSetup& pre_setup(uint64_t tokens) {
   s->head = HcHeadOp::make(c, tokens);
   const uint64_t pool = oracle::place_in_pool(
       {&s->pre.fn, &s->pre.scale, &s->pre.bias, &s->head.fn, &s->head.scale, &s->head.bias});
-  s->rig.allocate({s->pre.accesses(), s->post.accesses(), s->head.accesses()}, pool);
+  s->rig.emplace(
+      testing::cpu_backend(),
+      std::vector<std::vector<Access>>{s->pre.accesses(), s->post.accesses(), s->head.accesses()},
+      pool);
   const uint64_t K = kHc * kHidden, m = s->pre.shape().mix;
   const auto fn_scale = static_cast<float>(std::sqrt(3.0 / static_cast<double>(K)));
-  s->rig.upload(s->pre.streams, f32_values(tokens * K, 1, 1.0f));
-  s->rig.upload(s->pre.fn, f32_values(m * K, 2, fn_scale));
-  s->rig.upload(s->pre.scale, std::vector<float>{0.8f, 1.1f, 1.5f});
-  s->rig.upload(s->pre.bias, f32_values(m, 3, 0.5f));
-  s->rig.upload(s->head.fn, f32_values(kHc * K, 4, fn_scale));
-  s->rig.upload(s->head.scale, std::vector<float>{0.9f});
-  s->rig.upload(s->head.bias, f32_values(kHc, 5, 0.5f));
-  s->rig.upload(s->post.post, f32_values(tokens * kHc, 6, 0.5f, 1.0f));
-  s->rig.upload(s->post.comb, std::vector<float>(tokens * kHc * kHc, 1.0f / kHc));
-  s->rig.upload(s->post.block_out, bf16_values(tokens * kHidden, 7, 0.01f));
+  s->rig->put(s->pre.streams, f32_values(tokens * K, 1, 1.0f));
+  s->rig->put(s->pre.fn, f32_values(m * K, 2, fn_scale));
+  s->rig->put(s->pre.scale, std::vector<float>{0.8f, 1.1f, 1.5f});
+  s->rig->put(s->pre.bias, f32_values(m, 3, 0.5f));
+  s->rig->put(s->head.fn, f32_values(kHc * K, 4, fn_scale));
+  s->rig->put(s->head.scale, std::vector<float>{0.9f});
+  s->rig->put(s->head.bias, f32_values(kHc, 5, 0.5f));
+  s->rig->put(s->post.post, f32_values(tokens * kHc, 6, 0.5f, 1.0f));
+  s->rig->put(s->post.comb, std::vector<float>(tokens * kHc * kHc, 1.0f / kHc));
+  s->rig->put(s->post.block_out, bf16_values(tokens * kHidden, 7, 0.01f));
   return *s;
 }
 
 void BM_MhcPreCpu(benchmark::State& state) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig.backend->hc_pre(s.rig.ws, s.pre)); };
+  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->hc_pre(s.rig->ws, s.pre)); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   static std::map<uint64_t, double> naive_cache;
   const double naive = cached_seconds(naive_cache, tokens, [&] {
-    return seconds_per_call([&] { naive_pre(s.rig.ws, s.pre); }, 0.1, tokens < 1024);
+    return seconds_per_call([&] { naive_pre(s.rig->ws, s.pre); }, 0.1, tokens < 1024);
   });
   report(state, tokens, seconds_per_call(ours), naive);
 }
@@ -313,24 +301,26 @@ void BM_MhcPreCpu(benchmark::State& state) {
 void BM_MhcPostCpu(benchmark::State& state) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { s.rig.backend->hc_post(s.rig.ws, s.post); };
+  auto ours = [&] { s.rig->backend->hc_post(s.rig->ws, s.post); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   static std::map<uint64_t, double> naive_cache;
-  const double naive = cached_seconds(
-      naive_cache, tokens, [&] { return seconds_per_call([&] { naive_post(s.rig.ws, s.post); }); });
+  const double naive = cached_seconds(naive_cache, tokens, [&] {
+    return seconds_per_call([&] { naive_post(s.rig->ws, s.post); });
+  });
   report(state, tokens, seconds_per_call(ours), naive);
 }
 
 void BM_MhcHeadCpu(benchmark::State& state) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig.backend->hc_head(s.rig.ws, s.head)); };
+  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->hc_head(s.rig->ws, s.head)); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   static std::map<uint64_t, double> naive_cache;
-  const double naive = cached_seconds(
-      naive_cache, tokens, [&] { return seconds_per_call([&] { naive_head(s.rig.ws, s.head); }); });
+  const double naive = cached_seconds(naive_cache, tokens, [&] {
+    return seconds_per_call([&] { naive_head(s.rig->ws, s.head); });
+  });
   report(state, tokens, seconds_per_call(ours), naive);
 }
 
@@ -349,7 +339,7 @@ using SlabStage = HcLowRankSlabOp::Stage;
 
 struct SplitSetup {
   std::vector<HcLowRankSplitOp> ops;  // norm, down, collapse
-  Rig rig;
+  std::optional<testing::Rig> rig;    // holds the ops' footprint, poisoned
 };
 
 SplitSetup& split_setup(uint64_t tokens) {
@@ -367,19 +357,22 @@ SplitSetup& split_setup(uint64_t tokens) {
     op.w_down_inject = t.w_down_inject;
     op.w_up = t.w_up;
   }
-  s->rig.allocate({s->ops[0].accesses(), s->ops[1].accesses(), s->ops[2].accesses()}, pool);
+  s->rig.emplace(testing::cpu_backend(),
+                 std::vector<std::vector<Access>>{s->ops[0].accesses(), s->ops[1].accesses(),
+                                                  s->ops[2].accesses()},
+                 pool);
   const uint64_t K = kHc * kHidden;
-  s->rig.upload(t.streams, f32_values(tokens * K, 11, 2.0f));
-  s->rig.upload(t.norm_w, f32_values(K, 12, 0.3f));
-  s->rig.upload(t.w_down_inject, f32_values((kRank + kHc) * K, 13, 0.02f));
-  s->rig.upload(t.w_up, f32_values(K * kRank, 14, 0.4f));
+  s->rig->put(t.streams, f32_values(tokens * K, 11, 2.0f));
+  s->rig->put(t.norm_w, f32_values(K, 12, 0.3f));
+  s->rig->put(t.w_down_inject, f32_values((kRank + kHc) * K, 13, 0.02f));
+  s->rig->put(t.w_up, f32_values(K * kRank, 14, 0.4f));
   return *s;
 }
 
 void naive_split(SplitSetup& s) {
   const uint64_t T = s.ops[0].shape().rows, hc = kHc, h = kHidden, r = kRank, K = hc * h;
-  const HcLowRankSplitOp::Bound n = s.ops[0].bind(s.rig.ws), d = s.ops[1].bind(s.rig.ws),
-                                c = s.ops[2].bind(s.rig.ws);
+  const HcLowRankSplitOp::Bound n = s.ops[0].bind(s.rig->ws), d = s.ops[1].bind(s.rig->ws),
+                                c = s.ops[2].bind(s.rig->ws);
   const float hcf = static_cast<float>(hc), eps = static_cast<float>(s.ops[0].rms_eps);
   for (uint64_t t = 0; t < T; ++t) {
     float* normed = n.normed + t * K;
@@ -410,7 +403,7 @@ void BM_MhcLowRankSplitCpu(benchmark::State& state) {
   SplitSetup& s = split_setup(tokens);
   auto ours = [&] {
     for (const auto& op : s.ops)
-      benchmark::DoNotOptimize(s.rig.backend->hc_lowrank_split(s.rig.ws, op));
+      benchmark::DoNotOptimize(s.rig->backend->hc_lowrank_split(s.rig->ws, op));
   };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
@@ -428,7 +421,7 @@ BENCHMARK(BM_MhcLowRankSplitCpu)
 
 struct SlabSetup {
   std::vector<HcLowRankSlabOp> ops;  // norm, down, inject, up, collapse of slab 0
-  Rig rig;
+  std::optional<testing::Rig> rig;   // holds the ops' footprint, poisoned
 };
 
 SlabSetup& slab_setup(uint64_t tokens) {
@@ -448,15 +441,17 @@ SlabSetup& slab_setup(uint64_t tokens) {
     op.w_inject = t.w_inject;
     op.w_up = t.w_up;
   }
-  s->rig.allocate({s->ops[0].accesses(), s->ops[1].accesses(), s->ops[2].accesses(),
-                   s->ops[3].accesses(), s->ops[4].accesses()},
-                  pool);
+  s->rig.emplace(testing::cpu_backend(),
+                 std::vector<std::vector<Access>>{s->ops[0].accesses(), s->ops[1].accesses(),
+                                                  s->ops[2].accesses(), s->ops[3].accesses(),
+                                                  s->ops[4].accesses()},
+                 pool);
   const uint64_t K = kHc * kHidden;
-  s->rig.upload(t.streams, f32_values(tokens * K, 21, 2.0f));
-  s->rig.upload(t.norm_w, f32_values(K, 22, 0.3f));
-  s->rig.upload(t.w_down, bf16_values(kRank * K, 23, 0.02f));
-  s->rig.upload(t.w_inject, bf16_values(kHc * K, 24, 0.02f));
-  s->rig.upload(t.w_up, bf16_values(K * kRank, 25, 0.4f));
+  s->rig->put(t.streams, f32_values(tokens * K, 21, 2.0f));
+  s->rig->put(t.norm_w, f32_values(K, 22, 0.3f));
+  s->rig->put(t.w_down, bf16_values(kRank * K, 23, 0.02f));
+  s->rig->put(t.w_inject, bf16_values(kHc * K, 24, 0.02f));
+  s->rig->put(t.w_up, bf16_values(K * kRank, 25, 0.4f));
   return *s;
 }
 
@@ -464,7 +459,7 @@ SlabSetup& slab_setup(uint64_t tokens) {
 void naive_slab(SlabSetup& s) {
   const uint64_t T = s.ops[0].shape().rows, hc = kHc, h = kHidden, r = kRank, K = hc * h;
   HcLowRankSlabOp::Bound b[5];
-  for (int i = 0; i < 5; ++i) b[i] = s.ops[static_cast<size_t>(i)].bind(s.rig.ws);
+  for (int i = 0; i < 5; ++i) b[i] = s.ops[static_cast<size_t>(i)].bind(s.rig->ws);
   const float hcf = static_cast<float>(hc), eps = static_cast<float>(s.ops[0].rms_eps);
   auto f = bf16_bits_to_f32;
   uint16_t* normed = b[0].normed;
@@ -503,7 +498,7 @@ void BM_MhcLowRankSlabCpu(benchmark::State& state) {
   SlabSetup& s = slab_setup(tokens);
   auto ours = [&] {
     for (const auto& op : s.ops)
-      benchmark::DoNotOptimize(s.rig.backend->hc_lowrank_slab(s.rig.ws, op));
+      benchmark::DoNotOptimize(s.rig->backend->hc_lowrank_slab(s.rig->ws, op));
   };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();

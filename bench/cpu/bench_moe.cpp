@@ -31,6 +31,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -48,6 +49,8 @@
 #include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/moe_ffn_harness.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "cpu_backend.h"
+#include "workspace_rig.h"
 
 namespace bufferlab {
 namespace {
@@ -93,28 +96,11 @@ std::vector<uint32_t> spread_ids(uint64_t tokens, uint64_t top_k, uint64_t exper
   return ids;
 }
 
-// The arena layout holding every arena tensor the ops touch, each sized by its TensorRef.
-Layout footprint_layout(std::initializer_list<std::vector<Access>> ops) {
-  std::vector<Access> all;
-  for (const auto& accesses : ops) all.insert(all.end(), accesses.begin(), accesses.end());
-  return oracle::ffn_footprint_layout(all);
-}
-
-struct Rig {
-  std::unique_ptr<Backend> backend = make_cpu_backend();
-  Workspace ws;
-  template <class T>
-  void upload(const TensorRef& t, const std::vector<T>& host) {
-    if (host.size() != t.elements()) throw Error("bench upload size mismatch: " + t.to_string());
-    backend->upload(ws, t, host.data());
-  }
-};
-
 // ---------------------------------------------------------------- (a) top-k
 
 struct TopKSetup {
   MoeTopKOp op;
-  Rig rig;
+  std::optional<testing::Rig> rig;                // holds the ops' footprint, poisoned
   std::vector<std::pair<float, uint32_t>> keyed;  // the naive loop's row buffer
   std::vector<uint32_t> naive_ids;
   std::vector<float> naive_weights;
@@ -139,10 +125,9 @@ TopKSetup& topk_setup(MoeScoring scoring, uint64_t experts, uint64_t top_k, uint
   c.routed_scaling_factor = sigmoid ? 2.5 : 1.0;
   s->op = MoeTopKOp::make(c, tokens, /*logits_f32=*/true, /*hash=*/false);
   const uint64_t pool = oracle::place_in_pool({&s->op.bias});
-  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
-  s->rig.backend->poison(s->rig.ws);
-  s->rig.upload(s->op.logits, f32_values(tokens * experts, 1, 4.0f));
-  if (s->op.use_bias) s->rig.upload(s->op.bias, f32_values(experts, 2, 0.05f));
+  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
+  s->rig->put(s->op.logits, f32_values(tokens * experts, 1, 4.0f));
+  if (s->op.use_bias) s->rig->put(s->op.bias, f32_values(experts, 2, 0.05f));
   s->naive_ids.resize(tokens * top_k);
   s->naive_weights.resize(tokens * top_k);
   return *s;
@@ -153,7 +138,7 @@ float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // The naive reference: one thread, keys of the whole row, a full sort, the first top_k.
 void naive_topk(TopKSetup& s) {
   const MoeTopKOp& op = s.op;
-  const MoeTopKOp::Bound b = op.bind(s.rig.ws);
+  const MoeTopKOp::Bound b = op.bind(s.rig->ws);
   const uint64_t E = op.shape().experts, k = op.shape().top_k;
   const bool softmax = op.scoring == MoeScoring::softmax;
   for (uint64_t t = 0; t < op.shape().rows; ++t) {
@@ -186,7 +171,7 @@ void naive_topk(TopKSetup& s) {
 }
 
 double ids_agree(const TopKSetup& s) {
-  const MoeTopKOp::Bound b = s.op.bind(s.rig.ws);
+  const MoeTopKOp::Bound b = s.op.bind(s.rig->ws);
   uint64_t same = 0;
   for (uint64_t i = 0; i < s.naive_ids.size(); ++i) same += b.ids[i] == s.naive_ids[i];
   return static_cast<double>(same) / static_cast<double>(s.naive_ids.size());
@@ -197,7 +182,7 @@ void BM_MoeTopKCpu(benchmark::State& state, MoeScoring scoring) {
   const auto top_k = static_cast<uint64_t>(state.range(1));
   const auto tokens = static_cast<uint64_t>(state.range(2));
   TopKSetup& s = topk_setup(scoring, experts, top_k, tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig.backend->moe_topk(s.rig.ws, s.op)); };
+  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->moe_topk(s.rig->ws, s.op)); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   static std::map<TopKKey, double> naive_cache;
@@ -226,7 +211,7 @@ BENCHMARK_CAPTURE(BM_MoeTopKCpu, sigmoid_bias, MoeScoring::sigmoid)->Apply(topk_
 
 struct RouterSetup {
   MoeRouterOp op;
-  Rig rig;
+  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
   std::vector<uint16_t> naive_bf16;
   std::vector<float> naive_f32;
 };
@@ -243,13 +228,12 @@ RouterSetup& router_setup(RouterPrecision p, uint64_t tokens, uint64_t hidden, u
   c.num_experts = experts;
   s->op = MoeRouterOp::make(c, tokens, p);
   const uint64_t pool = oracle::place_in_pool({&s->op.weight});
-  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
-  s->rig.backend->poison(s->rig.ws);
+  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
   if (p == RouterPrecision::fp32_routing)
-    s->rig.upload(s->op.input, f32_values(tokens * hidden, 3, 2.0f));
+    s->rig->put(s->op.input, f32_values(tokens * hidden, 3, 2.0f));
   else
-    s->rig.upload(s->op.input, bf16_values(tokens * hidden, 3, 2.0f));
-  s->rig.upload(s->op.weight, bf16_values(experts * hidden, 4, 0.05f));
+    s->rig->put(s->op.input, bf16_values(tokens * hidden, 3, 2.0f));
+  s->rig->put(s->op.weight, bf16_values(experts * hidden, 4, 0.05f));
   s->naive_bf16.resize(tokens * experts);
   s->naive_f32.resize(tokens * experts);
   return *s;
@@ -258,7 +242,7 @@ RouterSetup& router_setup(RouterPrecision p, uint64_t tokens, uint64_t hidden, u
 // The naive reference: three loops, each element widened to float, FP32 accumulation in
 // order, stored as the path stores (BF16 on the bf16 path, FP32 otherwise).
 void naive_router(RouterSetup& s) {
-  const MoeRouterOp::Bound b = s.op.bind(s.rig.ws);
+  const MoeRouterOp::Bound b = s.op.bind(s.rig->ws);
   const uint64_t T = s.op.shape().rows, H = s.op.shape().hidden, E = s.op.shape().experts;
   for (uint64_t t = 0; t < T; ++t)
     for (uint64_t e = 0; e < E; ++e) {
@@ -279,7 +263,7 @@ void BM_MoeRouterCpu(benchmark::State& state, RouterPrecision p) {
   const auto hidden = static_cast<uint64_t>(state.range(1));
   const auto experts = static_cast<uint64_t>(state.range(2));
   RouterSetup& s = router_setup(p, tokens, hidden, experts);
-  auto ours = [&] { s.rig.backend->moe_router(s.rig.ws, s.op); };
+  auto ours = [&] { s.rig->backend->moe_router(s.rig->ws, s.op); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   // The naive loop takes seconds at 1024 tokens: one cold call is its measurement there.
@@ -338,7 +322,7 @@ void report_gemm(benchmark::State& state, double own, uint64_t M, uint64_t N, ui
 
 struct GemmSetup {
   GemmOp op;
-  Rig rig;
+  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
 };
 
 // A dense BF16 projection y[rows, N] = x[rows, K]·Wᵀ (norm_output → moe_output).
@@ -351,10 +335,9 @@ GemmSetup& gemm_setup(uint64_t rows, uint64_t K, uint64_t N) {
   s->op = GemmOp::make("bench_proj", "bf16", {{x, AccessKind::read, "norm"}}, rows, rows, K, N,
                        BufferId::moe_output, 0, DType::bf16, "proj_out");
   const uint64_t pool = oracle::place_in_pool({&s->op.weight});
-  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
-  s->rig.backend->poison(s->rig.ws);
-  s->rig.upload(x, bf16_values(rows * K, 7, 1.0f));
-  s->rig.upload(s->op.weight, bf16_values(N * K, 8, 0.05f));
+  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
+  s->rig->put(x, bf16_values(rows * K, 7, 1.0f));
+  s->rig->put(s->op.weight, bf16_values(N * K, 8, 0.05f));
   return *s;
 }
 
@@ -363,7 +346,7 @@ void BM_MoeGemmCpu(benchmark::State& state) {
   const auto K = static_cast<uint64_t>(state.range(1));
   const auto N = static_cast<uint64_t>(state.range(2));
   GemmSetup& s = gemm_setup(rows, K, N);
-  auto ours = [&] { s.rig.backend->gemm(s.rig.ws, s.op); };
+  auto ours = [&] { s.rig->backend->gemm(s.rig->ws, s.op); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   report_gemm(state, seconds_per_call(ours), rows, N, K);
@@ -382,7 +365,7 @@ constexpr uint64_t kExpertHidden = 2048, kExpertInter = 512, kExperts = 64, kExp
 
 struct ExpertSetup {
   MoeExpertGemmOp op;
-  Rig rig;
+  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
 };
 
 ExpertSetup& expert_setup(ExpertProj proj, uint64_t tokens) {
@@ -397,18 +380,17 @@ ExpertSetup& expert_setup(ExpertProj proj, uint64_t tokens) {
   c.num_experts_per_tok = kExpertTopK;
   s->op = MoeExpertGemmOp::make(c, tokens, proj);
   const uint64_t pool = oracle::place_in_pool({&s->op.weight});
-  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
-  s->rig.backend->poison(s->rig.ws);
-  s->rig.upload(s->op.input, bf16_values(s->op.input.elements(), 9, 1.0f));
-  s->rig.upload(s->op.ids, spread_ids(tokens, kExpertTopK, kExperts));
-  s->rig.upload(s->op.weight, bf16_values(s->op.weight.elements(), 10, 0.05f));
+  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
+  s->rig->put(s->op.input, bf16_values(s->op.input.elements(), 9, 1.0f));
+  s->rig->put(s->op.ids, spread_ids(tokens, kExpertTopK, kExperts));
+  s->rig->put(s->op.weight, bf16_values(s->op.weight.elements(), 10, 0.05f));
   return *s;
 }
 
 void BM_MoeExpertGemmCpu(benchmark::State& state, ExpertProj proj) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   ExpertSetup& s = expert_setup(proj, tokens);
-  auto ours = [&] { s.rig.backend->moe_expert_gemm(s.rig.ws, s.op); };
+  auto ours = [&] { s.rig->backend->moe_expert_gemm(s.rig->ws, s.op); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   // Every slot is routed: the grouped GEMM does slots × N × K multiply-adds.
@@ -424,7 +406,7 @@ BENCHMARK_CAPTURE(BM_MoeExpertGemmCpu, down, ExpertProj::down)->Apply(expert_sha
 
 struct LmHeadSetup {
   LmHeadOp op;
-  Rig rig;
+  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
 };
 
 // Decode rows (each logits row reads its own input row), h 2048, a 32000-token vocabulary.
@@ -437,17 +419,16 @@ LmHeadSetup& lm_head_setup(uint64_t rows) {
   s = std::make_unique<LmHeadSetup>();
   s->op = LmHeadOp::make(rows, rows, kLmHidden, kLmVocab, "decode", LmHeadRows{rows, 0, 0});
   const uint64_t pool = oracle::place_in_pool({&s->op.table});
-  s->rig.ws = s->rig.backend->allocate(footprint_layout({s->op.accesses()}), pool);
-  s->rig.backend->poison(s->rig.ws);
-  s->rig.upload(s->op.input, bf16_values(rows * kLmHidden, 11, 1.0f));
-  s->rig.upload(s->op.table, bf16_values(kLmVocab * kLmHidden, 12, 0.05f));
+  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
+  s->rig->put(s->op.input, bf16_values(rows * kLmHidden, 11, 1.0f));
+  s->rig->put(s->op.table, bf16_values(kLmVocab * kLmHidden, 12, 0.05f));
   return *s;
 }
 
 void BM_MoeLmHeadCpu(benchmark::State& state) {
   const auto rows = static_cast<uint64_t>(state.range(0));
   LmHeadSetup& s = lm_head_setup(rows);
-  auto ours = [&] { s.rig.backend->lm_head(s.rig.ws, s.op); };
+  auto ours = [&] { s.rig->backend->lm_head(s.rig->ws, s.op); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   report_gemm(state, seconds_per_call(ours), rows, kLmVocab, kLmHidden);

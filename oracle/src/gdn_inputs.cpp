@@ -28,12 +28,11 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/gdn.h"
-#include "seeded_random.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-using detail::SplitMix64;
 
 uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 

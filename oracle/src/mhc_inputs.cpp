@@ -8,12 +8,11 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
-#include "seeded_random.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-using detail::SplitMix64;
 
 uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 

@@ -6,12 +6,11 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/number_formats.h"
-#include "seeded_random.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-using detail::SplitMix64;
 
 // Distinct streams per operand from one seed.
 uint64_t stream(uint64_t seed, uint64_t k) { return seed ^ (0xD1B54A32D192ED03ull * (k + 1)); }

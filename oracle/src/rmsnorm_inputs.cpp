@@ -5,12 +5,11 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/number_formats.h"
-#include "seeded_random.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-using detail::SplitMix64;
 
 uint16_t bf16_of(double v) { return f32_to_bf16_bits(static_cast<float>(v)); }
 

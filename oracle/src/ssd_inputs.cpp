@@ -24,13 +24,12 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/ssd.h"
-#include "seeded_random.h"
+#include "bufferlab/oracle/seeded_random.h"
 #include "ssd_stages.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-using detail::SplitMix64;
 
 enum Stream : uint64_t {
   kZ = 1,

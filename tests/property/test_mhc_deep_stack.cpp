@@ -17,25 +17,21 @@
 #include <string>
 
 #include "bufferlab/core/backend.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/agreement_report.h"
 #include "bufferlab/properties/mhc_deep_stack.h"
+#include "cpu_backend.h"
 
 namespace bufferlab {
 namespace {
 
 using gen::DeepStackCase;
 using gen::DeepStackResult;
-
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
+using testing::cpu_backend;
 
 DeepStackResult run(const DeepStackCase& c, Mutant m = Mutant::none) {
-  cpu().set_kernel_mutant(m);
-  DeepStackResult r = gen::run_mhc_deep_stack(cpu(), c, oracle::cpu_bounds());
-  cpu().set_kernel_mutant(Mutant::none);
+  cpu_backend().set_kernel_mutant(m);
+  DeepStackResult r = gen::run_mhc_deep_stack(cpu_backend(), c, oracle::cpu_bounds());
+  cpu_backend().set_kernel_mutant(Mutant::none);
   return r;
 }
 

@@ -34,12 +34,13 @@
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mhc.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/properties/mhc_generators.h"
+#include "cpu_backend.h"
+#include "report_checks.h"
 
 namespace bufferlab {
 namespace {
@@ -47,14 +48,11 @@ namespace {
 using gen::HcCase;
 using gen::HcOpKind;
 using oracle::HcLowRankPath;
+using testing::cpu_backend;
+using testing::require_passed;
 using U = uint64_t;
 
 constexpr U kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
-
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
 
 // The planted-bug twins show that a check fails, which small cases do as well: 2^22.
 gen::HcRanges twin_ranges() {
@@ -86,11 +84,6 @@ oracle::HcLowRankRun run(Backend& b, const HcCase& c, HcLowRankPath path,
   return oracle::run_hc_lowrank(b, ws, plan, in);
 }
 
-void require_passed(const oracle::AgreementReport& r) {
-  RC_LOG() << oracle::format_report(r);
-  RC_ASSERT(r.passed());
-}
-
 oracle::AgreementReport judge(const oracle::HcLowRankRun& r, const oracle::HcLowRankInputs& in,
                               const HcCase& c, const char* backend = "cpu") {
   return oracle::judge_hc_lowrank(r, in, backend, c.seed);
@@ -101,7 +94,7 @@ oracle::AgreementReport judge(const oracle::HcLowRankRun& r, const oracle::HcLow
 RC_GTEST_PROP(MhcLowRankProperty, SplitPathAgreesWithItsOracle, ()) {
   const HcCase c = draw_on(HcLowRankPath::split);
   const auto in = gen::hc_lowrank_inputs(c);
-  require_passed(judge(run(cpu(), c, HcLowRankPath::split, in), in, c));
+  require_passed(judge(run(cpu_backend(), c, HcLowRankPath::split, in), in, c));
 }
 
 // Rows up to 192 here, so some cases are the engine's T > 64 GEMM-path cases (several slabs
@@ -116,14 +109,14 @@ RC_GTEST_PROP(MhcLowRankProperty, GemmPathAgreesWithItsOracle, ()) {
   const U m = small && *rc::gen::arbitrary<bool>() ? 2048 : c.rows;
   RC_TAG(c.rows > kSplitMaxRows ? "T > 64" : "T <= 64", m == c.rows ? "m = T" : "m = 2048");
   const auto in = gen::hc_lowrank_inputs(c);
-  require_passed(judge(run(cpu(), c, HcLowRankPath::slab, in, m), in, c));
+  require_passed(judge(run(cpu_backend(), c, HcLowRankPath::slab, in, m), in, c));
 }
 
 // Both paths on the same inputs (T ≤ 64): each judged, and their block inputs within the
 // BF16 bound of each other.
 oracle::TensorComparison both_paths(const HcCase& c, const oracle::HcLowRankInputs& in) {
-  const auto split = run(cpu(), c, HcLowRankPath::split, in);
-  const auto slab = run(cpu(), c, HcLowRankPath::slab, in);
+  const auto split = run(cpu_backend(), c, HcLowRankPath::split, in);
+  const auto slab = run(cpu_backend(), c, HcLowRankPath::slab, in);
   require_passed(judge(split, in, c));
   require_passed(judge(slab, in, c));
   return oracle::compare_hc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
@@ -154,7 +147,7 @@ RC_GTEST_PROP(MhcLowRankProperty, RowCounts64And65, ()) {
   RC_TAG(c.rows);
   const auto in = gen::hc_lowrank_inputs(c);
   if (c.rows == 65) {
-    require_passed(judge(run(cpu(), c, HcLowRankPath::slab, in), in, c));
+    require_passed(judge(run(cpu_backend(), c, HcLowRankPath::slab, in), in, c));
     return;
   }
   require_agree(both_paths(c, in));
@@ -254,8 +247,8 @@ DirtyAndClean dirty_and_clean(gen::HcRanges ranges = gen::ci_hc_ranges()) {
   HcCase clean = r.c;
   clean.profile.nonfinite.clear();
   r.in = gen::hc_lowrank_inputs(r.c);
-  r.dirty = run(cpu(), r.c, r.c.path, r.in);
-  r.clean = run(cpu(), clean, clean.path, gen::hc_lowrank_inputs(clean));
+  r.dirty = run(cpu_backend(), r.c, r.c.path, r.in);
+  r.clean = run(cpu_backend(), clean, clean.path, gen::hc_lowrank_inputs(clean));
   return r;
 }
 
@@ -289,7 +282,7 @@ std::vector<U> finite_tokens(const HcCase& c) {
 RC_GTEST_PROP(MhcLowRankPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, ()) {
   const HcCase c = draw(twin_ranges());
   const auto in = gen::hc_lowrank_inputs(c);
-  auto r = run(cpu(), c, c.path, in);
+  auto r = run(cpu_backend(), c, c.path, in);
   const U t = *rc::gen::inRange<U>(0, c.rows), d = *rc::gen::inRange<U>(0, c.h());
   r.collapse.block_in[t * c.h() + d] = 0xFFFF;
   const auto report = judge(r, in, c, "planted");
@@ -308,7 +301,7 @@ RC_GTEST_PROP(MhcLowRankPlanted, ScratchClobberedBetweenStagesFails, ()) {
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
   const auto in = gen::hc_lowrank_inputs(c);
-  auto r = run(cpu(), c, c.path, in);
+  auto r = run(cpu_backend(), c, c.path, in);
   const bool low = *rc::gen::arbitrary<bool>();
   const U width = low ? c.r() : c.hc() * c.h();
   const U t = *rc::gen::elementOf(tokens), col = *rc::gen::inRange<U>(0, width);
@@ -356,7 +349,7 @@ RC_GTEST_PROP(MhcLowRankPlanted, DownOutputBeyondItsBoundFailsAtItsCoordinates, 
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
   const auto in = gen::hc_lowrank_inputs(c);
-  auto r = run(cpu(), c, c.path, in);
+  auto r = run(cpu_backend(), c, c.path, in);
   const bool split = c.path == HcLowRankPath::split;
   const auto d = c.lowrank_dims();
   const auto sw = oracle::slab_weights(in.weights);
@@ -390,8 +383,8 @@ RC_GTEST_PROP(MhcLowRankPlanted, PathsApartBeyondTheirBoundFail, ()) {
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
   const auto in = gen::hc_lowrank_inputs(c);
-  const auto split = run(cpu(), c, HcLowRankPath::split, in);
-  auto slab = run(cpu(), c, HcLowRankPath::slab, in);
+  const auto split = run(cpu_backend(), c, HcLowRankPath::split, in);
+  auto slab = run(cpu_backend(), c, HcLowRankPath::slab, in);
   RC_ASSERT(oracle::compare_hc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
                                              slab.collapse.block_in)
                 .passed());

@@ -41,12 +41,14 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/sizing.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
+#include "bufferlab/oracle/seeded_random.h"
 #include "bufferlab/properties/mhc_generators.h"
+#include "cpu_backend.h"
+#include "report_checks.h"
 
 namespace bufferlab {
 namespace {
@@ -54,16 +56,13 @@ namespace {
 using gen::HcCase;
 using gen::HcOpKind;
 using oracle::Mode;
+using testing::cpu_backend;
+using testing::require_passed;
 using U = uint64_t;
 
 constexpr double kU32 = 0x1p-24;         // the backend's FP32 unit roundoff
 constexpr double kU64 = 0x1p-53;         // the oracle's FP64 unit roundoff
 constexpr double kEquivariance = 1e-12;  // numerics §3: the FP64 oracle under permutation
-
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
 
 HcCase draw(HcOpKind kind, gen::HcRanges ranges = gen::ci_hc_ranges()) {
   HcCase c = *gen::hc_case(kind, ranges);
@@ -83,10 +82,8 @@ bool bf16_is_nan(uint16_t b) { return (b & 0x7FFFu) > 0x7F80u; }
 // A uniform value in [0, 1) of (seed, k): SplitMix64's finaliser, so a case draws one seed
 // rather than one rc value per matrix entry.
 double hashed_uniform(U seed, U k) {
-  U z = seed + (k + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1p-53;
+  const U z = oracle::splitmix64_mix(seed + (k + 1) * oracle::kSplitMix64Step);
+  return static_cast<double>(z >> 11) * 0x1p-53;
 }
 
 // hc×hc comb logits uniform in [0, L].
@@ -94,11 +91,6 @@ std::vector<double> random_logits(U hc, double L, U seed) {
   std::vector<double> l(hc * hc);
   for (U k = 0; k < l.size(); ++k) l[k] = L * hashed_uniform(seed, k);
   return l;
-}
-
-void require_passed(const oracle::AgreementReport& r) {
-  RC_LOG() << oracle::format_report(r);
-  RC_ASSERT(r.passed());
 }
 
 // A failed assertion of one of this file's own checks: the check's name and where.
@@ -159,7 +151,7 @@ std::vector<float> run_expand(Backend& b, const HcCase& c, const std::vector<uin
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuPreAgreesWithOracle, ()) {
   const HcCase c = draw(HcOpKind::pre);
-  const PreRun r = run_pre(cpu(), c);
+  const PreRun r = run_pre(cpu_backend(), c);
   require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", c.seed));
 }
 
@@ -167,21 +159,21 @@ RC_GTEST_PROP(MhcSinkhornProperty, CpuPostAgreesWithOracle, ()) {
   const HcCase c = draw(HcOpKind::post);
   RC_TAG(c.r() > 0 ? "lowrank form" : "sinkhorn form");
   const auto in = gen::hc_post_inputs(c);
-  const auto out = run_post(cpu(), c, in, /*in_place=*/true);
+  const auto out = run_post(cpu_backend(), c, in, /*in_place=*/true);
   require_passed(oracle::judge_hc_post(HcPostOp::make(c.config, c.rows), in, out, "cpu", c.seed));
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuHeadAgreesWithOracle, ()) {
   const HcCase c = draw(HcOpKind::head);
   const auto in = gen::hc_head_inputs(c);
-  const auto out = run_head(cpu(), c, in);
+  const auto out = run_head(cpu_backend(), c, in);
   require_passed(oracle::judge_hc_head(HcHeadOp::make(c.config, c.rows), in, out, "cpu", c.seed));
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuExpandIsExact, ()) {
   const HcCase c = draw(HcOpKind::expand);
   const auto in = gen::hc_expand_input(c);
-  const auto out = run_expand(cpu(), c, in);
+  const auto out = run_expand(cpu_backend(), c, in);
   require_passed(
       oracle::judge_hc_expand(HcExpandOp::make(c.config, c.rows), in, out, "cpu", c.seed));
 }
@@ -200,26 +192,26 @@ RC_GTEST_PROP(MhcSinkhornProperty, EveryOpAgreesAt64And65Rows, ()) {
   const U seed = c.seed;
   switch (kind) {
     case HcOpKind::pre: {
-      const PreRun r = run_pre(cpu(), c);
+      const PreRun r = run_pre(cpu_backend(), c);
       require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", seed));
       break;
     }
     case HcOpKind::post: {
       const auto in = gen::hc_post_inputs(c);
-      const auto out = run_post(cpu(), c, in, true);
+      const auto out = run_post(cpu_backend(), c, in, true);
       require_passed(oracle::judge_hc_post(HcPostOp::make(c.config, c.rows), in, out, "cpu", seed));
       break;
     }
     case HcOpKind::head: {
       const auto in = gen::hc_head_inputs(c);
       require_passed(oracle::judge_hc_head(HcHeadOp::make(c.config, c.rows), in,
-                                           run_head(cpu(), c, in), "cpu", seed));
+                                           run_head(cpu_backend(), c, in), "cpu", seed));
       break;
     }
     default: {
       const auto in = gen::hc_expand_input(c);
       require_passed(oracle::judge_hc_expand(HcExpandOp::make(c.config, c.rows), in,
-                                             run_expand(cpu(), c, in), "cpu", seed));
+                                             run_expand(cpu_backend(), c, in), "cpu", seed));
     }
   }
 }
@@ -289,7 +281,7 @@ void tag_convergence(const std::vector<double>& comb, const std::vector<double>&
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuCombConvergesWithinStatedTolerances, ()) {
   const HcCase c = draw(HcOpKind::pre);
-  const PreRun r = run_pre(cpu(), c);
+  const PreRun r = run_pre(cpu_backend(), c);
   const auto ref = oracle::hc_pre(r.op, r.in, Mode::faithful);
   tag_convergence(ref.comb, ref.kernel, c.rows, c.hc(), c.profile.logit_range);
   const Findings f = backend_sinkhorn_findings(r, ref);
@@ -416,7 +408,7 @@ RC_GTEST_PROP(MhcSinkhornProperty, PermutedStreamsGiveThePermutedResult, ()) {
   // The backend: FP32 Sinkhorn moves by tens of ULPs under permutation, so each ordering is
   // judged against the oracle's bound on its own.
   for (const auto* inputs : {&in, &permuted}) {
-    const PreRun r = run_pre(cpu(), c.config, c.rows, *inputs);
+    const PreRun r = run_pre(cpu_backend(), c.config, c.rows, *inputs);
     require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", c.seed));
   }
 }
@@ -532,7 +524,7 @@ RC_GTEST_PROP(MhcSinkhornProperty, DoublyStochasticInputIsNearFixedPoint, ()) {
   log_findings(fo);
   RC_ASSERT(fo.empty());
 
-  const PreRun r = run_pre(cpu(), c.config, c.rows, cc.in);
+  const PreRun r = run_pre(cpu_backend(), c.config, c.rows, cc.in);
   require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", c.seed));
   const auto b = oracle::hc_pre_bounds(r.op, r.in, ref);
   const Findings fb =
@@ -617,12 +609,12 @@ RC_GTEST_PROP(MhcSinkhornProperty, NonFiniteTokensAreNanCountedAndIsolated, ()) 
   clean.profile.nonfinite.clear();
   Findings f;
   if (head) {
-    const auto out = run_head(cpu(), c, gen::hc_head_inputs(c));
-    const auto ref = run_head(cpu(), clean, gen::hc_head_inputs(clean));
+    const auto out = run_head(cpu_backend(), c, gen::hc_head_inputs(c));
+    const auto ref = run_head(cpu_backend(), clean, gen::hc_head_inputs(clean));
     f = isolation_findings({token_tensor("hidden_states (head)", out.output, ref.output, c.h())},
                            bad_tokens(c.profile), out.diagnostics.nonfinite_tokens);
   } else {
-    const PreRun dirty = run_pre(cpu(), c), ref = run_pre(cpu(), clean);
+    const PreRun dirty = run_pre(cpu_backend(), c), ref = run_pre(cpu_backend(), clean);
     f = isolation_findings(pre_tensors(dirty, ref, c.hc(), c.h()), bad_tokens(c.profile),
                            dirty.out.diagnostics.nonfinite_tokens);
     require_passed(oracle::judge_hc_pre(dirty.op, dirty.in, dirty.out, "cpu", c.seed));
@@ -647,8 +639,8 @@ RC_GTEST_PROP(MhcSinkhornProperty, PostInPlaceEqualsOutOfPlaceBitForBit, ()) {
   const HcCase c = draw(HcOpKind::post);
   RC_TAG(c.r() > 0 ? "lowrank form" : "sinkhorn form");
   const auto in = gen::hc_post_inputs(c);
-  const auto in_place = run_post(cpu(), c, in, true);
-  const auto out_of_place = run_post(cpu(), c, in, false);
+  const auto in_place = run_post(cpu_backend(), c, in, true);
+  const auto out_of_place = run_post(cpu_backend(), c, in, false);
   const auto diff = first_bit_difference(in_place, out_of_place, c.hc(), c.h());
   if (diff) RC_LOG() << "in place differs from out of place at " << *diff << "\n";
   RC_ASSERT(!diff);
@@ -684,7 +676,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, CombEntryBeyondItsClassBoundFails, ()) {
   const HcCase c = draw(HcOpKind::pre);
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
-  PreRun r = run_pre(cpu(), c);
+  PreRun r = run_pre(cpu_backend(), c);
   const auto ref = oracle::hc_pre(r.op, r.in, Mode::faithful);
   const auto b = oracle::hc_pre_bounds(r.op, r.in, ref);
   const U t = *rc::gen::elementOf(tokens), hc = c.hc();
@@ -710,7 +702,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, CombEntryBeyondItsClassBoundFails, ()) {
 
 RC_GTEST_PROP(MhcSinkhornPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, ()) {
   const HcCase c = draw(HcOpKind::pre);
-  PreRun r = run_pre(cpu(), c);
+  PreRun r = run_pre(cpu_backend(), c);
   const U t = *rc::gen::inRange<U>(0, c.rows), d = *rc::gen::inRange<U>(0, c.h());
   r.out.block_in[t * c.h() + d] = 0xFFFF;
   const auto report = oracle::judge_hc_pre(r.op, r.in, r.out, "planted", c.seed);
@@ -786,7 +778,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, TransposedCombIsNotNearFixedPoint, ()) {
   const HcCase& c = cc.c;
   const U hc = c.hc();
   RC_PRE(hc >= 3);
-  const PreRun r = run_pre(cpu(), c.config, c.rows, cc.in);
+  const PreRun r = run_pre(cpu_backend(), c.config, c.rows, cc.in);
   const auto ref = oracle::hc_pre(r.op, r.in, Mode::faithful);
   const auto b = oracle::hc_pre_bounds(r.op, r.in, ref);
   std::vector<double> transposed(r.out.comb.size());
@@ -821,8 +813,8 @@ RC_GTEST_PROP(MhcSinkhornPlanted, LeakedOrMissingNanFailsIsolation, ()) {
   RC_PRE(c.rows >= 2);
   HcCase clean = c;
   clean.profile.nonfinite.clear();
-  PreRun dirty = run_pre(cpu(), c);
-  const PreRun ref = run_pre(cpu(), clean);
+  PreRun dirty = run_pre(cpu_backend(), c);
+  const PreRun ref = run_pre(cpu_backend(), clean);
   const auto bad = bad_tokens(c.profile);
   const auto good = finite_tokens(c);
   RC_PRE(!good.empty());
@@ -851,14 +843,14 @@ RC_GTEST_PROP(MhcSinkhornPlanted, WriteBeforeReadInPlaceDiffers, ()) {
   RC_PRE(c.hc() >= 2);
   const U hc = c.hc(), h = c.h(), rows = c.rows;
   const auto in = gen::hc_post_inputs(c);
-  const auto correct = run_post(cpu(), c, in, false);
+  const auto correct = run_post(cpu_backend(), c, in, false);
   auto hazard_in = in;
   std::vector<float> hazard = correct;
   for (U j = 1; j < hc; ++j) {
     for (U t = 0; t < rows; ++t)  // stream j − 1 already overwritten
       std::copy_n(hazard.begin() + static_cast<std::ptrdiff_t>((t * hc + j - 1) * h), h,
                   hazard_in.streams.begin() + static_cast<std::ptrdiff_t>((t * hc + j - 1) * h));
-    const auto step = run_post(cpu(), c, hazard_in, false);
+    const auto step = run_post(cpu_backend(), c, hazard_in, false);
     for (U t = 0; t < rows; ++t)
       std::copy_n(step.begin() + static_cast<std::ptrdiff_t>((t * hc + j) * h), h,
                   hazard.begin() + static_cast<std::ptrdiff_t>((t * hc + j) * h));
@@ -898,7 +890,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, PostElementBeyondItsBoundFailsAtItsCoordinates
   const HcCase c = draw_finite(HcOpKind::post);
   const HcPostOp op = HcPostOp::make(c.config, c.rows);
   const auto in = gen::hc_post_inputs(c);
-  auto out = run_post(cpu(), c, in, true);
+  auto out = run_post(cpu_backend(), c, in, true);
   const auto want = oracle::hc_post(op, in);
   const auto bound = oracle::hc_post_bounds(op, in);
   const U e = *rc::gen::inRange<U>(0, out.size());
@@ -917,7 +909,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, PostElementBeyondItsBoundFailsAtItsCoordinates
 RC_GTEST_PROP(MhcSinkhornPlanted, HeadOutputLeftPoisonedFailsAtItsTokenAndDim, ()) {
   const HcCase c = draw(HcOpKind::head);
   const auto in = gen::hc_head_inputs(c);
-  auto out = run_head(cpu(), c, in);
+  auto out = run_head(cpu_backend(), c, in);
   const U t = *rc::gen::inRange<U>(0, c.rows), d = *rc::gen::inRange<U>(0, c.h());
   out.output[t * c.h() + d] = 0xFFFF;
   const auto report =
@@ -932,7 +924,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, HeadOutputLeftPoisonedFailsAtItsTokenAndDim, (
 RC_GTEST_PROP(MhcSinkhornPlanted, ExpandOneUlpOffFailsAtItsCoordinates, ()) {
   const HcCase c = draw(HcOpKind::expand);
   const auto in = gen::hc_expand_input(c);
-  auto out = run_expand(cpu(), c, in);
+  auto out = run_expand(cpu_backend(), c, in);
   const U e = *rc::gen::inRange<U>(0, out.size()), hc = c.hc(), h = c.h();
   out[e] = std::nextafter(out[e], INFINITY);
   const auto report =

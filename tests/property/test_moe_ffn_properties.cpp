@@ -23,25 +23,21 @@
 
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/number_formats.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/moe_ffn.h"
 #include "bufferlab/oracle/moe_ffn_harness.h"
 #include "bufferlab/oracle/moe_ffn_inputs.h"
 #include "bufferlab/oracle/moe_ffn_judge.h"
 #include "bufferlab/properties/expert_chain_generators.h"
+#include "cpu_backend.h"
 
 namespace bufferlab {
 namespace {
 
 using oracle::Mode;
+using testing::cpu_backend;
 
 using U = uint64_t;
 constexpr uint64_t kCostCap = uint64_t{1} << 26;
-
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
 
 // ---- The routed-expert chain ----
 
@@ -57,8 +53,8 @@ RC_GTEST_PROP(MoeFfnProperty, CpuExpertChainAgreesStageByStage, ()) {
   RC_ASSERT(oracle::expert_chain_cost(chain) <= kCostCap);
   const auto in =
       oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
-  const Workspace ws = oracle::allocate_footprint(cpu(), chain);
-  const auto run = oracle::run_expert_chain(cpu(), ws, chain, in);
+  const Workspace ws = oracle::allocate_footprint(cpu_backend(), chain);
+  const auto run = oracle::run_expert_chain(cpu_backend(), ws, chain, in);
   const auto report = oracle::judge_expert_chain(chain, in, run, "cpu", c.seed);
   RC_LOG() << oracle::format_report(report);
   RC_ASSERT(report.passed());
@@ -77,8 +73,9 @@ RC_GTEST_PROP(MoeFfnProperty, CpuSwigluAgrees, ()) {
                                *rc::gen::element(0, 4, 8)};
   const oracle::SwigluInputs in{oracle::seeded_bf16(rows * width, seed, p),
                                 oracle::seeded_bf16(rows * width, ~seed, p)};
-  const Workspace ws = oracle::allocate_footprint(cpu(), op);
-  const auto report = oracle::judge_swiglu(op, oracle::run_swiglu(cpu(), ws, op, in), "cpu", seed);
+  const Workspace ws = oracle::allocate_footprint(cpu_backend(), op);
+  const auto report =
+      oracle::judge_swiglu(op, oracle::run_swiglu(cpu_backend(), ws, op, in), "cpu", seed);
   RC_LOG() << oracle::format_report(report);
   RC_ASSERT(report.passed());
 }
@@ -104,9 +101,9 @@ RC_GTEST_PROP(MoeFfnProperty, CpuCombineAgrees, ()) {
                            oracle::seeded_weights(rows, k, seed + 1, *rc::gen::element(1.0, 6.0)),
                            oracle::seeded_bf16(rows * k * D, seed + 2, p),
                            oracle::seeded_bf16(rows * D, seed + 3, p)};
-  const Workspace ws = oracle::allocate_footprint(cpu(), op);
-  const auto report =
-      oracle::judge_moe_combine(op, oracle::run_moe_combine(cpu(), ws, op, in), "cpu", seed);
+  const Workspace ws = oracle::allocate_footprint(cpu_backend(), op);
+  const auto report = oracle::judge_moe_combine(
+      op, oracle::run_moe_combine(cpu_backend(), ws, op, in), "cpu", seed);
   RC_LOG() << oracle::format_report(report);
   RC_ASSERT(report.passed());
 }
@@ -147,8 +144,9 @@ RC_GTEST_PROP(MoeFfnProperty, CpuGemmEveryEpilogueAgrees, ()) {
                         oracle::seeded_bf16(N * K, ~seed, pw),
                         e == GemmEpilogue::store ? std::vector<uint16_t>{}
                                                  : oracle::seeded_bf16(rows * N, seed + 7, px)};
-  const Workspace ws = oracle::allocate_footprint(cpu(), op);
-  const auto report = oracle::judge_gemm(op, oracle::run_gemm(cpu(), ws, op, in), "cpu", seed);
+  const Workspace ws = oracle::allocate_footprint(cpu_backend(), op);
+  const auto report =
+      oracle::judge_gemm(op, oracle::run_gemm(cpu_backend(), ws, op, in), "cpu", seed);
   RC_LOG() << oracle::format_report(report);
   RC_ASSERT(report.passed());
 }
@@ -183,9 +181,9 @@ RC_GTEST_PROP(MoeFfnProperty, CpuLmHeadAgreesOnEveryPassKind, ()) {
       oracle::seeded_bf16(op.shape().rows * h, seed, {1.0, *rc::gen::element(0, 6)}),
       oracle::seeded_bf16(op.shape().vocab * h, ~seed,
                           {1.0 / std::sqrt(static_cast<double>(h)), 0})};
-  const Workspace ws = oracle::allocate_footprint(cpu(), op);
+  const Workspace ws = oracle::allocate_footprint(cpu_backend(), op);
   const auto report =
-      oracle::judge_lm_head(op, oracle::run_lm_head(cpu(), ws, op, in), "cpu", seed);
+      oracle::judge_lm_head(op, oracle::run_lm_head(cpu_backend(), ws, op, in), "cpu", seed);
   RC_LOG() << oracle::format_report(report);
   RC_ASSERT(report.passed());
 }

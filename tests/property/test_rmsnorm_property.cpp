@@ -12,14 +12,15 @@
 
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/rmsnorm_harness.h"
 #include "bufferlab/oracle/rmsnorm_inputs.h"
 #include "bufferlab/oracle/rmsnorm_judge.h"
+#include "cpu_backend.h"
 
 namespace bufferlab {
 namespace {
 
+using testing::cpu_backend;
 struct RmsNormCase {
   FusedAddRmsNormOp op;
   oracle::RmsNormInputProfile profile;
@@ -44,16 +45,12 @@ RmsNormCase gen_case() {
   return c;
 }
 
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
-
 RC_GTEST_PROP(RmsNormProperty, CpuAgreesWithFaithfulOracleWithinDerivedBound, ()) {
   const RmsNormCase c = gen_case();
-  const Workspace ws = cpu().allocate(oracle::footprint_layout(c.op), c.op.weight_pool_bytes());
+  const Workspace ws =
+      cpu_backend().allocate(oracle::footprint_layout(c.op), c.op.weight_pool_bytes());
   const auto in = oracle::generate_rmsnorm_inputs(c.op, c.seed, c.profile);
-  const auto out = oracle::run_fused_add_rmsnorm(cpu(), ws, c.op, in);
+  const auto out = oracle::run_fused_add_rmsnorm(cpu_backend(), ws, c.op, in);
   const auto report = oracle::judge_fused_add_rmsnorm(c.op, in, out, "cpu", c.seed);
   RC_LOG() << oracle::format_report(report);
   RC_ASSERT(report.passed());
@@ -61,9 +58,10 @@ RC_GTEST_PROP(RmsNormProperty, CpuAgreesWithFaithfulOracleWithinDerivedBound, ()
 
 RC_GTEST_PROP(RmsNormProperty, AnyUnwrittenElementFailsAtItsCoordinates, ()) {
   const RmsNormCase c = gen_case();
-  const Workspace ws = cpu().allocate(oracle::footprint_layout(c.op), c.op.weight_pool_bytes());
+  const Workspace ws =
+      cpu_backend().allocate(oracle::footprint_layout(c.op), c.op.weight_pool_bytes());
   const auto in = oracle::generate_rmsnorm_inputs(c.op, c.seed, c.profile);
-  auto out = oracle::run_fused_add_rmsnorm(cpu(), ws, c.op, in);
+  auto out = oracle::run_fused_add_rmsnorm(cpu_backend(), ws, c.op, in);
   const uint64_t width = c.op.shape().width;
   const uint64_t i = *rc::gen::inRange<uint64_t>(0, out.output.size());
   out.output[i] = 0xFFFF;  // the poison pattern

@@ -26,21 +26,17 @@
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "cpu_backend.h"
 
 namespace bufferlab {
 namespace {
 
 using gen::RoutingCase;
-
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
+using testing::cpu_backend;
 
 struct Prepared {
   oracle::RoutingOps ops;
@@ -58,8 +54,9 @@ Prepared prepare(const RoutingCase& c) {
 
 oracle::RoutingVerdict run_chain(const RoutingCase& c) {
   const Prepared p = prepare(c);
-  const Workspace ws = cpu().allocate(oracle::routing_footprint_layout(p.ops), p.ops.pool_bytes);
-  const auto out = oracle::run_routing_chain(cpu(), ws, p.ops, p.router_in, p.topk_in);
+  const Workspace ws =
+      cpu_backend().allocate(oracle::routing_footprint_layout(p.ops), p.ops.pool_bytes);
+  const auto out = oracle::run_routing_chain(cpu_backend(), ws, p.ops, p.router_in, p.topk_in);
   return oracle::judge_routing_chain(p.ops, p.router_in, p.topk_in, out, oracle::kUnitRoundoffCpu,
                                      "cpu", c.seed);
 }
@@ -79,8 +76,8 @@ TopKRun run_topk_alone(const RoutingCase& c, bool nonfinite) {
   else
     r.logits.f32 = l;
   const Workspace ws =
-      cpu().allocate(oracle::routing_footprint_layout(r.p.ops), r.p.ops.pool_bytes);
-  r.out = oracle::run_topk(cpu(), ws, r.p.ops.topk, r.logits, r.p.topk_in);
+      cpu_backend().allocate(oracle::routing_footprint_layout(r.p.ops), r.p.ops.pool_bytes);
+  r.out = oracle::run_topk(cpu_backend(), ws, r.p.ops.topk, r.logits, r.p.topk_in);
   r.verdict = oracle::judge_topk(r.p.ops.topk, r.logits, r.p.topk_in, r.out, "cpu", c.seed);
   return r;
 }

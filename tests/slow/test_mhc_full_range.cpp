@@ -18,12 +18,13 @@
 
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/ops/mhc.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/properties/mhc_generators.h"
+#include "cpu_backend.h"
+#include "report_checks.h"
 
 namespace bufferlab {
 namespace {
@@ -31,6 +32,8 @@ namespace {
 using gen::HcCase;
 using gen::HcOpKind;
 using oracle::HcLowRankPath;
+using testing::cpu_backend;
+using testing::require_passed;
 using U = uint64_t;
 
 constexpr int kCases = 50;
@@ -53,11 +56,6 @@ void check_many(Testable&& testable, int cases = kCases) {
   }
 }
 
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
-
 gen::HcRanges ranges() { return gen::full_hc_ranges(); }
 
 // Half the cases at hidden ≥ 2048 (the generator's log-uniform draw reaches the top octave only
@@ -74,16 +72,6 @@ HcCase draw(HcOpKind kind, const gen::HcRanges& r = ranges()) {
   return c;
 }
 
-void require_passed(const oracle::AgreementReport& r) {
-  RC_LOG() << oracle::format_report(r);
-  RC_ASSERT(r.passed());
-}
-
-void require_passed(const oracle::TensorComparison& c) {
-  if (!c.passed() && c.first_bad) RC_LOG() << c.name << ": " << c.first_bad->reason << "\n";
-  RC_ASSERT(c.passed());
-}
-
 // Pre: agreement, and the Sinkhorn checks of numerics §3 inside the judge (entries, column
 // sums, the Birkhoff–Hopf row bound, the Sinkhorn class).
 TEST(MhcFullRange, PreAgreesAndConverges) {
@@ -91,10 +79,10 @@ TEST(MhcFullRange, PreAgreesAndConverges) {
     const HcCase c = draw(HcOpKind::pre, maybe_large_hidden());
     HcPreOp op = HcPreOp::make(c.config, c.rows);
     const U pool = oracle::place_hc_weights(op);
-    const Workspace ws = oracle::allocate_hc_footprint(cpu(), op, pool);
+    const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), op, pool);
     const auto in = gen::hc_pre_inputs(c);
     require_passed(
-        oracle::judge_hc_pre(op, in, oracle::run_hc_pre(cpu(), ws, op, in), "cpu", c.seed));
+        oracle::judge_hc_pre(op, in, oracle::run_hc_pre(cpu_backend(), ws, op, in), "cpu", c.seed));
   });
 }
 
@@ -105,27 +93,27 @@ TEST(MhcFullRange, HeadAndPostAgree) {
     if (head) {
       HcHeadOp op = HcHeadOp::make(c.config, c.rows);
       const U pool = oracle::place_hc_weights(op);
-      const Workspace ws = oracle::allocate_hc_footprint(cpu(), op, pool);
+      const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), op, pool);
       const auto in = gen::hc_head_inputs(c);
-      require_passed(
-          oracle::judge_hc_head(op, in, oracle::run_hc_head(cpu(), ws, op, in), "cpu", c.seed));
+      require_passed(oracle::judge_hc_head(op, in, oracle::run_hc_head(cpu_backend(), ws, op, in),
+                                           "cpu", c.seed));
       return;
     }
     HcPostOp op = HcPostOp::make(c.config, c.rows);
     const bool in_place = *rc::gen::arbitrary<bool>();
     const U pool = in_place ? 0 : oracle::place_hc_post_out_of_place(op);
-    const Workspace ws = oracle::allocate_hc_footprint(cpu(), op, pool);
+    const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), op, pool);
     const auto in = gen::hc_post_inputs(c);
-    require_passed(
-        oracle::judge_hc_post(op, in, oracle::run_hc_post(cpu(), ws, op, in), "cpu", c.seed));
+    require_passed(oracle::judge_hc_post(op, in, oracle::run_hc_post(cpu_backend(), ws, op, in),
+                                         "cpu", c.seed));
   });
 }
 
 oracle::HcLowRankRun run_lowrank(const HcCase& c, HcLowRankPath path,
                                  const oracle::HcLowRankInputs& in, U m = 0) {
   const auto plan = oracle::plan_hc_lowrank(c.config, c.rows, path, m);
-  const Workspace ws = oracle::allocate_hc_footprint(cpu(), plan);
-  return oracle::run_hc_lowrank(cpu(), ws, plan, in);
+  const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), plan);
+  return oracle::run_hc_lowrank(cpu_backend(), ws, plan, in);
 }
 
 // T ≤ 64 at large hidden / r: each path against its own oracle, and the two within the BF16

@@ -13,16 +13,17 @@
 
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/number_formats.h"
-#include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "cpu_backend.h"
 
 namespace bufferlab {
 namespace {
 
 using gen::RoutingCase;
+using testing::cpu_backend;
 
 constexpr int kCases = 500;
 
@@ -53,18 +54,14 @@ void check_many(Testable&& testable) {
   }
 }
 
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
-
 oracle::RoutingVerdict run_chain(const RoutingCase& c) {
   const auto ops = oracle::make_routing_ops(c.config, c.rows, c.precision, c.hash);
   const gen::RoutingTensors t = gen::routing_tensors(c);
   const oracle::RouterInputs rin{t.x_bf16, t.x_f32, t.weight};
   const oracle::TopKHostInputs tin{t.bias, t.token_ids, t.tid2eid};
-  const Workspace ws = cpu().allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
-  const auto out = oracle::run_routing_chain(cpu(), ws, ops, rin, tin);
+  const Workspace ws =
+      cpu_backend().allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
+  const auto out = oracle::run_routing_chain(cpu_backend(), ws, ops, rin, tin);
   return oracle::judge_routing_chain(ops, rin, tin, out, oracle::kUnitRoundoffCpu, "cpu", c.seed);
 }
 
@@ -79,8 +76,9 @@ oracle::RoutingVerdict run_topk(const RoutingCase& c, bool nonfinite) {
     else
       logits.f32.push_back(v);
   }
-  const Workspace ws = cpu().allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
-  const auto out = oracle::run_topk(cpu(), ws, ops.topk, logits, tin);
+  const Workspace ws =
+      cpu_backend().allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
+  const auto out = oracle::run_topk(cpu_backend(), ws, ops.topk, logits, tin);
   return oracle::judge_topk(ops.topk, logits, tin, out, "cpu", c.seed);
 }
 
