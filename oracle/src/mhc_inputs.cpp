@@ -13,7 +13,6 @@
 namespace bufferlab::oracle {
 namespace {
 
-
 uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 
 // Distinct streams of the seed for each tensor, so adding one tensor never shifts another.

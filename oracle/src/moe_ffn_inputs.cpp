@@ -11,7 +11,6 @@
 namespace bufferlab::oracle {
 namespace {
 
-
 // Distinct streams per operand from one seed.
 uint64_t stream(uint64_t seed, uint64_t k) { return seed ^ (0xD1B54A32D192ED03ull * (k + 1)); }
 

@@ -10,7 +10,6 @@
 namespace bufferlab::oracle {
 namespace {
 
-
 uint16_t bf16_of(double v) { return f32_to_bf16_bits(static_cast<float>(v)); }
 
 // One row of values at `scale`; a wide row multiplies each element by its own power of two.
