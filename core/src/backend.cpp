@@ -25,20 +25,16 @@ void Backend::zero_unit_weight(const Workspace& ws) {
   fill(ws, TensorRef{Space::arena, BufferId::norm_unit_w, 0, {unit.bytes}, DType::u8}, 0);
 }
 
-// One handler per registry entry, no generic fallback: std::visit (and the static_assert
-// below, with a readable message) refuse to compile an OpDescriptor alternative without one.
+// One handler per registry entry, no generic fallback: std::visit (and the assertion, with a
+// readable message) refuse to compile an OpDescriptor alternative without one.
 namespace {
 struct Dispatch {
   Backend& backend;
   const Workspace& ws;
-#define BUFFERLAB_OP_HANDLER(status, Type, method, Return, family, ...) \
-  void operator()(const Type& op) const { (void)backend.method(ws, op); }
   BUFFERLAB_OPS(BUFFERLAB_OP_HANDLER)
-#undef BUFFERLAB_OP_HANDLER
 };
 }  // namespace
-static_assert(kHandlesEveryAlternative<Dispatch, OpDescriptor>,
-              "an OpDescriptor alternative has no handler in Backend::execute()");
+BUFFERLAB_ASSERT_EVERY_OP_HANDLED(Dispatch, OpDescriptor);
 static_assert(std::variant_size_v<OpDescriptor> == kNumOps);
 
 void Backend::execute(const Workspace& ws, const OpDescriptor& op) {

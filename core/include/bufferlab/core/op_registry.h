@@ -103,13 +103,24 @@ struct TailOf {
 };
 }  // namespace detail
 
+// One handler of an op visitor that holds `backend` (a Backend&) and `ws`: calls the entry's
+// method. A struct expanding BUFFERLAB_OPS(BUFFERLAB_OP_HANDLER) has one overload per entry
+// and no generic fallback (Backend::execute()'s visitor).
+#define BUFFERLAB_OP_HANDLER(status, Type, method, Return, family, ...) \
+  void operator()(const Type& op) const { (void)backend.method(ws, op); }
+
 // Whether `Visitor` has a handler for every alternative of `Variant` (what std::visit needs).
-// execute() asserts it with a readable message; tests/compile_fail shows a missing one fails.
 template <class Visitor, class Variant>
 inline constexpr bool kHandlesEveryAlternative = false;
 template <class Visitor, template <class...> class Variant, class... Alternatives>
 inline constexpr bool kHandlesEveryAlternative<Visitor, Variant<Alternatives...>> =
     (std::is_invocable_v<const Visitor&, const Alternatives&> && ...);
+
+// The compile-time check of Backend::execute(): every descriptor alternative has a handler.
+// tests/compile_fail shows that a missing one stops the build with this message.
+#define BUFFERLAB_ASSERT_EVERY_OP_HANDLED(Visitor, Variant)              \
+  static_assert(::bufferlab::kHandlesEveryAlternative<Visitor, Variant>, \
+                "an op descriptor alternative has no handler (op_registry.h)")
 
 // ---- The registry as data (no descriptor types needed) ----
 
