@@ -2,6 +2,7 @@
 #include "bufferlab/core/sizing.h"
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/core/op_registry.h"
 
 namespace bufferlab {
 
@@ -39,19 +40,8 @@ std::vector<Mutant> all_mutants() {
   return out;
 }
 
-bool is_static_mutant(Mutant m) {
-  switch (m) {
-    case Mutant::B13:
-    case Mutant::B14:
-    case Mutant::M_TIE:
-    case Mutant::M_SKCOL:
-    case Mutant::M_GDNCARRY:
-    case Mutant::M_SSDSTATE:
-      return false;
-    default:
-      return m != Mutant::none;
-  }
-}
+// Every mutant that is not a kernel mutant of the op registry is a static one.
+bool is_static_mutant(Mutant m) { return m != Mutant::none && !is_kernel_mutant(m); }
 
 Mutant mutant_from_string(const std::string& s) {
   std::string key = s;

@@ -40,72 +40,8 @@ class CpuBackend final : public Backend {
   }
   void synchronize() override {}  // every CPU op has finished when it returns
 
-  void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) override {
-    cpu::fused_add_rmsnorm(host(ws), op);
-  }
-  void moe_router(const Workspace& ws, const MoeRouterOp& op) override {
-    cpu::moe_router(host(ws), op, kernel_mutant(), scratch_);
-  }
-  TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) override {
-    return cpu::moe_topk(host(ws), op, kernel_mutant());
-  }
-  void moe_gather(const Workspace& ws, const MoeGatherOp& op) override {
-    cpu::moe_gather(host(ws), op, scratch_);
-  }
-  void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) override {
-    cpu::moe_expert_gemm(host(ws), op, scratch_);
-  }
-  void swiglu(const Workspace& ws, const SwigluOp& op) override { cpu::swiglu(host(ws), op); }
-  void moe_combine(const Workspace& ws, const MoeCombineOp& op) override {
-    cpu::moe_combine(host(ws), op);
-  }
-  void gemm(const Workspace& ws, const GemmOp& op) override { cpu::gemm(host(ws), op, scratch_); }
-  void lm_head(const Workspace& ws, const LmHeadOp& op) override {
-    cpu::lm_head(host(ws), op, scratch_);
-  }
-  void hc_expand(const Workspace& ws, const HcExpandOp& op) override {
-    cpu::hc_expand(host(ws), op);
-  }
-  HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op) override {
-    return cpu::hc_pre(host(ws), op, kernel_mutant());
-  }
-  HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) override {
-    return cpu::hc_lowrank_split(host(ws), op);
-  }
-  HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) override {
-    return cpu::hc_lowrank_slab(host(ws), op, scratch_);
-  }
-  void hc_post(const Workspace& ws, const HcPostOp& op) override {
-    cpu::hc_post(host(ws), op, kernel_mutant());
-  }
-  HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) override {
-    return cpu::hc_head(host(ws), op);
-  }
-  void gdn_conv(const Workspace& ws, const GdnConvOp& op) override { cpu::gdn_conv(host(ws), op); }
-  void gdn_gates(const Workspace& ws, const GdnGatesOp& op) override {
-    cpu::gdn_gates(host(ws), op);
-  }
-  void gdn_chunk(const Workspace& ws, const GdnChunkOp& op) override {
-    cpu::gdn_chunk(host(ws), op, kernel_mutant());
-  }
-  void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) override {
-    cpu::gdn_recurrent(host(ws), op);
-  }
-  void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) override {
-    cpu::gdn_gated_norm(host(ws), op);
-  }
-  void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) override {
-    cpu::mamba2_conv(host(ws), op);
-  }
-  void ssd_chunk(const Workspace& ws, const SsdChunkOp& op) override {
-    cpu::ssd_chunk(host(ws), op, kernel_mutant());
-  }
-  void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) override {
-    cpu::mamba2_recurrent(host(ws), op);
-  }
-  void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) override {
-    cpu::mamba2_gated_norm(host(ws), op);
-  }
+  // Every kernel op of the registry (op_registry.h), defined below the class.
+  BUFFERLAB_BACKEND_OVERRIDES
 
  protected:
   Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {
@@ -128,6 +64,96 @@ class CpuBackend final : public Backend {
     return ws;
   }
 };
+
+void CpuBackend::fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) {
+  cpu::fused_add_rmsnorm(host(ws), op);
+}
+
+void CpuBackend::moe_router(const Workspace& ws, const MoeRouterOp& op) {
+  cpu::moe_router(host(ws), op, kernel_mutant(), scratch_);
+}
+
+TopKDiagnostics CpuBackend::moe_topk(const Workspace& ws, const MoeTopKOp& op) {
+  return cpu::moe_topk(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::moe_gather(const Workspace& ws, const MoeGatherOp& op) {
+  cpu::moe_gather(host(ws), op, scratch_);
+}
+
+void CpuBackend::moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) {
+  cpu::moe_expert_gemm(host(ws), op, scratch_);
+}
+
+void CpuBackend::swiglu(const Workspace& ws, const SwigluOp& op) { cpu::swiglu(host(ws), op); }
+
+void CpuBackend::moe_combine(const Workspace& ws, const MoeCombineOp& op) {
+  cpu::moe_combine(host(ws), op);
+}
+
+void CpuBackend::gemm(const Workspace& ws, const GemmOp& op) { cpu::gemm(host(ws), op, scratch_); }
+
+void CpuBackend::lm_head(const Workspace& ws, const LmHeadOp& op) {
+  cpu::lm_head(host(ws), op, scratch_);
+}
+
+void CpuBackend::hc_expand(const Workspace& ws, const HcExpandOp& op) {
+  cpu::hc_expand(host(ws), op);
+}
+
+HcDiagnostics CpuBackend::hc_pre(const Workspace& ws, const HcPreOp& op) {
+  return cpu::hc_pre(host(ws), op, kernel_mutant());
+}
+
+HcDiagnostics CpuBackend::hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) {
+  return cpu::hc_lowrank_split(host(ws), op);
+}
+
+HcDiagnostics CpuBackend::hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) {
+  return cpu::hc_lowrank_slab(host(ws), op, scratch_);
+}
+
+void CpuBackend::hc_post(const Workspace& ws, const HcPostOp& op) {
+  cpu::hc_post(host(ws), op, kernel_mutant());
+}
+
+HcDiagnostics CpuBackend::hc_head(const Workspace& ws, const HcHeadOp& op) {
+  return cpu::hc_head(host(ws), op);
+}
+
+void CpuBackend::gdn_conv(const Workspace& ws, const GdnConvOp& op) { cpu::gdn_conv(host(ws), op); }
+
+void CpuBackend::gdn_gates(const Workspace& ws, const GdnGatesOp& op) {
+  cpu::gdn_gates(host(ws), op);
+}
+
+void CpuBackend::gdn_chunk(const Workspace& ws, const GdnChunkOp& op) {
+  cpu::gdn_chunk(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) {
+  cpu::gdn_recurrent(host(ws), op);
+}
+
+void CpuBackend::gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) {
+  cpu::gdn_gated_norm(host(ws), op);
+}
+
+void CpuBackend::mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) {
+  cpu::mamba2_conv(host(ws), op);
+}
+
+void CpuBackend::ssd_chunk(const Workspace& ws, const SsdChunkOp& op) {
+  cpu::ssd_chunk(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) {
+  cpu::mamba2_recurrent(host(ws), op);
+}
+
+void CpuBackend::mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) {
+  cpu::mamba2_gated_norm(host(ws), op);
+}
 
 }  // namespace
 

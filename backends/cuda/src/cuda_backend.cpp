@@ -52,91 +52,8 @@ class CudaBackend final : public Backend {
     BUFFERLAB_CUDA_CHECK(cudaGetLastError());
   }
 
-  void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) override {
-    device(ws);
-    const uint64_t rows = op.shape().rows;
-    const uint64_t width = op.shape().width;
-    const uint64_t n = (Size(rows) * width).value();
-    if (n == 0) return;
-    cuda::RmsNormLaunch a;
-    a.rows = rows;
-    a.width = width;
-    a.eps = static_cast<float>(op.eps);
-    a.add_residual = op.variant.add_residual;
-    const auto bound = op.bind(ws);
-    a.residual = bound.residual;
-    a.input = bound.input;
-    a.weight = bound.weight;
-    a.output = bound.output;
-    a.output_f32 = bound.output_f32;
-    cuda::launch_fused_add_rmsnorm(a, /*stream=*/nullptr);
-  }
-
-  void moe_router(const Workspace& ws, const MoeRouterOp& op) override {
-    cuda::moe_router(*ctx_, device(ws), op, kernel_mutant());
-  }
-  TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) override {
-    return cuda::moe_topk(*ctx_, device(ws), op, kernel_mutant());
-  }
-  void moe_gather(const Workspace& ws, const MoeGatherOp& op) override {
-    cuda::moe_gather(*ctx_, device(ws), op);
-  }
-  void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) override {
-    cuda::moe_expert_gemm(*ctx_, device(ws), op);
-  }
-  void swiglu(const Workspace& ws, const SwigluOp& op) override { cuda::swiglu(device(ws), op); }
-  void moe_combine(const Workspace& ws, const MoeCombineOp& op) override {
-    cuda::moe_combine(*ctx_, device(ws), op);
-  }
-  void gemm(const Workspace& ws, const GemmOp& op) override { cuda::gemm(*ctx_, device(ws), op); }
-  void lm_head(const Workspace& ws, const LmHeadOp& op) override {
-    cuda::lm_head(*ctx_, device(ws), op);
-  }
-  void hc_expand(const Workspace& ws, const HcExpandOp& op) override {
-    cuda::hc_expand(device(ws), op);
-  }
-  HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op) override {
-    return cuda::hc_pre(*ctx_, device(ws), op, kernel_mutant());
-  }
-  HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) override {
-    return cuda::hc_lowrank_split(*ctx_, device(ws), op);
-  }
-  HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) override {
-    return cuda::hc_lowrank_slab(*ctx_, device(ws), op);
-  }
-  void hc_post(const Workspace& ws, const HcPostOp& op) override {
-    cuda::hc_post(device(ws), op, kernel_mutant());
-  }
-  HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) override {
-    return cuda::hc_head(*ctx_, device(ws), op);
-  }
-  void gdn_conv(const Workspace& ws, const GdnConvOp& op) override {
-    cuda::gdn_conv(device(ws), op);
-  }
-  void gdn_gates(const Workspace& ws, const GdnGatesOp& op) override {
-    cuda::gdn_gates(device(ws), op);
-  }
-  void gdn_chunk(const Workspace& ws, const GdnChunkOp& op) override {
-    cuda::gdn_chunk(*ctx_, device(ws), op, kernel_mutant());
-  }
-  void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) override {
-    cuda::gdn_recurrent(device(ws), op);
-  }
-  void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) override {
-    cuda::gdn_gated_norm(device(ws), op);
-  }
-  void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) override {
-    cuda::mamba2_conv(device(ws), op);
-  }
-  void ssd_chunk(const Workspace& ws, const SsdChunkOp& op) override {
-    cuda::ssd_chunk(*ctx_, device(ws), op, kernel_mutant());
-  }
-  void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) override {
-    cuda::mamba2_recurrent(device(ws), op);
-  }
-  void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) override {
-    cuda::mamba2_gated_norm(device(ws), op);
-  }
+  // Every kernel op of the registry (op_registry.h), defined below the class.
+  BUFFERLAB_BACKEND_OVERRIDES
 
  protected:
   Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) override {
@@ -158,6 +75,114 @@ class CudaBackend final : public Backend {
     return ws;
   }
 };
+
+void CudaBackend::fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) {
+  device(ws);
+  const uint64_t rows = op.shape().rows;
+  const uint64_t width = op.shape().width;
+  const uint64_t n = (Size(rows) * width).value();
+  if (n == 0) return;
+  cuda::RmsNormLaunch a;
+  a.rows = rows;
+  a.width = width;
+  a.eps = static_cast<float>(op.eps);
+  a.add_residual = op.variant.add_residual;
+  const auto bound = op.bind(ws);
+  a.residual = bound.residual;
+  a.input = bound.input;
+  a.weight = bound.weight;
+  a.output = bound.output;
+  a.output_f32 = bound.output_f32;
+  cuda::launch_fused_add_rmsnorm(a, /*stream=*/nullptr);
+}
+
+void CudaBackend::moe_router(const Workspace& ws, const MoeRouterOp& op) {
+  cuda::moe_router(*ctx_, device(ws), op, kernel_mutant());
+}
+
+TopKDiagnostics CudaBackend::moe_topk(const Workspace& ws, const MoeTopKOp& op) {
+  return cuda::moe_topk(*ctx_, device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::moe_gather(const Workspace& ws, const MoeGatherOp& op) {
+  cuda::moe_gather(*ctx_, device(ws), op);
+}
+
+void CudaBackend::moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) {
+  cuda::moe_expert_gemm(*ctx_, device(ws), op);
+}
+
+void CudaBackend::swiglu(const Workspace& ws, const SwigluOp& op) { cuda::swiglu(device(ws), op); }
+
+void CudaBackend::moe_combine(const Workspace& ws, const MoeCombineOp& op) {
+  cuda::moe_combine(*ctx_, device(ws), op);
+}
+
+void CudaBackend::gemm(const Workspace& ws, const GemmOp& op) { cuda::gemm(*ctx_, device(ws), op); }
+
+void CudaBackend::lm_head(const Workspace& ws, const LmHeadOp& op) {
+  cuda::lm_head(*ctx_, device(ws), op);
+}
+
+void CudaBackend::hc_expand(const Workspace& ws, const HcExpandOp& op) {
+  cuda::hc_expand(device(ws), op);
+}
+
+HcDiagnostics CudaBackend::hc_pre(const Workspace& ws, const HcPreOp& op) {
+  return cuda::hc_pre(*ctx_, device(ws), op, kernel_mutant());
+}
+
+HcDiagnostics CudaBackend::hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) {
+  return cuda::hc_lowrank_split(*ctx_, device(ws), op);
+}
+
+HcDiagnostics CudaBackend::hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) {
+  return cuda::hc_lowrank_slab(*ctx_, device(ws), op);
+}
+
+void CudaBackend::hc_post(const Workspace& ws, const HcPostOp& op) {
+  cuda::hc_post(device(ws), op, kernel_mutant());
+}
+
+HcDiagnostics CudaBackend::hc_head(const Workspace& ws, const HcHeadOp& op) {
+  return cuda::hc_head(*ctx_, device(ws), op);
+}
+
+void CudaBackend::gdn_conv(const Workspace& ws, const GdnConvOp& op) {
+  cuda::gdn_conv(device(ws), op);
+}
+
+void CudaBackend::gdn_gates(const Workspace& ws, const GdnGatesOp& op) {
+  cuda::gdn_gates(device(ws), op);
+}
+
+void CudaBackend::gdn_chunk(const Workspace& ws, const GdnChunkOp& op) {
+  cuda::gdn_chunk(*ctx_, device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) {
+  cuda::gdn_recurrent(device(ws), op);
+}
+
+void CudaBackend::gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) {
+  cuda::gdn_gated_norm(device(ws), op);
+}
+
+void CudaBackend::mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) {
+  cuda::mamba2_conv(device(ws), op);
+}
+
+void CudaBackend::ssd_chunk(const Workspace& ws, const SsdChunkOp& op) {
+  cuda::ssd_chunk(*ctx_, device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) {
+  cuda::mamba2_recurrent(device(ws), op);
+}
+
+void CudaBackend::mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) {
+  cuda::mamba2_gated_norm(device(ws), op);
+}
 
 }  // namespace
 

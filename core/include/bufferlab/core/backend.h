@@ -4,18 +4,23 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/layout.h"
+#include "bufferlab/core/op_registry.h"
+#include "bufferlab/core/ops/attention.h"
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
 #include "bufferlab/core/ops/gdn.h"
 #include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/core/ops/mhc.h"
+#include "bufferlab/core/ops/mla.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
+#include "bufferlab/core/ops/qsa.h"
 #include "bufferlab/core/sizing.h"
 #include "bufferlab/core/workspace.h"
 
@@ -27,17 +32,11 @@ class BackendUnavailable : public Error {
   explicit BackendUnavailable(const std::string& why) : Error(why) {}
 };
 
-// Every op descriptor a backend executes. Later op families append to this variant.
+// Every op descriptor of the registry (op_registry.h), in its order. Plans hold ops no
+// backend runs yet (the registry's `planned` ones, and GemmOp's non-BF16 kinds): execute()
+// refuses those with an Error.
 using OpDescriptor =
-    std::variant<FusedAddRmsNormOp, MoeRouterOp, MoeTopKOp, MoeGatherOp, MoeExpertGemmOp, SwigluOp,
-                 MoeCombineOp, GemmOp, LmHeadOp, HcExpandOp, HcPreOp, HcLowRankSplitOp,
-                 HcLowRankSlabOp, HcPostOp, HcHeadOp, GdnConvOp, GdnGatesOp, GdnChunkOp,
-                 GdnRecurrentOp, GdnGatedNormOp, Mamba2ConvOp, SsdChunkOp, Mamba2RecurrentOp,
-                 Mamba2GatedNormOp>;
-
-// Whether a backend can execute this descriptor (GemmOp: the BF16 kinds only). Plans hold
-// ops no backend runs yet (attention, SSM, quantized GEMMs); execute() refuses those.
-bool has_kernel(const OpDescriptor& op);
+    typename detail::TailOf<std::variant, void BUFFERLAB_OPS(BUFFERLAB_OP_COMMA_TYPE)>::type;
 
 class Backend {
  public:
@@ -58,63 +57,38 @@ class Backend {
   // Waits for all work issued so far; surfaces asynchronous errors as Error.
   virtual void synchronize() = 0;
 
-  virtual void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op) = 0;
+  // One method per registry entry, `Return method(const Workspace&, const Type&)`
+  // (op_registry.h). The descriptor headers say what each op computes, in which precision and
+  // where (spec/numerics.md): fused_add_rmsnorm.h, moe.h (router, top-k, gather, expert GEMM,
+  // combine: BF16-in, FP32-accumulate GEMMs), ffn.h, projection.h (gemm: the BF16 kinds,
+  // Error for the others), embedding.h (lm_head), mhc.h (pre, head and the low-rank norm
+  // stages return the count of tokens with non-finite streams), gdn.h and mamba2.h (one
+  // chunk stage per call; states and conv tails live in the weight pool, updated in place).
+  // moe_topk returns the per-call diagnostic and throws Error for E' > kMaxScoredExperts,
+  // top_k > kMaxTopK or top_k > E'. A `planned` op throws Error here (no kernel yet).
+  BUFFERLAB_OPS(BUFFERLAB_OP_VIRTUAL)
 
-  // MoE routing and FFN (spec/numerics.md §2; each descriptor's header says what it
-  // computes and where). Router, experts, dense / shared GEMMs and the LM head are BF16-in,
-  // FP32-accumulate GEMMs.
-  virtual void moe_router(const Workspace& ws, const MoeRouterOp& op) = 0;
-  // Returns the per-call diagnostic (NaN keys met). Throws Error for E' > kMaxScoredExperts,
-  // top_k > kMaxTopK or top_k > E'.
-  virtual TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op) = 0;
-  virtual void moe_gather(const Workspace& ws, const MoeGatherOp& op) = 0;
-  virtual void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op) = 0;
-  virtual void swiglu(const Workspace& ws, const SwigluOp& op) = 0;
-  virtual void moe_combine(const Workspace& ws, const MoeCombineOp& op) = 0;
-  // BF16 kinds of GemmOp (dense FFN, shared expert, latent up): Error for other kinds.
-  virtual void gemm(const Workspace& ws, const GemmOp& op) = 0;
-  virtual void lm_head(const Workspace& ws, const LmHeadOp& op) = 0;
-
-  // mHC hyper-connections (spec/numerics.md §3–§4; each descriptor's header in ops/mhc.h
-  // says what it computes, in which precision, and where). Pre, head and the low-rank norm
-  // stages return the count of tokens with non-finite streams (their outputs are NaN).
-  virtual void hc_expand(const Workspace& ws, const HcExpandOp& op) = 0;
-  virtual HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op) = 0;
-  virtual HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) = 0;
-  virtual HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) = 0;
-  virtual void hc_post(const Workspace& ws, const HcPostOp& op) = 0;
-  virtual HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) = 0;
-
-  // Gated DeltaNet and Mamba-2 (spec/numerics.md §5–§6; ops/gdn.h and ops/mamba2.h pin the
-  // layouts, precisions and what the spec leaves open). The chunked ops run one stage per
-  // call (GDN: wu, state, output; SSD: cumsum, bmm, scan); the recurrent ops carry the state
-  // token by token. States and conv tails live in the weight pool, read and updated in place.
-  virtual void gdn_conv(const Workspace& ws, const GdnConvOp& op) = 0;
-  virtual void gdn_gates(const Workspace& ws, const GdnGatesOp& op) = 0;
-  virtual void gdn_chunk(const Workspace& ws, const GdnChunkOp& op) = 0;
-  virtual void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op) = 0;
-  virtual void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) = 0;
-  virtual void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) = 0;
-  virtual void ssd_chunk(const Workspace& ws, const SsdChunkOp& op) = 0;
-  virtual void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) = 0;
-  virtual void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) = 0;
-
-  // Kernel mutants of spec/bug-catalogue.md, for the mutation tests and `--mutant`: B14 (the
-  // FP32 router paths round their logits to BF16 before storing them), M-TIE (top-k exact
-  // ties go to the HIGHER index), B13 (hc_post rounds every stream value it writes to BF16),
-  // M-SKCOL (hc_pre's Sinkhorn without the final exact column normalisation), M-GDNCARRY
-  // (gdn_chunk's state pass carries the BF16 snapshot instead of the FP32 state) and
-  // M-SSDSTATE (ssd_chunk's scan starts every chunk from the zero state). Error for
-  // any other mutant (sizing / plan mutants live in Sizing; a kernel mutant of another op
-  // family is added with its kernels).
+  // Kernel mutants of spec/bug-catalogue.md, for the mutation tests and `--mutant`: each
+  // registry entry names the ones that change its kernels (B14: the FP32 router paths round
+  // their logits to BF16 before storing them; M-TIE: top-k exact ties go to the HIGHER index;
+  // B13: hc_post rounds every stream value it writes to BF16; M-SKCOL: hc_pre's Sinkhorn
+  // without the final exact column normalisation; M-GDNCARRY: gdn_chunk's state pass carries
+  // the BF16 snapshot instead of the FP32 state; M-SSDSTATE: ssd_chunk's scan starts every
+  // chunk from the zero state). Error for any other mutant (sizing / plan mutants live in
+  // Sizing).
   void set_kernel_mutant(Mutant m);
   Mutant kernel_mutant() const { return mutant_; }
   static bool is_backend_mutant(Mutant m);
 
-  // Dispatches any descriptor to its method.
+  // Dispatches any descriptor to its registry method; a variant alternative without a
+  // handler does not compile (backend.cpp).
   void execute(const Workspace& ws, const OpDescriptor& op);
 
  protected:
+  // Throws the Error of a planned op: "<backend> backend has no kernel for <Type> ...".
+  [[noreturn]] void refuse(std::string_view type, std::string_view method,
+                           const std::string& params) const;
+
   virtual Workspace do_allocate(const Layout& layout, uint64_t weights_bytes) = 0;
   // Sets every byte of the arena to `byte`.
   virtual void fill_arena(const Workspace& ws, uint8_t byte) = 0;

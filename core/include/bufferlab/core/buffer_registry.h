@@ -81,8 +81,5 @@ constexpr const BufferInfo& buffer_info(BufferId id) {
   return kBufferRegistry[static_cast<std::size_t>(id)];
 }
 constexpr std::string_view buffer_name(BufferId id) { return buffer_info(id).name; }
-constexpr std::size_t index_of(BufferId id) { return static_cast<std::size_t>(id); }
-// Throws Error for an unknown name.
-BufferId buffer_id_from_name(std::string_view name);
 
 }  // namespace bufferlab

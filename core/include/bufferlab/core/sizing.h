@@ -65,8 +65,9 @@ const char* to_string(Mutant m);                           // "B8", "M-TIE", "no
 Mutant mutant_from_string(const std::string& s);           // throws Error
 std::vector<Mutant> all_mutants();                         // without `none`
 // Whether the mutant changes sizes, layouts or schedules — what the static verifier sees
-// (B1–B12, B15). The others (B13, B14, M-TIE, M-SKCOL) change a kernel's numerics and are
-// caught by the numerical property tests of their op.
+// (B1–B12, B15): every mutant but `none` and the kernel mutants of the op registry
+// (op_registry.h), which change a kernel's numerics and are caught by the numerical property
+// tests of their op.
 bool is_static_mutant(Mutant m);
 
 }  // namespace bufferlab
