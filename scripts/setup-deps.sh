@@ -2,10 +2,12 @@
 # Installs BufferLab's build dependencies from Debian's packages — only the missing ones,
 # quietly; safe to run again. The CUDA toolkit (/usr/local/cuda) is optional: without nvcc
 # the CUDA backend is simply not built.
+# ccache is only a speed-up (cmake/BufferLabCcache.cmake uses it when found; CCACHE_DISABLE=1
+# turns it off): the build never needs it.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev librapidcheck-dev libgtest-dev libgmock-dev
-  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev clang-format)
+  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev clang-format ccache)
 
 missing=()
 for p in "${packages[@]}"; do
