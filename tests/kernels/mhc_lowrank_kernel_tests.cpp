@@ -3,7 +3,9 @@
 // (GEMM) path (BF16 weights and intermediates), every stage judged by the oracle on the
 // stage's own stored inputs (oracle::judge_hc_lowrank, the derived bounds of mhc_bounds.cpp)
 // and the two paths' block inputs against each other under oracle::hc_lowrank_path_bounds;
-// the slab's normed is the BF16 store of the very FP32 value the split path keeps. Exact
+// the slab's normed is the BF16 store of the very FP32 value the split path keeps; on the CPU
+// also each path's block input and post end to end against the exact FP32-weight definition
+// under first-order chain bounds (and the two paths within their sum). Exact
 // properties without a reference: a non-finite token is NaN in every output and counted once,
 // other tokens bit-identical; per-stream ×2^100 (rms_eps = 0) normalises to the same bits; zero
 // streams give block input +0 and post 2σ(0) = 1 exactly. On a backend other than the CPU each
@@ -37,6 +39,7 @@
 namespace bufferlab {
 namespace {
 
+using testing::bf16_float;
 using testing::bf16_nan;
 using testing::expect_passed;
 using testing::KernelTest;
@@ -129,6 +132,122 @@ const Floats& post_of(const HcLowRankRun& run) {
   return run.path == HcLowRankPath::split ? run.down.post : run.collapse.post;
 }
 
+// ---- the CPU's end-to-end first-order bounds, on the oracle's exact values
+//
+// Besides the judge's per-stage checks, each path's stored block input and post are held to
+// the exact FP32-weight definition (oracle::hc_lowrank, split precision, Mode::exact) under a
+// first-order bound that carries every storage rounding of the path through the chain, each
+// FP32 operation of the CPU kernels included (round to nearest; on the CPU only). Relative
+// roundings θw of the weights and θs of the stored intermediates: BF16 slab u8, u8; FP32 split
+// 0, 0 (u = 2^-24, u8 = 2^-8; 1.01 covers the products of first-order terms):
+//   n:    (x̂·rs)·(1 + w): rs relative (γ_h + 3u)/2 + 2u, three products → e32 = that + 3u;
+//         θn = e32 + θs(1 + e32) with the normed store.
+//   z = W_down·n:  |Δz| ≤ ((1 + θn)(1 + θw)(1 + γ_K) − 1)·Σ|W n|   (same for inj = W_inject·n)
+//   low = silu(z/hc): silu' ≤ 1.1, the division u, silu in FP32 4u, the store θs.
+//   up = W_up·low: Σ|W_up|·Δlow·(1 + θw) + ((1 + θw)(1 + γ_r) − 1)·Σ|W_up·low|, the store θs.
+//   y = (1/hc)·Σ_i σ(up)·n: Δσ = Δup/4 + 4uσ, times |n|(1 + θn), plus σ·θn·|n|, the γ_hc sum
+//         and the 1/hc product (2u: 1/hc itself rounded for hc not a power of two).
+//   post = 2σ(inj/hc): inj stored (θs), the division u, 2·Δσ.
+// The stored BF16 y then adds u8·(|y| + Δy).
+constexpr double kU = 0x1p-24;
+constexpr double kU8 = 0x1p-8;
+constexpr double kSecondOrder = 1.01;
+
+double gamma_u(double n) { return n * kU / (1.0 - n * kU); }
+double sigma(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+double sigmoid_error(double z, double dz) { return 0.25 * dz + 4 * kU * sigma(z); }
+
+struct ChainBounds {
+  std::vector<double> y, post;  // [T, h] (the stored BF16 value's), [T, hc]
+};
+
+// |Σ_k w[k]·v[k]| terms of one row: the signed sum and the sum of magnitudes.
+std::pair<double, double> dot_and_magnitude(const float* w, const double* v, uint64_t n) {
+  double z = 0.0, a = 0.0;
+  for (uint64_t k = 0; k < n; ++k) {
+    z += double{w[k]} * v[k];
+    a += std::fabs(double{w[k]} * v[k]);
+  }
+  return {z, a};
+}
+
+ChainBounds chain_bounds(const oracle::HcLowRankDims& d, const oracle::HcLowRankWeights& w,
+                         const oracle::HcLowRankReference& ref, double theta_w, double theta_s) {
+  const uint64_t hc = d.hc, h = d.h, r = d.r, K = hc * h;
+  const double e32 = (gamma_u(static_cast<double>(h)) + 3 * kU) / 2 + 5 * kU;
+  const double theta_n = e32 + theta_s * (1 + e32);
+  const double dot_rel = (1 + theta_n) * (1 + theta_w) * (1 + gamma_u(static_cast<double>(K))) - 1;
+  const double up_rel = (1 + theta_w) * (1 + gamma_u(static_cast<double>(r))) - 1;
+  ChainBounds b;
+  b.y.resize(d.rows * h);
+  b.post.resize(d.rows * hc);
+  std::vector<double> dlow(r);
+  for (uint64_t t = 0; t < d.rows; ++t) {
+    const double* n = ref.normed.data() + t * K;
+    const double* low = ref.low.data() + t * r;
+    for (uint64_t j = 0; j < r; ++j) {
+      const auto [z, a] = dot_and_magnitude(w.w_down.data() + j * K, n, K);
+      const double q = z / static_cast<double>(hc);
+      const double dq = dot_rel * a / static_cast<double>(hc) + kU * std::fabs(q);
+      const double e = 1.1 * dq + 4 * kU * std::fabs(low[j]);
+      dlow[j] = kSecondOrder * (e + theta_s * (std::fabs(low[j]) + e));
+    }
+    for (uint64_t c = 0; c < h; ++c) {
+      double dy = 0.0, mag = 0.0;
+      for (uint64_t i = 0; i < hc; ++i) {
+        const uint64_t k = i * h + c;
+        const double up = ref.up_pre[t * K + k];
+        double e = 0.0, a = 0.0;
+        for (uint64_t j = 0; j < r; ++j) {
+          a += std::fabs(double{w.w_up[k * r + j]} * low[j]);
+          e += std::fabs(double{w.w_up[k * r + j]}) * dlow[j] * (1 + theta_w);
+        }
+        e += up_rel * a;
+        e += theta_s * (std::fabs(up) + e);
+        const double g = sigma(up), an = std::fabs(n[k]);
+        mag += g * an;
+        dy += sigmoid_error(up, e) * an * (1 + theta_n) + g * theta_n * an;
+      }
+      const double err = kSecondOrder * (dy + (gamma_u(static_cast<double>(hc)) + 2 * kU) * mag) /
+                         static_cast<double>(hc);
+      b.y[t * h + c] = err + kU8 * (std::fabs(ref.block_in[t * h + c]) + err);
+    }
+    for (uint64_t i = 0; i < hc; ++i) {
+      const double inj = ref.inj_pre[t * hc + i];
+      double e = dot_rel * dot_and_magnitude(w.w_inject.data() + i * K, n, K).second;
+      e += theta_s * (std::fabs(inj) + e);
+      const double q = inj / static_cast<double>(hc);
+      b.post[t * hc + i] =
+          kSecondOrder * 2 * sigmoid_error(q, e / static_cast<double>(hc) + kU * std::fabs(q));
+    }
+  }
+  return b;
+}
+
+// Both CPU paths against the exact FP32-weight definition under their chain bounds, and
+// against each other within the sum of the two (block input and post).
+void expect_paths_within_chain_bounds(const oracle::HcLowRankDims& d,
+                                      const oracle::HcLowRankInputs& in, const HcLowRankRun& split,
+                                      const HcLowRankRun& slab) {
+  const oracle::HcLowRankReference ref = oracle::hc_lowrank(
+      d.rows, d.hc, d.h, d.r, d.rms_eps, in.streams, in.weights, false, oracle::Mode::exact);
+  const ChainBounds b32 = chain_bounds(d, in.weights, ref, 0.0, 0.0);
+  const ChainBounds b16 = chain_bounds(d, in.weights, ref, kU8, kU8);
+  for (uint64_t k = 0; k < d.rows * d.h; ++k) {
+    const double s = bf16_float(split.collapse.block_in[k]),
+                 g = bf16_float(slab.collapse.block_in[k]);
+    EXPECT_LE(std::fabs(s - ref.block_in[k]), b32.y[k]) << "split y " << k;
+    EXPECT_LE(std::fabs(g - ref.block_in[k]), b16.y[k]) << "slab y " << k;
+    ASSERT_LE(std::fabs(s - g), b32.y[k] + b16.y[k]) << "y " << k;
+  }
+  for (uint64_t k = 0; k < d.rows * d.hc; ++k) {
+    const double s = post_of(split)[k], g = post_of(slab)[k];
+    EXPECT_LE(std::fabs(s - ref.post[k]), b32.post[k]) << "split post " << k;
+    EXPECT_LE(std::fabs(g - ref.post[k]), b16.post[k]) << "slab post " << k;
+    ASSERT_LE(std::fabs(s - g), b32.post[k] + b16.post[k]) << "post " << k;
+  }
+}
+
 class MhcLowRankKernel : public KernelTest {
  protected:
   static oracle::BoundModel bounds() { return testing::bounds_for(on_cpu()); }
@@ -152,7 +271,7 @@ class MhcLowRankKernel : public KernelTest {
 
   // Both paths on the seeded inputs of the old hand tests: no non-finite token, the slab's
   // normed the BF16 store of the split's, every stage judged, the two block inputs within the
-  // path bound.
+  // path bound; on the CPU also the chain bounds above.
   static void check_lowrank_case(uint64_t T, uint64_t hc, uint64_t h, uint64_t r, uint64_t seed) {
     SCOPED_TRACE("T=" + std::to_string(T) + " hc=" + std::to_string(hc) +
                  " h=" + std::to_string(h) + " r=" + std::to_string(r));
@@ -169,7 +288,7 @@ class MhcLowRankKernel : public KernelTest {
     for (size_t k = 0; k < n32.size(); ++k) ASSERT_EQ(n16[k], f32_to_bf16_bits(n32[k])) << k;
     expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, T), in, split.collapse.block_in,
                                                    slab.collapse.block_in, bounds()));
-    if (on_cpu()) return;
+    if (on_cpu()) return expect_paths_within_chain_bounds(dims_of(c, T), in, split, slab);
     // Each path against the CPU's other path (the slab side's GEMM roundoff decides the model).
     expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, T), in, split.collapse.block_in,
                                                    slab_cpu.collapse.block_in,

@@ -3,7 +3,8 @@
 // (oracle/mhc.h) and its judges with the backend's bound model (oracle/mhc_judge.h):
 //   - pre / head: post and block input within the derived per-element bounds; the comb by the
 //     spec's acceptance (column sums within (hc + 1)·2^-24, the Sinkhorn class check, the
-//     Birkhoff–Hopf row bound), the FP64 reference comb held to the row bound too;
+//     Birkhoff–Hopf row bound), the FP64 reference comb held to the row bound too; on the CPU
+//     also under the CPU's tighter first-order bounds, evaluated on the oracle's exact values;
 //   - exact properties without a reference: NaN / ±Inf tokens give NaN outputs, counted, other
 //     tokens bit-identical; streams ×2^100 with rms_eps = 0 give bit-identical post / comb and
 //     a block input exactly 2^100 times larger; zero streams; 4-token blocks (≥ 1024 rows) equal
