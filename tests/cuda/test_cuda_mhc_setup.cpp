@@ -3,50 +3,29 @@
 // device free memory is identical after a second pass. A device-only test (it calls
 // cudaMemGetInfo); the ops' numerics are judged per backend in
 // tests/kernels/mhc_*_kernel_tests.cpp. Without a usable GPU it is SKIPPED with the reason.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "bufferlab/backends/backend_factory.h"
+#include "../kernels/mhc_kernel_support.h"
+#include "backend_under_test.h"
 #include "bufferlab/core/backend.h"
-#include "bufferlab/core/model_config.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "device_memory.h"
 #include "workspace_rig.h"
 
 namespace bufferlab {
 namespace {
 
+using testing::mhc_config;
 using testing::Rig;
 
-ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t r = 0) {
-  ModelConfig c;
-  c.hidden_size = h;
-  c.vocab_size = 16;
-  c.hc_mult = hc;
-  c.hc_lowrank = r;
-  c.hc_sinkhorn_iters = 20;
-  c.hc_eps = 1e-6;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
-
-class CudaMhcSetup : public ::testing::Test {
- protected:
-  void SetUp() override {
-    try {
-      gpu_ = make_backend("cuda");
-    } catch (const BackendUnavailable& e) {
-      GTEST_SKIP() << e.what();
-    }
-  }
-
-  std::unique_ptr<Backend> gpu_;
-};
+// The backend under test of this executable is the CUDA backend (skipped with the reason when
+// it cannot run here).
+class CudaMhcSetup : public testing::KernelTest {};
 
 // DESIGN.md: backends allocate nothing inside execute(). After a warm-up pass over every mHC
 // op (module loading, cuBLAS's first-call setup of the slab GEMMs), a second pass leaves
@@ -79,23 +58,18 @@ TEST_F(CudaMhcSetup, ExecuteAllocatesNothing) {
                                           post_lr.accesses(), head.accesses()};
   for (const auto& op : split) all.push_back(op.accesses());
   for (const auto& op : slab) all.push_back(op.accesses());
-  Rig rig(*gpu_, all, pool);
+  Rig rig(backend(), all, pool);
   const auto run_all = [&] {
-    gpu_->execute(rig.ws, expand);
-    gpu_->execute(rig.ws, pre);
-    gpu_->execute(rig.ws, post);
-    gpu_->execute(rig.ws, post_lr);
-    gpu_->execute(rig.ws, head);
-    for (const auto& op : split) gpu_->execute(rig.ws, op);
-    for (const auto& op : slab) gpu_->execute(rig.ws, op);
-    gpu_->synchronize();
+    backend().execute(rig.ws, expand);
+    backend().execute(rig.ws, pre);
+    backend().execute(rig.ws, post);
+    backend().execute(rig.ws, post_lr);
+    backend().execute(rig.ws, head);
+    for (const auto& op : split) backend().execute(rig.ws, op);
+    for (const auto& op : slab) backend().execute(rig.ws, op);
+    backend().synchronize();
   };
-  run_all();
-  size_t free_before = 0, free_after = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-  run_all();
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  EXPECT_EQ(free_before, free_after);
+  testing::expect_no_device_allocation(run_all);
 }
 
 }  // namespace

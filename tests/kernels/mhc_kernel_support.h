@@ -58,6 +58,20 @@ inline std::vector<double> sum(const std::vector<double>& a, const std::vector<d
   return s;
 }
 
+// The CPU kernels' first-order error terms (the tight bounds of mhc_pre_kernel_tests.cpp and
+// mhc_lowrank_kernel_tests.cpp): FP32 (u = 2^-24) and BF16 (u8 = 2^-8) unit roundoffs, 1.01
+// for the products of first-order terms, γ_n of the FP32 roundoff, and the FP32 σ = 1/(1 + e^-z)
+// error: expf within 1 ULP, the add and the division leave ≤ 4uσ; σ' ≤ 1/4 carries dz.
+namespace cpu_roundoff {
+constexpr double kU = 0x1p-24;
+constexpr double kU8 = 0x1p-8;
+constexpr double kSecondOrder = 1.01;
+
+inline double gamma_u(double n) { return n * kU / (1.0 - n * kU); }
+inline double sigma(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+inline double sigmoid_error(double z, double dz) { return 0.25 * dz + 4 * kU * sigma(z); }
+}  // namespace cpu_roundoff
+
 // Pre step inputs: x [rows, hc, h] in [-1, 1), fn [mix_rows, K] in ±√(3/K), the first `scales`
 // of {0.8, 1.1, 1.5}, bias [mix_rows] in ±0.5.
 inline oracle::HcPreInputs seeded_pre_inputs(uint64_t rows, uint64_t hc, uint64_t h,

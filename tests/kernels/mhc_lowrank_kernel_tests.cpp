@@ -39,14 +39,13 @@
 namespace bufferlab {
 namespace {
 
-using testing::bf16_float;
-using testing::bf16_nan;
 using testing::expect_passed;
 using testing::KernelTest;
 using testing::mhc_config;
 using testing::Rig;
 using testing::same_bits;
 using testing::seeded_values;
+using namespace testing::cpu_roundoff;  // NOLINT(google-build-using-namespace)
 
 using oracle::HcLowRankPath;
 using oracle::HcLowRankRun;
@@ -149,14 +148,6 @@ const Floats& post_of(const HcLowRankRun& run) {
 //         and the 1/hc product (2u: 1/hc itself rounded for hc not a power of two).
 //   post = 2σ(inj/hc): inj stored (θs), the division u, 2·Δσ.
 // The stored BF16 y then adds u8·(|y| + Δy).
-constexpr double kU = 0x1p-24;
-constexpr double kU8 = 0x1p-8;
-constexpr double kSecondOrder = 1.01;
-
-double gamma_u(double n) { return n * kU / (1.0 - n * kU); }
-double sigma(double z) { return 1.0 / (1.0 + std::exp(-z)); }
-double sigmoid_error(double z, double dz) { return 0.25 * dz + 4 * kU * sigma(z); }
-
 struct ChainBounds {
   std::vector<double> y, post;  // [T, h] (the stored BF16 value's), [T, hc]
 };
@@ -234,8 +225,8 @@ void expect_paths_within_chain_bounds(const oracle::HcLowRankDims& d,
   const ChainBounds b32 = chain_bounds(d, in.weights, ref, 0.0, 0.0);
   const ChainBounds b16 = chain_bounds(d, in.weights, ref, kU8, kU8);
   for (uint64_t k = 0; k < d.rows * d.h; ++k) {
-    const double s = bf16_float(split.collapse.block_in[k]),
-                 g = bf16_float(slab.collapse.block_in[k]);
+    const double s = testing::bf16_float(split.collapse.block_in[k]),
+                 g = testing::bf16_float(slab.collapse.block_in[k]);
     EXPECT_LE(std::fabs(s - ref.block_in[k]), b32.y[k]) << "split y " << k;
     EXPECT_LE(std::fabs(g - ref.block_in[k]), b16.y[k]) << "slab y " << k;
     ASSERT_LE(std::fabs(s - g), b32.y[k] + b16.y[k]) << "y " << k;
@@ -387,7 +378,8 @@ TEST_F(MhcLowRankKernel, NonFiniteTokenIsNanAndCountedOnce) {
       for (uint64_t t = 0; t < T; ++t) {
         if (bad[t]) {
           for (uint64_t k = 0; k < K; ++k) EXPECT_TRUE(std::isnan(normed[t * K + k])) << t;
-          for (uint64_t d = 0; d < h; ++d) EXPECT_TRUE(bf16_nan(run.collapse.block_in[t * h + d]));
+          for (uint64_t d = 0; d < h; ++d)
+            EXPECT_TRUE(testing::bf16_nan(run.collapse.block_in[t * h + d]));
           for (uint64_t i = 0; i < hc; ++i) EXPECT_TRUE(std::isnan(post_of(run)[t * hc + i]));
           continue;
         }

@@ -53,6 +53,7 @@ using testing::same_bits;
 using testing::seeded_head_inputs;
 using testing::seeded_pre_inputs;
 using testing::seeded_values;
+using namespace testing::cpu_roundoff;  // NOLINT(google-build-using-namespace)
 
 using oracle::Mode;
 using Bits = std::vector<uint16_t>;
@@ -62,16 +63,24 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kFp64Roundoff = 0x1p-53;
 
-// Runs the pre step on `backend` in a poisoned footprint workspace (its pool operands placed
-// first); the mutant is on for this run only.
-oracle::HcPreOutputs run_pre(Backend& backend, HcPreOp op, const oracle::HcPreInputs& in,
-                             Mutant mutant = Mutant::none) {
+// A poisoned footprint workspace of a pre or head op (its pool operands fn, scale, bias placed
+// one after another) holding the uploaded streams and weights.
+template <class Op, class Inputs>
+Rig mix_rig(Backend& backend, Op& op, const Inputs& in) {
   const uint64_t pool = oracle::place_in_pool({&op.fn, &op.scale, &op.bias});
   Rig rig(backend, {op.accesses()}, pool);
   rig.put(op.streams, in.streams);
   rig.put(op.fn, in.fn);
   rig.put(op.scale, in.scale);
   rig.put(op.bias, in.bias);
+  return rig;
+}
+
+// Runs the pre step on `backend` in a poisoned footprint workspace (its pool operands placed
+// first); the mutant is on for this run only.
+oracle::HcPreOutputs run_pre(Backend& backend, HcPreOp op, const oracle::HcPreInputs& in,
+                             Mutant mutant = Mutant::none) {
+  Rig rig = mix_rig(backend, op, in);
   oracle::HcPreOutputs out;
   {
     MutantScope scope(backend, mutant);
@@ -84,12 +93,7 @@ oracle::HcPreOutputs run_pre(Backend& backend, HcPreOp op, const oracle::HcPreIn
 }
 
 oracle::HcHeadOutputs run_head(Backend& backend, HcHeadOp op, const oracle::HcHeadInputs& in) {
-  const uint64_t pool = oracle::place_in_pool({&op.fn, &op.scale, &op.bias});
-  Rig rig(backend, {op.accesses()}, pool);
-  rig.put(op.streams, in.streams);
-  rig.put(op.fn, in.fn);
-  rig.put(op.scale, in.scale);
-  rig.put(op.bias, in.bias);
+  Rig rig = mix_rig(backend, op, in);
   oracle::HcHeadOutputs out;
   out.diagnostics = backend.hc_head(rig.ws, op);
   out.output = rig.get<uint16_t>(op.output);
@@ -136,14 +140,6 @@ double check_columns(const Floats& comb, uint64_t rows, uint64_t hc, bool exact,
 //          (Δ by 4·k, log(max ρ₀/min ρ₀) by 2·k) plus min(2γ/(1 − κ), 4tγ) + 2γ (γ = (hc + 1)·u)
 //          in the exponent and the spec's 4u. The spec's formula ignores hc_eps; it holds here
 //          because these logits span a few units, so every column sum stays ≫ eps.
-constexpr double kU = 0x1p-24;
-constexpr double kU8 = 0x1p-8;
-constexpr double kSecondOrder = 1.01;
-
-double gamma_u(double n) { return n * kU / (1.0 - n * kU); }
-double sigma(double z) { return 1.0 / (1.0 + std::exp(-z)); }
-double sigmoid_error(double z, double dz) { return 0.25 * dz + 4 * kU * sigma(z); }
-
 struct TightBounds {
   std::vector<double> pre, post, block_in, kernel_log_err;  // [rows, hc], [rows, h], [rows]
 };
