@@ -20,6 +20,7 @@
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
+#include "device_memory.h"
 
 namespace bufferlab {
 namespace {
@@ -170,12 +171,7 @@ TEST_F(CudaMoe, ExecuteAllocatesNothing) {
     gpu_->execute(ws_, head_);
     gpu_->synchronize();
   };
-  run_all();
-  size_t free_before = 0, free_after = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-  run_all();
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  EXPECT_EQ(free_before, free_after);
+  testing::expect_no_device_allocation(run_all);
 }
 
 }  // namespace
