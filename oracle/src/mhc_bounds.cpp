@@ -32,6 +32,7 @@
 #include <cmath>
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/mhc.h"
 #include "mhc_common.h"
 
@@ -41,9 +42,8 @@ using namespace mhc_detail;
 
 namespace {
 
-constexpr double kU64 = 0x1p-53;
-constexpr double kBf16Unit = 0x1p-8;  // BF16 unit roundoff (8 significant bits)
-constexpr double kUnderflowPerOp = 0x1p-149;
+constexpr double kU64 = kFp64UnitRoundoff;
+constexpr double kBf16Unit = kBf16UnitRoundoff;
 constexpr double kSigmoidAbs = 0x1p-126;
 constexpr double kSiluAbs = 0x1p-120;
 constexpr double kSiluLipschitz = 1.1;
@@ -223,12 +223,13 @@ HcPreBounds hc_pre_bounds(const HcPreOp& op, const HcPreInputs& in, const HcPreR
 // on top of the backend's K within k = comb_log_error of the oracle's. In the cross ratio
 // the diagonals cancel and four E's remain: |X| ≤ 4·(k + (2·iters + 1)·u'). FP64 evaluation of
 // X (four quotients, four logs, three additions): ≤ 8·u64·Σ|terms| + 8·u64.
-// The per-rounding relative error u' holds for normal FP32 values only: a subnormal (below
-// 2^-126) is rounded to an absolute 2^-150, a relative error up to 2^-150/|c| (4% at
-// 3.8e-44, reached at comb logit ranges ~60). Cross ratios that involve a subnormal entry are
-// therefore not judged here; those entries stay checked by "entries >= 0" and the column sums.
+// The per-rounding relative error u' holds for normal FP32 values only (bounds.h's underflow
+// rule): a subnormal (below 2^-126) is rounded to an absolute 2^-150, a relative error up to
+// 2^-150/|c| (4% at 3.8e-44, reached at comb logit ranges ~60). Cross ratios that involve a
+// subnormal entry (fp32_subnormal) are therefore not judged here; those entries stay checked
+// by "entries >= 0" and the column sums (absolute checks).
 namespace {
-bool subnormal(float c) { return std::fabs(c) < 0x1p-126f; }
+bool subnormal(float c) { return fp32_subnormal(c); }
 }  // namespace
 
 SinkhornClassCheck sinkhorn_class_check(const HcPreOp& op, std::span<const float> comb,

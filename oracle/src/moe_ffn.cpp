@@ -29,8 +29,7 @@
 namespace bufferlab::oracle {
 namespace {
 
-constexpr double kF64U = 0x1p-53;
-constexpr double kUnderflowPerOp = 0x1p-149;  // 2 · 2^-150: one subnormal rounding, doubled
+constexpr double kF64U = kFp64UnitRoundoff;
 // sup |silu'(z)| = 1.0998... (at z ≈ 2.40): silu is 1.1-Lipschitz.
 constexpr double kSiluLipschitz = 1.1;
 // Below −88.72, expf(−g) overflows to +Inf and FP32 silu(g) becomes −0.
@@ -196,26 +195,6 @@ OpReference combine_f64(const MoeCombineOp& op, std::span<const uint32_t> ids,
 }
 
 }  // namespace
-
-double gamma(double n, double u) {
-  const double nu = n * u;
-  return nu >= 1.0 ? INFINITY : nu / (1.0 - nu);
-}
-
-double bf16_ulp_at(double v) {
-  const double a = std::fabs(v);
-  if (!std::isfinite(a)) return INFINITY;
-  if (a < 0x1p-126) return 0x1p-133;
-  return std::ldexp(1.0, std::ilogb(a) - 7);
-}
-
-double round_bf16(double v) {
-  if (!std::isfinite(v) || v == 0.0) return v;
-  const double a = std::fabs(v);
-  const double q = std::ldexp(1.0, std::max(std::ilogb(a), -126) - 7);
-  const double r = std::nearbyint(a / q) * q;  // a / q is exact; ties to even
-  return std::copysign(r >= 0x1p128 ? INFINITY : r, v);
-}
 
 std::vector<uint16_t> perfect_bf16_output(const OpReference& ref) {
   std::vector<uint16_t> out(ref.value.size());

@@ -20,8 +20,6 @@ void require_size(const std::string& params, const char* what, uint64_t got, uin
     throw Error(fmt::format("{}: {} holds {} elements, the op needs {}", params, what, got, want));
 }
 
-double gamma(double k, double u) { return k * u >= 1.0 ? INFINITY : k * u / (1.0 - k * u); }
-
 // The value an FP32 store holds. A value past FLT_MAX is past the rounding threshold to Inf
 // (up to half an ULP, which the bounds do not cover anyway: domain Σ|x·w| < FLT_MAX).
 double stored_f32(double v) {
