@@ -60,29 +60,32 @@ double stored_bf16(double y, double e) {
 }
 
 // |σ̂(ẑ) − σ(z)| for |ẑ − z| ≤ e_z: the Lipschitz step, σ's rounding at the perturbed point,
-// the overflow branch.
+// the overflow branch, the underflow of the quotient (bounds.h: one rounding, 2^-150).
 double sigma_error(double z, double e_z, const BoundModel& bm) {
   const double lip = kSigmoidLipschitz * e_z;
-  return lip + sigma_rel(bm) * (sigmoid(z) + lip) + kSigmoidAbs;
+  return fp32_bound(lip + sigma_rel(bm) * (sigmoid(z) + lip) + kSigmoidAbs, 1.0);
 }
 
-// |silû(ĝ) − silu(g)| for |ĝ − g| ≤ e_g.
+// |silû(ĝ) − silu(g)| for |ĝ − g| ≤ e_g; + the quotient's underflow (bounds.h).
 double silu_error(double g, double e_g, const BoundModel& bm) {
   const double lip = kSiluLipschitz * e_g;
-  return lip + silu_rel(bm) * (std::fabs(silu(g)) + lip) + kSiluAbs;
+  return fp32_bound(lip + silu_rel(bm) * (std::fabs(silu(g)) + lip) + kSiluAbs, 1.0);
 }
 
 // The error of ẑ = fl(fl(m̂·s) + b) (or an FMA) for |m̂ − m| ≤ e_m: (m̂ − m)·s·(1 + δ1)(1 + δ2)
-// + m·s·(δ1 + δ2 + δ1δ2) + b·δ2.
+// + m·s·(δ1 + δ2 + δ1δ2) + b·δ2, + the product's underflow (bounds.h; a subnormal sum is
+// exact).
 double affine_error(double m, double e_m, double s, double b, double u) {
-  return std::fabs(s) * e_m * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(m * s) +
-         u * std::fabs(b);
+  return fp32_bound(std::fabs(s) * e_m * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(m * s) +
+                        u * std::fabs(b),
+                    1.0);
 }
 
-// z = v / hc (or v·(1/hc): 2 roundings) for |v̂ − v| ≤ e_v.
+// z = v / hc (or v·(1/hc): 2 roundings) for |v̂ − v| ≤ e_v; + the quotient's (or product's)
+// underflow (bounds.h).
 double scaled_error(double v, double e_v, uint64_t hc, double u) {
   const double n = static_cast<double>(hc);
-  return e_v / n * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(v / n);
+  return fp32_bound(e_v / n * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(v / n), 1.0);
 }
 
 // --- the flattened RMS and the mix GEMV (pre and head) -----------------------------------------

@@ -283,7 +283,9 @@ OpReference moe_combine(const MoeCombineOp& op, const CombineInputs& in, Mode mo
 //   swiglu:     ŷ = fl(silû(â)·o), silû = silu·(1 + θ), |θ| ≤ ε_s = γ_(2·exp_ulps+3)(u), silu
 //               1.1-Lipschitz ⇒ |silû(â) − silu(a)| ≤ 1.1·e_a + ε_s·(|silu(a)| + 1.1·e_a), so
 //               e = |o|·(1.1·e_a·(1 + ε_s) + ε_s·|silu(a)|)·(1 + u) + u·|y| + γ_6(2^-53)|y|,
-//               plus |y| where â may be < −88 (expf overflow: FP32 silu = −0).
+//               plus |y| where â may be < −88 (expf overflow: FP32 silu = −0), plus the
+//               underflow of silu's quotient (times |o|) and the product (bounds.h):
+//               max(2, |o| + 1)·2^-149.
 // Then the store: e + ulp_bf16(|y| + e).
 OpReference gemm(const GemmOp& op, const GemmInputs& in, Mode mode, const BoundModel& bm) {
   const auto& d = op.shape();
@@ -313,7 +315,8 @@ OpReference gemm(const GemmOp& op, const GemmInputs& in, Mode mode, const BoundM
         const double s = silu(a.sum);
         y = s * old[i];
         e = std::fabs(old[i]) * (kSiluLipschitz * ea * (1.0 + es) + es * std::fabs(s)) * (1.0 + u) +
-            (u + gamma(6.0, kF64U)) * std::fabs(y) + 2.0 * kUnderflowPerOp;
+            (u + gamma(6.0, kF64U)) * std::fabs(y) +
+            std::max(2.0, std::fabs(old[i]) + 1.0) * kUnderflowPerOp;
         if (a.sum - ea < kExpOverflowArg) e += std::fabs(y);
       }
       r.value[i] = finish(mode, y);

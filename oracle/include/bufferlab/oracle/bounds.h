@@ -17,8 +17,11 @@
 // max(u·|x|, 2^-150), and a derived bound for a value computed with n FP32 roundings is its
 // relative bound plus n·2^-150 (each rounding contributes one or the other; the sum covers
 // every mix), each 2^-150 multiplied by the largest factor the rounded intermediate is later
-// multiplied by (1 where later steps only add, or scale by factors ≤ 1). That floor is the
-// only absolute term the rule adds: nothing is loosened beyond it. BF16 stores: the same holds
+// multiplied by (1 where later steps only add, or scale by factors ≤ 1). n counts products,
+// quotients, square roots, elementary functions (an expf / logf within k ULPs errs by k
+// subnormal steps = 2k·2^-150 there) and FMAs (one rounding each); an addition or subtraction
+// whose result is subnormal is exact (η = 0) and is not counted. That floor is the only
+// absolute term the rule adds: nothing is loosened beyond it. BF16 stores: the same holds
 // with half the BF16 subnormal step 2^-134, already inside one BF16 ULP (bf16_ulp_at is
 // 2^-133 below 2^-126), so the "+ one BF16 ULP per store" of numerics §9 covers it. A relative
 // check (a log or a ratio of a stored value, e.g. the Sinkhorn cross ratios) cannot hold for a
