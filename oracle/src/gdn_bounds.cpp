@@ -35,6 +35,15 @@
 //
 // A stored BF16 value bf16(ŷ) against the faithful bf16(y), |ŷ − y| ≤ e: at most e + one BF16
 // ULP at |y| + e (half a ULP on each side; `stored`). FP32 stores are the computed values.
+//
+// Underflow (bounds.h's rule): every FP32 rounding whose result is subnormal errs by up to
+// 2^-150 absolutely, which no γ term covers (a final state near 7e-41 was judged against a
+// relative bound of 3.3e-47, finer than FP32 can hold it). Each bound below adds
+// fp32_underflow(n) for its n products, quotients (an FMA: one) and elementary functions,
+// each multiplied by the largest factor its rounded intermediate is later multiplied by
+// (written next to each count); additions that land in the subnormals are exact. An expf
+// whose result is subnormal errs by exp_ulps subnormal steps = 2·exp_ulps·2^-150 (`uf_exp`).
+// Normalised components: k̂ = fl(x·r̂) one rounding, q̂ = fl(fl(x·r̂)·kd^-1/2) two.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,12 +51,13 @@
 
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
+#include "bufferlab/oracle/bounds.h"
 #include "gdn_stages.h"
 
 namespace bufferlab::oracle::gdn_detail {
 namespace {
 
-constexpr double kU64 = 0x1p-53;
+constexpr double kU64 = kFp64UnitRoundoff;
 constexpr double kSiluAbs = 0x1p-120;
 constexpr double kSiluLipschitz = 1.1;
 constexpr double kSigmoidAbs = 0x1p-126;  // σ below FLT_MIN (expf overflow) or flushed
@@ -72,6 +82,8 @@ struct Model {
   double exp_diff_rel(double d) const { return std::expm1(u * std::fabs(d)) * (1.0 + fn) + fn; }
   // Normalisation of q / k (file comment).
   double norm_rel(uint64_t kd) const { return g(static_cast<double>(kd) + 6.0); }
+  // The underflow roundings of one expf (file comment), counted in 2^-150 units.
+  double uf_exp() const { return 2.0 * exp_ulps; }
 };
 
 double stored(double y, double e) {
@@ -80,10 +92,11 @@ double stored(double y, double e) {
   return e + bf16_ulp_at(std::fabs(y) + e);
 }
 
-// |silû(ŝ) − silu(s)| for |ŝ − s| ≤ e_s.
+// |silû(ŝ) − silu(s)| for |ŝ − s| ≤ e_s; the quotient (or the product by the reciprocal,
+// which is ≥ 1/2) is the one rounding that can underflow.
 double silu_error(double s, double e_s, const Model& m) {
   const double lip = kSiluLipschitz * e_s;
-  return lip + m.silu_rel() * (std::fabs(silu(s)) + lip) + kSiluAbs;
+  return fp32_bound(lip + m.silu_rel() * (std::fabs(silu(s)) + lip) + kSiluAbs, 1.0);
 }
 
 // File comment: the dot of two normalised vectors with scalar errors ta, tb and per-component
@@ -137,7 +150,9 @@ StageBounds conv_bounds(const GdnDims& d, std::span<const uint16_t> deint,
           s += p;
           a += std::fabs(p);
         }
-        r.bound[(b * d.L + t) * C + c] = silu_error(s, m.g(static_cast<double>(K)) * a, m);
+        // K products, each later only added (amplifier 1).
+        const double e_s = fp32_bound(m.g(static_cast<double>(K)) * a, static_cast<double>(K));
+        r.bound[(b * d.L + t) * C + c] = silu_error(s, e_s, m);
       }
     }
   r.formula =
@@ -187,7 +202,9 @@ StageBounds gates_bounds(const GdnDims& d, std::span<const uint16_t> ba,
 //
 // gc_i = Σ_{j≤i} ℓ_j, ℓ_j = logf(max(α_j, 1e-30f)) from the stored α (exact; the max is
 // exact): |ℓ̂_j − ℓ_j| ≤ fn·|ℓ_j|; a prefix sum in any order passes each term through at most
-// i additions: |ĝc_i − gc_i| ≤ fn·Σ|ℓ_j| + γ_i·(1 + fn)·Σ|ℓ_j|. Rows past a partial chunk: 0.
+// i additions: |ĝc_i − gc_i| ≤ fn·Σ|ℓ_j| + γ_i·(1 + fn)·Σ|ℓ_j|, + the underflow floor of the
+// i + 1 logf (none is subnormal in practice: |ℓ| ≥ 2^-25 or ℓ = 0). Rows past a partial
+// chunk: 0.
 StageBounds gc_bounds(const GdnDims& d, std::span<const double> gates, const BoundModel& bm) {
   const Model m(bm);
   const ChunkGrid grid(d);
@@ -201,7 +218,7 @@ StageBounds gc_bounds(const GdnDims& d, std::span<const double> gates, const Bou
         for (uint64_t i = 0; i < grid.rows_in(c); ++i) {
           a += std::fabs(log_alpha(gates[(grid.token(b, c, i) * nv + v) * 2 + 1]));
           r.bound[grid.region(b, c, v) * kChunk + i] =
-              m.fn * a + m.g(static_cast<double>(i)) * (1.0 + m.fn) * a;
+              fp32_bound(m.fn * a + m.g(static_cast<double>(i)) * (1.0 + m.fn) * a, i + 1.0);
         }
       }
   r.formula = "fn*sum|log alpha| + gamma_i*sum|log alpha| (prefix sum of i+1 logf values)";
@@ -235,14 +252,15 @@ struct RegionSolve {
   double rho = 0.0;            // ‖|T⁻¹|·Λ‖∞
 };
 
-// e for every element of one region's solution x [n][cols] with right-hand side b.
+// e for every element of one region's solution x [n][cols] with right-hand side b; abs_b: the
+// absolute (underflow) part of ρ per element.
 void solve_bound(const RegionSolve& s, const double* x, const double* b, uint64_t cols,
-                 double eps_b, double* out) {
+                 double eps_b, double abs_b, double* out) {
   const uint64_t n = s.n;
   std::vector<double> y(n * cols, 0.0), e0(n * cols, 0.0);
   for (uint64_t m = 0; m < n; ++m)
     for (uint64_t col = 0; col < cols; ++col) {
-      double v = eps_b * std::fabs(b[m * cols + col]);
+      double v = eps_b * std::fabs(b[m * cols + col]) + abs_b;
       for (uint64_t l = 0; l < m; ++l) v += s.Lambda[m * kChunk + l] * std::fabs(x[l * cols + col]);
       y[m * cols + col] = v;
     }
@@ -295,7 +313,11 @@ WuBounds wu_bounds(const GdnDims& d, const Qk& qk, std::span<const double> conv,
             const double e_dot = normalised_dot_error(dk, ak, eps_r, eps_r, m.u, m.u, kd, m);
             const double E = std::exp(gr[i] - gr[l]), eps_E = m.exp_diff_rel(gr[i] - gr[l]);
             const double Lil = beta(i) * E * dk;
-            const double dL = beta(i) * E * (grow(eps_E, m.g(2)) * (std::fabs(dk) + e_dot) + e_dot);
+            // Underflow: each k̂'s rounding per component (times |k| ≤ 1), kd products, expf
+            // (times |⟨k, k⟩| ≤ 1), two products; all times β·E ≤ 1.
+            const double uf = fp32_underflow(3.0 * static_cast<double>(kd) + 2.0 + m.uf_exp());
+            const double dL =
+                beta(i) * E * (grow(eps_E, m.g(2)) * (std::fabs(dk) + e_dot) + e_dot) + uf;
             L[i * kChunk + l] = Lil;
             s.Lambda[i * kChunk + l] = dL + gn * (std::fabs(Lil) + dL);
           }
@@ -328,10 +350,13 @@ WuBounds wu_bounds(const GdnDims& d, const Qk& qk, std::span<const double> conv,
         }
         const double eps_bU = grow(m.u, gn);
         const double eps_bW = grow(grow(grow(eps_r, m.u), grow(m.fn, m.g(2))), gn);
+        // Underflow of ρ: the substitution's n products; U's right-hand side β·v one product;
+        // W's β·expf(g)·k̂: k̂'s rounding, expf and two products (each times a factor ≤ 1).
+        const double nn = static_cast<double>(n);
         solve_bound(s, ref.W.data() + reg * kChunk * kd, bW.data(), kd, eps_bW,
-                    r.W.bound.data() + reg * kChunk * kd);
+                    fp32_underflow(nn + 3.0 + m.uf_exp()), r.W.bound.data() + reg * kChunk * kd);
         solve_bound(s, ref.U.data() + reg * kChunk * vd, bU.data(), vd, eps_bU,
-                    r.U.bound.data() + reg * kChunk * vd);
+                    fp32_underflow(nn + 1.0), r.U.bound.data() + reg * kChunk * vd);
       }
   const std::string f =
       "|T^-1|*(eps_b*|b| + Lambda*|x|)*(1 + rho/(1-rho)) + ulp_bf16, Lambda from the q/k "
@@ -356,7 +381,11 @@ WuBounds wu_bounds(const GdnDims& d, const Qk& qk, std::span<const double> conv,
 // per-element contraction (a ≤ 1) plus the chunk's own roundings.
 // Snapshot c: the backend stores bf16(Ŝ_c): E_c + one BF16 ULP.
 // uc_i = U_i − Σ_j W_ij·Ŝ_j (W, U exact stored inputs; kd products, kd additions):
-//   |uĉ − uc| ≤ Σ_j |W_ij|·E_j + γ_(kd+1)·(|U_i| + Σ_j |W_ij|·(|S_j| + E_j)), + one BF16 ULP.
+//   |uĉ − uc| ≤ Σ_j |W_ij|·E_j + γ_(kd+1)·(|U_i| + Σ_j |W_ij|·(|S_j| + E_j)) + kd·2^-150,
+// + one BF16 ULP.
+// Underflow of the carry (bounds.h), per element and chunk: â (expf) times |S|, â·S, and per
+// row i: k̂'s rounding, k̂·d̂ and d̂ (expf), each times |uc_i| (k, d ≤ 1), and the product with
+// uc_i: (2·exp_ulps·|S| + 1 + Σ_i ((2 + 2·exp_ulps)·|uc_i| + 1))·2^-150.
 // Final state: E_C (an FP32 store).
 StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double> W,
                          std::span<const double> U, std::span<const double> gc,
@@ -371,7 +400,7 @@ StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double>
   r.S.bound.assign(pass.S.size(), 0.0);
   r.uc.bound.assign(pass.uc.size(), 0.0);
   r.state.bound.assign(pass.state.size(), 0.0);
-  std::vector<double> E(kd * vd), next(kd * vd), eW(vd), mag(vd), rel(kChunk), dec(kChunk);
+  std::vector<double> E(kd * vd), next(kd * vd), eW(vd), mag(vd), rel(kChunk), dec(kChunk), suc(vd);
   for (uint64_t b = 0; b < grid.sequences; ++b)
     for (uint64_t v = 0; v < nv; ++v) {
       std::fill(E.begin(), E.end(), 0.0);
@@ -395,16 +424,23 @@ StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double>
           }
           for (uint64_t col = 0; col < vd; ++col) {
             const uint64_t e = reg * kChunk * vd + i * vd + col;
-            r.uc.bound[e] =
-                stored(pass.uc[e], eW[col] + g_uc * (std::fabs(Ur[i * vd + col]) + mag[col]));
+            const double e_uc = eW[col] + g_uc * (std::fabs(Ur[i * vd + col]) + mag[col]);
+            r.uc.bound[e] = stored(pass.uc[e], fp32_bound(e_uc, static_cast<double>(kd)));
           }
         }
         // The carry's companion.
         const double* gr = gc.data() + reg * kChunk;
         const double last = gr[n - 1], a = std::exp(last);
         const double gsum = m.g(static_cast<double>(n) + 3.0), fa = 1.0 + grow(m.fn, gsum);
-        for (uint64_t e = 0; e < kd * vd; ++e)
-          next[e] = a * fa * E[e] + (fa - 1.0) * a * std::fabs(S[e]);
+        std::fill(suc.begin(), suc.end(), 0.0);
+        for (uint64_t i = 0; i < n; ++i)
+          for (uint64_t col = 0; col < vd; ++col)
+            suc[col] += std::fabs(stored_uc[reg * kChunk * vd + i * vd + col]);
+        for (uint64_t e = 0; e < kd * vd; ++e) {
+          const double uf = m.uf_exp() * std::fabs(S[e]) + 1.0 + (2.0 + m.uf_exp()) * suc[e % vd] +
+                            static_cast<double>(n);
+          next[e] = a * fa * E[e] + (fa - 1.0) * a * std::fabs(S[e]) + fp32_underflow(uf);
+        }
         for (uint64_t i = 0; i < n; ++i) {
           dec[i] = std::exp(last - gr[i]);
           rel[i] = grow(grow(eps_k, m.exp_diff_rel(last - gr[i])), gsum);
@@ -440,6 +476,10 @@ StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double>
 //   t̂_l = M̂·P̂·uc·(two products): e_l = M·|uc_l|·(((1 + ε_M)(1 + γ_2) − 1)(|P| + e_P) + e_P),
 //      ε_M = exp_diff_rel(g_i − g_l);
 //   the sum of i + 2 terms: |Ô − O| ≤ (1 + γ_(i+1))·Σ e + γ_(i+1)·(|t_0| + Σ|t_l|);
+// + the underflow floor (bounds.h), in 2^-150 units: Â: q̂'s two roundings per component
+//   times |S_j|, kd products, times exp(g_i) ≤ 1, then expf times |A| and the product; t̂_l:
+//   q̂'s two and k̂'s one rounding per component (times |k|, |q| ≤ 1), kd products, M̂ (expf)
+//   times |P|, M·P: all times |uc_l|; the product with uc_l;
 // then the BF16 store.
 StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double> S,
                           std::span<const double> uc, std::span<const double> gc,
@@ -453,7 +493,8 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
   const double f0 = grow(grow(m.fn, m.u), eps_rq);
   StageBounds r;
   r.bound.assign(out.size(), 0.0);
-  std::vector<double> A(vd), aA(vd), err(vd), mag(vd), P(kChunk), eP(kChunk);
+  std::vector<double> A(vd), aA(vd), err(vd), mag(vd), uf(vd), sS(vd), P(kChunk), eP(kChunk);
+  const double kdd = static_cast<double>(kd);
   for (uint64_t b = 0; b < grid.sequences; ++b)
     for (uint64_t c = 0; c < grid.cps; ++c)
       for (uint64_t v = 0; v < nv; ++v) {
@@ -465,15 +506,18 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
           const double* q = qk.q.data() + (grid.token(b, c, i) * g.nk + h) * kd;
           std::fill(A.begin(), A.end(), 0.0);
           std::fill(aA.begin(), aA.end(), 0.0);
+          std::fill(sS.begin(), sS.end(), 0.0);
           for (uint64_t j = 0; j < kd; ++j)
             for (uint64_t col = 0; col < vd; ++col) {
               A[col] += q[j] * Sr[j * vd + col];
               aA[col] += std::fabs(q[j] * Sr[j * vd + col]);
+              sS[col] += std::fabs(Sr[j * vd + col]);
             }
           const double e = std::exp(gr[i]);
           for (uint64_t col = 0; col < vd; ++col) {
             err[col] = e * (f0 * std::fabs(A[col]) + (1.0 + f0) * comp_qS * aA[col]);
             mag[col] = e * std::fabs(A[col]);
+            uf[col] = e * (2.0 * sS[col] + kdd) + m.uf_exp() * std::fabs(A[col]) + 1.0;
           }
           for (uint64_t l = 0; l <= i; ++l) {
             const double* k = qk.k.data() + (grid.token(b, c, l) * g.nk + h) * kd;
@@ -482,16 +526,19 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
             const double M = std::exp(gr[i] - gr[l]);
             const double rel = grow(m.exp_diff_rel(gr[i] - gr[l]), m.g(2));
             const double per = M * (rel * (std::fabs(p) + ep) + ep), amp = M * std::fabs(p);
+            const double uf_l = 4.0 * kdd + m.uf_exp() * std::fabs(p) + 1.0;
             for (uint64_t col = 0; col < vd; ++col) {
               const double a = std::fabs(ur[l * vd + col]);
               err[col] += per * a;
               mag[col] += amp * a;
+              uf[col] += uf_l * a + 1.0;
             }
           }
           const double gs = m.g(static_cast<double>(i) + 1.0);
           const uint64_t row = grid.token(b, c, i) * nv * vd + v * vd;
           for (uint64_t col = 0; col < vd; ++col)
-            r.bound[row + col] = stored(out[row + col], (1.0 + gs) * err[col] + gs * mag[col]);
+            r.bound[row + col] = stored(
+                out[row + col], (1.0 + gs) * err[col] + gs * mag[col] + fp32_underflow(uf[col]));
         }
       }
   r.formula =
@@ -517,9 +564,14 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
 //   δ̂: e_δ = β·e_w·(1 + u) + u·β·|w(X)|, |w(X)| ≤ |w| + α‖k‖₂ε;
 //   Ŝ_j: local_j = γ_2·α·|X_j| + (1 + ε_k)(1 + γ_2)·|k_j|·e_δ + ((1 + ε_k)(1 + γ_2) − 1)·
 //        |k_j|·|δ(X)|, |δ(X)| ≤ |δ| + βα‖k‖₂ε.
+//   + the underflow floor (bounds.h), in 2^-150 units: ŷ's k̂ (one rounding per component,
+//        times |X_j|) and kd products; α·ŷ, δ̂ one each; Ŝ_j: α·X_j, k̂_j (times |δ|) and
+//        k̂_j·δ — every later factor (α, β, |k_j|) ≤ 1: Σ|X| + kd + 4 + |δ(X)|.
 // So the error accumulates linearly in the tokens (a contraction plus per-token γ terms).
 // Output o = Ŝ_tᵀq̂ (kd terms): |ô − o| ≤ F_q·‖q‖₂·ε_t + (F_q − 1)·(Σ|q||S_t| + ‖q‖₁·ε_t),
-// F_q = (1 + ε_q)(1 + γ_kd), ε_q = (1 + ε_rq)(1 + γ_2) − 1; then the BF16 store. Final state:
+// F_q = (1 + ε_q)(1 + γ_kd), ε_q = (1 + ε_rq)(1 + γ_2) − 1, + the underflow of q̂'s two
+// roundings per component times |S_j| and the kd products: (2·Σ|S| + kd)·2^-150;
+// then the BF16 store. Final state:
 // ε_T bounds every element of its column (FP32 store).
 RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<const double> conv,
                                    std::span<const double> gates, std::span<const double> state_in,
@@ -531,7 +583,7 @@ RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<con
   const double eps_q = grow(grow(eps_r, m.u), m.g(2));
   const double F = 1.0 + grow(eps_k, m.g(static_cast<double>(kd) + 1.0));  // factors, not
   const double Fq = 1.0 + grow(eps_q, m.g(static_cast<double>(kd)));       // errors
-  const double g2 = m.g(2), fk = grow(eps_k, g2);
+  const double g2 = m.g(2), fk = grow(eps_k, g2), kdd = static_cast<double>(kd);
   RecurrenceBounds r;
   r.o.bound.assign(mul(d.rows(), nv * vd), 0.0);
   r.state.bound.assign(state_in.size(), 0.0);
@@ -570,11 +622,14 @@ RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<con
           ad[col] = std::fabs(delta[col]) + beta * alpha * k2 * eps[col];
         }
         for (uint64_t col = 0; col < vd; ++col) {
+          double sx = 0.0;  // Σ_j |X_j| ≤ Σ_j |S_j| + kd·ε
+          for (uint64_t j = 0; j < kd; ++j) sx += std::fabs(S[j * vd + col]) + eps[col];
+          const double uf = fp32_underflow(sx + kdd + 4.0 + ad[col]);
           double local2 = 0.0;
           for (uint64_t j = 0; j < kd; ++j) {
             const double ak = std::fabs(k[j]);
             const double l = g2 * alpha * (std::fabs(S[j * vd + col]) + eps[col]) +
-                             (1.0 + fk) * ak * ed[col] + fk * ak * ad[col];
+                             (1.0 + fk) * ak * ed[col] + fk * ak * ad[col] + uf;
             local2 += l * l;
           }
           next[col] = normA * eps[col] + std::sqrt(local2);
@@ -585,12 +640,14 @@ RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<con
             S[j * vd + col] = alpha * S[j * vd + col] + k[j] * delta[col];
         const uint64_t row = t * nv * vd + v * vd;
         for (uint64_t col = 0; col < vd; ++col) {
-          double o = 0.0, ao = 0.0;
+          double o = 0.0, ao = 0.0, as = 0.0;
           for (uint64_t j = 0; j < kd; ++j) {
             o += S[j * vd + col] * q[j];
             ao += std::fabs(S[j * vd + col] * q[j]);
+            as += std::fabs(S[j * vd + col]) + eps[col];
           }
-          const double e = Fq * q2 * eps[col] + (Fq - 1.0) * (ao + q1 * eps[col]);
+          const double e = Fq * q2 * eps[col] + (Fq - 1.0) * (ao + q1 * eps[col]) +
+                           fp32_underflow(2.0 * as + kdd);
           r.o.bound[row + col] = stored(o, e);
         }
       }
@@ -612,7 +669,9 @@ RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<con
 // sqrtf and the reciprocal (or rsqrtf, 4u): relative γ_(vd+6) (counted in full, not halved);
 // silu relative γ_(2·exp_ulps+3) and 2^-120 absolute; three products γ_3:
 //   |ŷ − y| ≤ ((1 + γ_(vd+6))(1 + γ_(2·exp_ulps+3))(1 + γ_3) − 1)·|y| + |o·r·w|·2^-120·(1 + ...),
-// then the BF16 store.
+// + the underflow floor (bounds.h) of silu's quotient and the three products, each later
+// multiplied by at most F = Π max(1, |factor|) over o, r, w, silu(z): 4·F·2^-150 (r's own
+// sum is ≥ eps ≥ FLT_MIN: normal); then the BF16 store.
 StageBounds gated_norm_bounds(const GdnDims& d, std::span<const double> core,
                               std::span<const uint16_t> norm_w, std::span<const double> normed,
                               const BoundModel& bm) {
@@ -629,8 +688,13 @@ StageBounds gated_norm_bounds(const GdnDims& d, std::span<const double> core,
       const double rr = 1.0 / std::sqrt(dot(o, o, vd) / static_cast<double>(vd) + d.eps);
       for (uint64_t j = 0; j < vd; ++j) {
         const uint64_t e = t * nv * vd + v * vd + j;
-        const double orw = std::fabs(o[j] * rr * bf16_bits_to_f32(norm_w[j]));
-        r.bound[e] = stored(normed[e], rel * std::fabs(normed[e]) + orw * kSiluAbs * (1.0 + rel));
+        const double w = bf16_bits_to_f32(norm_w[j]), orw = std::fabs(o[j] * rr * w);
+        // |silu(z)| = |y| / |o·r·w| (doubled: y is the reference's rounded value).
+        const double zs = orw > 0.0 ? 2.0 * std::fabs(normed[e]) / orw : 0.0;
+        const double F = std::max(1.0, std::fabs(o[j])) * std::max(1.0, rr) *
+                         std::max(1.0, std::fabs(w)) * std::max(1.0, zs);
+        r.bound[e] = stored(normed[e], rel * std::fabs(normed[e]) + orw * kSiluAbs * (1.0 + rel) +
+                                           fp32_underflow(4.0 * F));
       }
     }
   r.formula = fmt::format(

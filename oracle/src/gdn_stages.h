@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "bufferlab/oracle/bounds.h"  // BoundModel, gamma, round_bf16, bf16_ulp_at
 #include "bufferlab/oracle/gdn.h"
-#include "bufferlab/oracle/moe_ffn.h"  // BoundModel, gamma, round_bf16, bf16_ulp_at
 
 namespace bufferlab::oracle::gdn_detail {
 

@@ -32,6 +32,7 @@
 #include <cmath>
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/mhc.h"
 #include "mhc_common.h"
 
@@ -41,9 +42,8 @@ using namespace mhc_detail;
 
 namespace {
 
-constexpr double kU64 = 0x1p-53;
-constexpr double kBf16Unit = 0x1p-8;  // BF16 unit roundoff (8 significant bits)
-constexpr double kUnderflowPerOp = 0x1p-149;
+constexpr double kU64 = kFp64UnitRoundoff;
+constexpr double kBf16Unit = kBf16UnitRoundoff;
 constexpr double kSigmoidAbs = 0x1p-126;
 constexpr double kSiluAbs = 0x1p-120;
 constexpr double kSiluLipschitz = 1.1;
@@ -60,29 +60,32 @@ double stored_bf16(double y, double e) {
 }
 
 // |σ̂(ẑ) − σ(z)| for |ẑ − z| ≤ e_z: the Lipschitz step, σ's rounding at the perturbed point,
-// the overflow branch.
+// the overflow branch, the underflow of the quotient (bounds.h: one rounding, 2^-150).
 double sigma_error(double z, double e_z, const BoundModel& bm) {
   const double lip = kSigmoidLipschitz * e_z;
-  return lip + sigma_rel(bm) * (sigmoid(z) + lip) + kSigmoidAbs;
+  return fp32_bound(lip + sigma_rel(bm) * (sigmoid(z) + lip) + kSigmoidAbs, 1.0);
 }
 
-// |silû(ĝ) − silu(g)| for |ĝ − g| ≤ e_g.
+// |silû(ĝ) − silu(g)| for |ĝ − g| ≤ e_g; + the quotient's underflow (bounds.h).
 double silu_error(double g, double e_g, const BoundModel& bm) {
   const double lip = kSiluLipschitz * e_g;
-  return lip + silu_rel(bm) * (std::fabs(silu(g)) + lip) + kSiluAbs;
+  return fp32_bound(lip + silu_rel(bm) * (std::fabs(silu(g)) + lip) + kSiluAbs, 1.0);
 }
 
 // The error of ẑ = fl(fl(m̂·s) + b) (or an FMA) for |m̂ − m| ≤ e_m: (m̂ − m)·s·(1 + δ1)(1 + δ2)
-// + m·s·(δ1 + δ2 + δ1δ2) + b·δ2.
+// + m·s·(δ1 + δ2 + δ1δ2) + b·δ2, + the product's underflow (bounds.h; a subnormal sum is
+// exact).
 double affine_error(double m, double e_m, double s, double b, double u) {
-  return std::fabs(s) * e_m * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(m * s) +
-         u * std::fabs(b);
+  return fp32_bound(std::fabs(s) * e_m * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(m * s) +
+                        u * std::fabs(b),
+                    1.0);
 }
 
-// z = v / hc (or v·(1/hc): 2 roundings) for |v̂ − v| ≤ e_v.
+// z = v / hc (or v·(1/hc): 2 roundings) for |v̂ − v| ≤ e_v; + the quotient's (or product's)
+// underflow (bounds.h).
 double scaled_error(double v, double e_v, uint64_t hc, double u) {
   const double n = static_cast<double>(hc);
-  return e_v / n * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(v / n);
+  return fp32_bound(e_v / n * (1.0 + gamma(2.0, u)) + gamma(2.0, u) * std::fabs(v / n), 1.0);
 }
 
 // --- the flattened RMS and the mix GEMV (pre and head) -----------------------------------------
@@ -223,12 +226,13 @@ HcPreBounds hc_pre_bounds(const HcPreOp& op, const HcPreInputs& in, const HcPreR
 // on top of the backend's K within k = comb_log_error of the oracle's. In the cross ratio
 // the diagonals cancel and four E's remain: |X| ≤ 4·(k + (2·iters + 1)·u'). FP64 evaluation of
 // X (four quotients, four logs, three additions): ≤ 8·u64·Σ|terms| + 8·u64.
-// The per-rounding relative error u' holds for normal FP32 values only: a subnormal (below
-// 2^-126) is rounded to an absolute 2^-150, a relative error up to 2^-150/|c| (4% at
-// 3.8e-44, reached at comb logit ranges ~60). Cross ratios that involve a subnormal entry are
-// therefore not judged here; those entries stay checked by "entries >= 0" and the column sums.
+// The per-rounding relative error u' holds for normal FP32 values only (bounds.h's underflow
+// rule): a subnormal (below 2^-126) is rounded to an absolute 2^-150, a relative error up to
+// 2^-150/|c| (4% at 3.8e-44, reached at comb logit ranges ~60). Cross ratios that involve a
+// subnormal entry (fp32_subnormal) are therefore not judged here; those entries stay checked
+// by "entries >= 0" and the column sums (absolute checks).
 namespace {
-bool subnormal(float c) { return std::fabs(c) < 0x1p-126f; }
+bool subnormal(float c) { return fp32_subnormal(c); }
 }  // namespace
 
 SinkhornClassCheck sinkhorn_class_check(const HcPreOp& op, std::span<const float> comb,

@@ -8,6 +8,7 @@
 
 #include "bufferlab/core/error.h"
 #include "bufferlab/oracle/bounded_compare.h"
+#include "bufferlab/oracle/bounds.h"
 #include "mhc_common.h"
 
 namespace bufferlab::oracle {
@@ -16,7 +17,7 @@ using namespace mhc_detail;
 
 namespace {
 
-constexpr double kFp32U = 0x1p-24;
+constexpr double kFp32U = kFp32UnitRoundoff;
 
 // Names the first bad element's coordinates: a [rows, cols] tensor whose cols split into
 // (outer, inner) = (cols / inner, inner) when inner > 0.

@@ -10,8 +10,8 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/mhc.h"
-#include "bufferlab/oracle/moe_ffn.h"
 #include "mhc_common.h"
 
 namespace bufferlab::oracle {

@@ -10,8 +10,8 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/mhc.h"
-#include "bufferlab/oracle/moe_ffn.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -182,7 +182,7 @@ SinkhornBound sinkhorn_row_bound(std::span<const double> K, uint64_t hc, uint64_
   // u = 0 bound bounds exact arithmetic on the given K.
   double max_abs_log = 0.0;
   for (double v : K) max_abs_log = std::max(max_abs_log, std::fabs(std::log(v)));
-  const double eval = 2.0 * gamma(2.0 * n + 2.0, 0x1p-53);
+  const double eval = 2.0 * gamma(2.0 * n + 2.0, kFp64UnitRoundoff);
   SinkhornBound b;
   const double delta = projective_diameter(K, hc);
   b.delta = delta * (1.0 + 0x1p-51) + 0x1p-50 * max_abs_log + 4.0 * k + 4.0 * entry_log;

@@ -29,8 +29,7 @@
 namespace bufferlab::oracle {
 namespace {
 
-constexpr double kF64U = 0x1p-53;
-constexpr double kUnderflowPerOp = 0x1p-149;  // 2 · 2^-150: one subnormal rounding, doubled
+constexpr double kF64U = kFp64UnitRoundoff;
 // sup |silu'(z)| = 1.0998... (at z ≈ 2.40): silu is 1.1-Lipschitz.
 constexpr double kSiluLipschitz = 1.1;
 // Below −88.72, expf(−g) overflows to +Inf and FP32 silu(g) becomes −0.
@@ -197,26 +196,6 @@ OpReference combine_f64(const MoeCombineOp& op, std::span<const uint32_t> ids,
 
 }  // namespace
 
-double gamma(double n, double u) {
-  const double nu = n * u;
-  return nu >= 1.0 ? INFINITY : nu / (1.0 - nu);
-}
-
-double bf16_ulp_at(double v) {
-  const double a = std::fabs(v);
-  if (!std::isfinite(a)) return INFINITY;
-  if (a < 0x1p-126) return 0x1p-133;
-  return std::ldexp(1.0, std::ilogb(a) - 7);
-}
-
-double round_bf16(double v) {
-  if (!std::isfinite(v) || v == 0.0) return v;
-  const double a = std::fabs(v);
-  const double q = std::ldexp(1.0, std::max(std::ilogb(a), -126) - 7);
-  const double r = std::nearbyint(a / q) * q;  // a / q is exact; ties to even
-  return std::copysign(r >= 0x1p128 ? INFINITY : r, v);
-}
-
 std::vector<uint16_t> perfect_bf16_output(const OpReference& ref) {
   std::vector<uint16_t> out(ref.value.size());
   for (size_t i = 0; i < out.size(); ++i)
@@ -304,7 +283,9 @@ OpReference moe_combine(const MoeCombineOp& op, const CombineInputs& in, Mode mo
 //   swiglu:     ŷ = fl(silû(â)·o), silû = silu·(1 + θ), |θ| ≤ ε_s = γ_(2·exp_ulps+3)(u), silu
 //               1.1-Lipschitz ⇒ |silû(â) − silu(a)| ≤ 1.1·e_a + ε_s·(|silu(a)| + 1.1·e_a), so
 //               e = |o|·(1.1·e_a·(1 + ε_s) + ε_s·|silu(a)|)·(1 + u) + u·|y| + γ_6(2^-53)|y|,
-//               plus |y| where â may be < −88 (expf overflow: FP32 silu = −0).
+//               plus |y| where â may be < −88 (expf overflow: FP32 silu = −0), plus the
+//               underflow of silu's quotient (times |o|) and the product (bounds.h):
+//               max(2, |o| + 1)·2^-149.
 // Then the store: e + ulp_bf16(|y| + e).
 OpReference gemm(const GemmOp& op, const GemmInputs& in, Mode mode, const BoundModel& bm) {
   const auto& d = op.shape();
@@ -334,7 +315,8 @@ OpReference gemm(const GemmOp& op, const GemmInputs& in, Mode mode, const BoundM
         const double s = silu(a.sum);
         y = s * old[i];
         e = std::fabs(old[i]) * (kSiluLipschitz * ea * (1.0 + es) + es * std::fabs(s)) * (1.0 + u) +
-            (u + gamma(6.0, kF64U)) * std::fabs(y) + 2.0 * kUnderflowPerOp;
+            (u + gamma(6.0, kF64U)) * std::fabs(y) +
+            std::max(2.0, std::fabs(old[i]) + 1.0) * kUnderflowPerOp;
         if (a.sum - ea < kExpOverflowArg) e += std::fabs(y);
       }
       r.value[i] = finish(mode, y);

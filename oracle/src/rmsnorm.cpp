@@ -10,6 +10,7 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
+#include "bufferlab/oracle/bounds.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -103,8 +104,8 @@ RmsNormReference norm_of_stored_residual(const FusedAddRmsNormOp& op,
 //   Domain: Σr² < FLT_MAX (FP32 overflow makes the row NaN by the non-finite rule while FP64
 //   stays finite) and eps ≥ FLT_MIN (eps dominates the underflow of tiny squares).
 RmsNormTolerances fused_add_rmsnorm_tolerances(const FusedAddRmsNormOp& op) {
-  constexpr double u = 0x1p-24;
-  constexpr double bf16_half_ulp = 0x1p-8;
+  constexpr double u = kFp32UnitRoundoff;
+  constexpr double bf16_half_ulp = kBf16UnitRoundoff;
   const double k = static_cast<double>(op.shape().width) + 9.0;
   RmsNormTolerances t;
   t.f32_rel = k * u / (1.0 - k * u);

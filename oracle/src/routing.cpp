@@ -11,6 +11,7 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
+#include "bufferlab/oracle/bounds.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -19,8 +20,6 @@ void require_size(const std::string& params, const char* what, uint64_t got, uin
   if (got != want)
     throw Error(fmt::format("{}: {} holds {} elements, the op needs {}", params, what, got, want));
 }
-
-double gamma(double k, double u) { return k * u >= 1.0 ? INFINITY : k * u / (1.0 - k * u); }
 
 // The value an FP32 store holds. A value past FLT_MAX is past the rounding threshold to Inf
 // (up to half an ULP, which the bounds do not cover anyway: domain Σ|x·w| < FLT_MAX).
@@ -146,8 +145,10 @@ std::vector<double> router_logits(const MoeRouterOp& op, const RouterInputs& in,
 // Higham, "Accuracy and Stability of Numerical Algorithms", §3.1: an FP32 dot product of length
 // K in any summation order (sequential, SIMD lanes, split-K, warp trees) is within
 // γ_K·Σ|x_k·w_k| of the exact value, counting one rounding per product and at most K − 1
-// additions on every path. The bf16 path then stores the FP32 value v̂ (|v̂| ≤ |l| + e) in BF16:
-// half a BF16 ULP at |l| + e more.
+// additions on every path, + the underflow floor (bounds.h) of the K products (only added
+// later: amplifier 1; additions landing in the subnormals are exact), K·2^-150: tiny products
+// (or a logit of cancelling terms) can be subnormal. The bf16 path then stores the FP32 value v̂
+// (|v̂| ≤ |l| + e) in BF16: half a BF16 ULP at |l| + e more.
 std::vector<double> router_logit_bounds(const MoeRouterOp& op, const RouterInputs& in, double u) {
   const uint64_t hidden = op.shape().hidden;
   const double g = gamma(static_cast<double>(hidden), u);
@@ -160,7 +161,7 @@ std::vector<double> router_logit_bounds(const MoeRouterOp& op, const RouterInput
 
   std::vector<double> bounds(sum_abs.size());
   for (size_t i = 0; i < bounds.size(); ++i) {
-    const double e = g * sum_abs[i];
+    const double e = fp32_bound(g * sum_abs[i], static_cast<double>(hidden));
     bounds[i] =
         op.precision == RouterPrecision::bf16 ? e + half_bf16_ulp(std::fabs(logits[i]) + e) : e;
   }
@@ -286,7 +287,7 @@ std::vector<double> score_key_bounds(const MoeTopKOp& op, const std::vector<doub
   if (op.use_bias) require_size(params, "bias", bias.size(), experts);
   if (op.scoring == MoeScoring::softmax) return logit_bounds;
 
-  constexpr double u = 0x1p-24;
+  constexpr double u = kFp32UnitRoundoff;
   const double g10 = gamma(10.0, u);
   const double z = score_underflow_slack(op.scoring);
   std::vector<double> bounds(logits.size());

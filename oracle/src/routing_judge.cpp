@@ -12,15 +12,16 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
+#include "bufferlab/oracle/bounds.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-constexpr double kU = 0x1p-24;  // FP32 unit roundoff of the top-k's own arithmetic
+constexpr double kU = kFp32UnitRoundoff;  // the top-k's own arithmetic
 // Two subnormal FP32 ULPs: a result that underflows is off by at most this, absolutely.
 constexpr double kTiny = 0x1p-148;
 
-double gamma(double k) { return k * kU >= 1.0 ? INFINITY : k * kU / (1.0 - k * kU); }
+double gamma(double k) { return oracle::gamma(k, kU); }
 
 // One backend element as the comparison rules see it (compare.h's rules, per-element bound).
 struct Got {

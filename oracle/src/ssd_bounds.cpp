@@ -102,7 +102,8 @@ std::string conv_bounds_formula() {
 
 // --- dt ----------------------------------------------------------------------------------------
 //
-// x = dt_raw + dt_bias is exact in FP64 (the argument); the backend's x̂ = fl(x): e_x = u·|x|.
+// x = dt_raw + dt_bias is exact in FP64 (the argument); the backend's x̂ = fl(x): e_x = u·|x|
+// (a sum that lands in the subnormals is exact: no underflow floor, bounds.h).
 //   x − e_x > 20: both take softplus = x: |x̂ − x| ≤ e_x.
 //   else, log1pf(expf(x̂)): softplus' = σ ≤ 1 and increasing, so the argument moves it by
 //     ≤ σ(x + e_x)·e_x; expf's η moves log1p(e^x̂) by log1p(σ(x̂)·η) ≤ σ(x + e_x)·η/(1 − η);

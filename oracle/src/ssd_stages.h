@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bufferlab/oracle/moe_ffn.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/ssd.h"
 
 namespace bufferlab::oracle::ssd_detail {
@@ -123,8 +123,7 @@ struct ExpError {
 // expf of an argument computed with relative error u (rounded = true) or read as stored.
 ExpError exp_error(double arg, bool rounded, const BoundModel& bm);
 double sum_u(const BoundModel& bm);  // the unit roundoff of the SSD's FP32 sums and products
-inline constexpr double kU64 = 0x1p-53;
-inline constexpr double kUnderflowPerOp = 0x1p-149;
+inline constexpr double kU64 = kFp64UnitRoundoff;  // kUnderflowPerOp: bounds.h
 
 std::string scan_bounds_formula();
 std::string recurrence_bounds_formula();

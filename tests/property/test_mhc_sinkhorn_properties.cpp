@@ -25,6 +25,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -41,6 +42,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/sizing.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
@@ -669,18 +671,45 @@ std::vector<U> finite_tokens(const HcCase& c) {
   return t;
 }
 
-// One comb entry multiplied by exp(4·B), B = 4·(k + (2·iters + 1)·u') the class bound of its
-// token: its cross ratios move by 4·B, past the judge's bound B (hc ≥ 2); hc = 1 has no cross
-// ratio and fails the column sum.
+// The comb entries the class check judges, as (token, i, j): hc = 1: the one entry (judged by
+// the column sums); hc ≥ 2: every entry of a cross ratio (i', j'), i', j' ≥ 1, whose four
+// entries (i', j'), (i', 0), (0, j'), (0, 0) are normal FP32 — a cross ratio with a subnormal
+// entry is not judged (bounds.h: a subnormal holds no relative bound), so an error planted
+// only there could not fail the check.
+std::vector<std::array<U, 3>> judged_entries(const HcCase& c, const std::vector<float>& comb) {
+  const U hc = c.hc();
+  std::vector<std::array<U, 3>> out;
+  for (const U t : finite_tokens(c)) {
+    const float* C = comb.data() + t * hc * hc;
+    if (hc == 1) {
+      out.push_back({t, 0, 0});
+      continue;
+    }
+    std::set<std::pair<U, U>> in_ratio;
+    for (U a = 1; a < hc; ++a)
+      for (U b = 1; b < hc; ++b) {
+        if (oracle::fp32_subnormal(C[a * hc + b]) || oracle::fp32_subnormal(C[a * hc]) ||
+            oracle::fp32_subnormal(C[b]) || oracle::fp32_subnormal(C[0]))
+          continue;
+        in_ratio.insert({{a, b}, {a, 0}, {0, b}, {0, 0}});
+      }
+    for (const auto& [i, j] : in_ratio) out.push_back({t, i, j});
+  }
+  return out;
+}
+
+// One judged comb entry (judged_entries) multiplied by exp(4·B), B = 4·(k + (2·iters + 1)·u')
+// the class bound of its token: its cross ratios move by 4·B, past the judge's bound B
+// (hc ≥ 2); hc = 1 has no cross ratio and fails the column sum.
 RC_GTEST_PROP(MhcSinkhornPlanted, CombEntryBeyondItsClassBoundFails, ()) {
   const HcCase c = draw(HcOpKind::pre);
-  const auto tokens = finite_tokens(c);
-  RC_PRE(!tokens.empty());
   PreRun r = run_pre(cpu_backend(), c);
+  const auto judged = judged_entries(c, r.out.comb);
+  RC_PRE(!judged.empty());
   const auto ref = oracle::hc_pre(r.op, r.in, Mode::faithful);
   const auto b = oracle::hc_pre_bounds(r.op, r.in, ref);
-  const U t = *rc::gen::elementOf(tokens), hc = c.hc();
-  const U i = *rc::gen::inRange<U>(0, hc), j = *rc::gen::inRange<U>(0, hc);
+  const auto [t, i, j] = *rc::gen::elementOf(judged);
+  const U hc = c.hc();
   const double B =
       4.0 * (b.comb_log_error[t] + (2.0 * c.config.hc_sinkhorn_iters + 1.0) * kU32 / (1.0 - kU32));
   float& entry = r.out.comb[(t * hc + i) * hc + j];

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "bufferlab/oracle/agreement_report.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/gdn_harness.h"
-#include "bufferlab/oracle/moe_ffn.h"
 
 namespace bufferlab::oracle {
 

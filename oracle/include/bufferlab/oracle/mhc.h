@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "bufferlab/core/ops/mhc.h"
+#include "bufferlab/oracle/bounds.h"  // BoundModel, gamma, round_bf16
 #include "bufferlab/oracle/compare.h"
 #include "bufferlab/oracle/mode.h"
-#include "bufferlab/oracle/moe_ffn.h"  // BoundModel, gamma, round_bf16
 
 namespace bufferlab::oracle {
 
@@ -206,7 +206,7 @@ HcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r
 // --- derived bounds (see mhc_bounds.cpp for each derivation) ----------------------------------
 //
 // Every bound is the absolute error a backend's stored value may have against the oracle fed
-// the same stored inputs, for the roundoffs `bm` (moe_ffn.h): fp32_u for FP32 math and the
+// the same stored inputs, for the roundoffs `bm` (bounds.h): fp32_u for FP32 math and the
 // FP32 GEMVs (Sinkhorn form, split path), gemm_u for the slab path's BF16 GEMMs, exp_ulps for
 // expf. Stored BF16 values add one BF16 ULP (e + ulp(|y| + e), numerics §9). The oracle's own
 // FP64 error is included.

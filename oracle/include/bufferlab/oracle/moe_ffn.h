@@ -20,32 +20,11 @@
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/mode.h"
 #include "bufferlab/oracle/routing.h"
 
 namespace bufferlab::oracle {
-
-// The roundoffs a bound is derived with. gemm_u: the FP32 accumulation of the BF16 GEMMs
-// (expert GEMMs, GemmOp, LM head): kUnitRoundoffCpu on the CPU, kUnitRoundoffDeviceGemm on
-// a device. fp32_u: element-wise FP32 math (SwiGLU, combine, epilogues), round to nearest on
-// every backend. exp_ulps: the error of the FP32 exp inside silu, in FP32 ULPs (glibc expf
-// < 1, CUDA expf ≤ 2).
-struct BoundModel {
-  double gemm_u = kUnitRoundoffCpu;
-  double fp32_u = kUnitRoundoffCpu;
-  double exp_ulps = 2.0;
-};
-inline BoundModel cpu_bounds() { return {}; }
-inline BoundModel device_bounds() { return {kUnitRoundoffDeviceGemm, kUnitRoundoffCpu, 2.0}; }
-
-// γ_n = n·u / (1 − n·u); +Inf when n·u ≥ 1.
-double gamma(double n, double u);
-// The spacing of BF16 numbers at magnitude |v| (2^(e−7) for 2^e ≤ |v| < 2^(e+1), 2^-133 in
-// the subnormal range): one BF16 ULP of a value of that size.
-double bf16_ulp_at(double v);
-// Round to nearest even BF16 from FP64 (no double rounding through FP32); ±Inf past the
-// BF16 overflow threshold, NaN stays NaN.
-double round_bf16(double v);
 
 // One op's oracle result over its output tensor, row-major [rows, cols]: the value, the
 // per-element absolute bound of the backend's stored value against the FAITHFUL value, and

@@ -19,14 +19,10 @@
 #include <vector>
 
 #include "bufferlab/core/ops/moe.h"
+#include "bufferlab/oracle/bounds.h"  // kUnitRoundoffCpu, kUnitRoundoffDeviceGemm
 #include "bufferlab/oracle/mode.h"
 
 namespace bufferlab::oracle {
-
-// Unit roundoffs of the FP32 dot products behind the logits (numerics §2): round-to-nearest
-// on the CPU; device GEMMs accumulate on tensor cores, which do not round to nearest.
-inline constexpr double kUnitRoundoffCpu = 0x1p-24;
-inline constexpr double kUnitRoundoffDeviceGemm = 0x1p-23;
 
 // ---- Router GEMM ----
 

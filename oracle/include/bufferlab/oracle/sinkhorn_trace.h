@@ -35,7 +35,7 @@
 namespace bufferlab::oracle {
 
 // The unit roundoff the bound is judged with: FP64, 2^-53.
-inline constexpr double kSinkhornFp64UnitRoundoff = 0x1p-53;
+inline constexpr double kSinkhornFp64UnitRoundoff = kFp64UnitRoundoff;
 
 // The hc×hc comb logits (row-major) of case `index` of `seed`, uniform in [0, range).
 std::vector<double> sinkhorn_case_logits(uint64_t seed, uint64_t index, uint64_t hc, double range);

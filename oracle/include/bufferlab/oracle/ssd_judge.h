@@ -12,7 +12,7 @@
 #include <string>
 
 #include "bufferlab/oracle/agreement_report.h"
-#include "bufferlab/oracle/moe_ffn.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/ssd.h"
 #include "bufferlab/oracle/ssd_harness.h"
 
