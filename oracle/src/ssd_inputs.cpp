@@ -23,13 +23,12 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
-#include "bufferlab/oracle/ssd.h"
 #include "bufferlab/oracle/seeded_random.h"
-#include "ssd_stages.h"
+#include "bufferlab/oracle/ssd.h"
+#include "bufferlab/oracle/ssd_stages.h"
 
 namespace bufferlab::oracle {
 namespace {
-
 
 enum Stream : uint64_t {
   kZ = 1,
