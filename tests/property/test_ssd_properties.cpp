@@ -38,6 +38,7 @@
 
 #include <fmt/format.h>
 
+#include "backend_under_test.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mamba2.h"
@@ -47,6 +48,8 @@
 #include "bufferlab/oracle/ssd_harness.h"
 #include "bufferlab/oracle/ssd_judge.h"
 #include "bufferlab/properties/ssm_generators.h"
+#include "gdn_mamba2_property_bodies.h"
+#include "report_checks.h"
 
 namespace bufferlab {
 namespace {
@@ -56,91 +59,32 @@ using oracle::Mode;
 using oracle::SsdPath;
 using U = uint64_t;
 
-constexpr U kChunk = SsdCarve::kChunk;
-constexpr double kIdentityTol = 1e-12;  // numerics §5/§6: chunked FP64 vs recurrence FP64
+using testing::cpu_backend;
+using testing::require_passed;
+using testing::gdn_mamba2::bit_findings;
+using testing::gdn_mamba2::check_named;
+using testing::gdn_mamba2::contains;
+using testing::gdn_mamba2::edge_tag;
+using testing::gdn_mamba2::failing_checks;
+using testing::gdn_mamba2::Findings;
+using testing::gdn_mamba2::first_bit_difference;
+using testing::gdn_mamba2::has_finding;
+using testing::gdn_mamba2::identity_findings;
+using testing::gdn_mamba2::judge;
+using testing::gdn_mamba2::kChunk;
+using testing::gdn_mamba2::kIdentityTol;
+using testing::gdn_mamba2::log_findings;
+using testing::gdn_mamba2::max_abs;
+using testing::gdn_mamba2::rows_of;
+using testing::gdn_mamba2::run_call;
+using Call = testing::gdn_mamba2::Call<testing::gdn_mamba2::Mamba2Family>;
 
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
-
-SsdCase draw(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
-  SsdCase c = *gen::ssd_case(ranges);
-  RC_LOG() << c.describe() << "\n";
-  return c;
+SsdCase draw(const gen::SsdRanges& ranges = gen::ci_ssd_ranges()) {
+  return testing::gdn_mamba2::draw(ranges);
 }
 
 // The planted-bug twins show that a check fails, which small cases do as well: 2^19.
-gen::SsdRanges twin_ranges() {
-  gen::SsdRanges r = gen::ci_ssd_ranges();
-  r.cost_cap = uint64_t{1} << 19;
-  return r;
-}
-
-const char* edge_tag(U L) {
-  return L % kChunk == 0 ? "L % 64 = 0" : L % kChunk == 1 ? "L % 64 = 1" : "L % 64 other";
-}
-
-struct Call {
-  oracle::SsdPlan plan;
-  oracle::SsdRun run;
-};
-
-Call run_call(Backend& b, const oracle::SsdDims& dims, SsdPath path, const oracle::SsdInputs& in) {
-  Call c{oracle::plan_ssd(dims, path), {}};
-  const Workspace ws = oracle::allocate_ssd_footprint(b, c.plan);
-  c.run = oracle::run_ssd(b, ws, c.plan, in);
-  return c;
-}
-
-Call run_call(Backend& b, const SsdCase& c, const oracle::SsdInputs& in) {
-  return run_call(b, c.dims(), c.path, in);
-}
-
-oracle::AgreementReport judge(const Call& call, const oracle::SsdInputs& in, U seed,
-                              const char* backend = "cpu") {
-  return oracle::judge_ssd(call.plan, in, call.run, backend, seed);
-}
-
-void require_passed(const oracle::AgreementReport& r) {
-  RC_LOG() << oracle::format_report(r);
-  RC_ASSERT(r.passed());
-}
-
-std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
-  std::vector<std::string> names;
-  for (const auto& c : r.checks)
-    if (!c.passed()) names.push_back(c.name);
-  return names;
-}
-
-const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
-                                            const std::string& name) {
-  for (const auto& c : r.checks)
-    if (c.name == name) return &c;
-  return nullptr;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-struct Finding {
-  std::string check, where;
-};
-using Findings = std::vector<Finding>;
-
-void log_findings(const Findings& f) {
-  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
-}
-bool has_finding(const Findings& f, const std::string& check) {
-  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
-}
-
-template <class T>
-std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
-  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
-}
+gen::SsdRanges twin_ranges() { return testing::gdn_mamba2::twin_ranges(gen::ci_ssd_ranges()); }
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
 
@@ -175,29 +119,6 @@ Fp64Pair fp64_pair(const SsdCase& c, const oracle::SsdInputs& in, bool chunked_z
   return p;
 }
 
-double max_abs(std::span<const double> v) {
-  double m = 0.0;
-  for (double x : v)
-    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-template <class Where>
-void identity_findings(Findings& f, const std::string& check, std::span<const double> got,
-                       std::span<const double> want, Where where) {
-  if (got.size() != want.size()) {
-    f.push_back({check, fmt::format("{} elements, want {}", got.size(), want.size())});
-    return;
-  }
-  const double tol = kIdentityTol * max_abs(want);
-  for (U e = 0; e < got.size(); ++e)
-    if (!(std::fabs(got[e] - want[e]) <= tol)) {
-      f.push_back({check, fmt::format("{}: {} vs {} (|Δ| {:.3g} > {:.3g})", where(e), got[e],
-                                      want[e], std::fabs(got[e] - want[e]), tol)});
-      return;
-    }
-}
-
 Findings fp64_identity_findings(const oracle::SsdDims& dims, const Fp64Pair& p) {
   const auto& g = dims.geom;
   Findings f;
@@ -230,27 +151,10 @@ RC_GTEST_PROP(SsdProperty, CpuStagesPassTheJudge, ()) {
   const SsdCase c = draw();
   RC_TAG(gen::to_string(c.path), gen::to_string(c.profile.dt), edge_tag(c.L));
   const auto in = gen::ssd_inputs(c);
-  require_passed(judge(run_call(cpu(), c, in), in, c.seed));
+  require_passed(judge(run_call(cpu_backend(), c, in), in, c.seed));
 }
 
 // ---- 3. splitting a sequence ------------------------------------------------------------------
-
-template <class T>
-std::optional<U> first_bit_difference(std::span<const T> a, std::span<const T> b) {
-  if (a.size() != b.size()) return std::min(a.size(), b.size());
-  for (U e = 0; e < a.size(); ++e)
-    if (std::memcmp(&a[e], &b[e], sizeof(T)) != 0) return e;
-  return std::nullopt;
-}
-
-template <class T>
-void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
-                  std::span<const T> want, U cols) {
-  if (const auto e = first_bit_difference(got, want))
-    f.push_back({check, got.size() != want.size()
-                            ? fmt::format("{} elements, want {}", got.size(), want.size())
-                            : fmt::format("row {}, col {}", *e / cols, *e % cols)});
-}
 
 struct Split {
   U at = 0;
@@ -262,10 +166,10 @@ Split run_split(const SsdCase& c, const oracle::SsdInputs& in, U at,
   const auto dims = c.dims();
   Split s{at, {}, {}};
   const auto first_in = oracle::ssd_token_range(dims, in, 0, at, in.conv_state, in.state);
-  s.first = run_call(cpu(), oracle::SsdDims::of(c.config, 1, at), c.path, first_in);
+  s.first = run_call(cpu_backend(), oracle::SsdDims::of(c.config, 1, at), c.path, first_in);
   const auto second_in = oracle::ssd_token_range(
       dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
-  s.second = run_call(cpu(), oracle::SsdDims::of(c.config, 1, c.L - at), c.path, second_in);
+  s.second = run_call(cpu_backend(), oracle::SsdDims::of(c.config, 1, c.L - at), c.path, second_in);
   return s;
 }
 
@@ -310,7 +214,7 @@ RC_GTEST_PROP(SsdProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
   RC_TAG(gen::to_string(c.path));
   RC_LOG() << "split at " << at << "\n";
   const auto in = gen::ssd_inputs(c);
-  const Call whole = run_call(cpu(), c, in);
+  const Call whole = run_call(cpu_backend(), c, in);
   const Findings f = split_bit_findings(c, whole, run_split(c, in, at));
   log_findings(f);
   RC_ASSERT(f.empty());
@@ -340,7 +244,7 @@ RC_GTEST_PROP(SsdProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
       judge(s.second,
             oracle::ssd_token_range(dims, in, at, c.L, s.first.run.conv_state, s.first.run.state),
             c.seed));
-  const Call whole = run_call(cpu(), c, in);
+  const Call whole = run_call(cpu_backend(), c, in);
   const U w = dims.geom.d_inner;
   uint32_t ulps = 0;
   const auto tail = rows_of(whole.run.y, at, c.L - at, w);
@@ -390,12 +294,13 @@ RC_GTEST_PROP(SsdProperty, SequencesInOneCallEqualEachAloneBitForBit, ()) {
   RC_TAG(gen::to_string(c.path), edge_tag(c.L));
   const auto dims = c.dims();
   const auto in = gen::ssd_inputs(c);
-  const Call all = run_call(cpu(), c, in);
+  const Call all = run_call(cpu_backend(), c, in);
   SsdCase one = c;
   one.sequences = 1;
   Findings f;
   for (U b = 0; b < c.sequences; ++b) {
-    const Call alone = run_call(cpu(), one.dims(), c.path, oracle::ssd_sequence(dims, in, b));
+    const Call alone =
+        run_call(cpu_backend(), one.dims(), c.path, oracle::ssd_sequence(dims, in, b));
     const Findings fb = codispatch_findings(c, all, alone, b);
     f.insert(f.end(), fb.begin(), fb.end());
   }
@@ -497,7 +402,7 @@ std::vector<Poisonable> poisonables(const SsdCase& c) {
 RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
   const SsdCase c = draw(twin_ranges());
   const auto in = gen::ssd_inputs(c);
-  Call call = run_call(cpu(), c, in);
+  Call call = run_call(cpu_backend(), c, in);
   const auto targets = poisonables(c);
   const Poisonable& p = *rc::gen::elementOf(targets);
   const U e = *rc::gen::inRange<U>(0, p.size(call.run));
@@ -519,7 +424,7 @@ RC_GTEST_PROP(SsdPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
   const SsdCase c = draw_split_case(twin_ranges());
   const U at = draw_bit_identical_split(c);
   const auto in = gen::ssd_inputs(c);
-  const Call whole = run_call(cpu(), c, in);
+  const Call whole = run_call(cpu_backend(), c, in);
   const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
   const Findings f = split_bit_findings(c, whole, run_split(c, in, at, &fresh));
   log_findings(f);
@@ -533,14 +438,15 @@ RC_GTEST_PROP(SsdPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
   c.profile.dt = oracle::SsdDtRegime::tiny;
   const auto dims = c.dims();
   const auto in = gen::ssd_inputs(c);
-  const Call all = run_call(cpu(), c, in);
+  const Call all = run_call(cpu_backend(), c, in);
   SsdCase one = c;
   one.sequences = 1;
   auto wrong = oracle::ssd_sequence(dims, in, 1);
   const auto neighbour = oracle::ssd_sequence(dims, in, 0);
   wrong.state = neighbour.state;
   wrong.conv_state = neighbour.conv_state;
-  const Findings f = codispatch_findings(c, all, run_call(cpu(), one.dims(), c.path, wrong), 1);
+  const Findings f =
+      codispatch_findings(c, all, run_call(cpu_backend(), one.dims(), c.path, wrong), 1);
   log_findings(f);
   RC_ASSERT(has_finding(f, "final state (sequence 1)") || has_finding(f, "y (sequence 1)"));
 }
@@ -569,7 +475,7 @@ TEST(SsdPlanted, MSsdStateFailsTheScan) {
     c.profile.zero_state = k.zero_state;
     c.seed = k.seed;
     const auto in = gen::ssd_inputs(c);
-    const auto clean = judge(run_call(cpu(), c, in), in, c.seed);
+    const auto clean = judge(run_call(cpu_backend(), c, in), in, c.seed);
     EXPECT_TRUE(clean.passed()) << c.describe() << "\n" << oracle::format_report(clean);
     const auto report = judge(run_call(*mutant, c, in), in, c.seed, "M-SSDSTATE");
     const auto names = failing_checks(report);

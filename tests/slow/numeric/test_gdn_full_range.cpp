@@ -13,12 +13,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "backend_under_test.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/layout.h"
@@ -30,6 +32,9 @@
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
 #include "bufferlab/properties/ssm_generators.h"
+#include "gdn_mamba2_property_bodies.h"
+#include "rapidcheck_cases.h"
+#include "report_checks.h"
 
 namespace bufferlab {
 namespace {
@@ -40,79 +45,24 @@ using oracle::Mode;
 using U = uint64_t;
 
 constexpr int kCases = 20;
-constexpr U kChunk = GdnChunkCarve::kChunk;
+using testing::cpu_backend;
+using testing::require_passed;
+using testing::gdn_mamba2::kChunk;
+using testing::gdn_mamba2::rows_of;
+using testing::gdn_mamba2::same_bits;
+using testing::gdn_mamba2::within_identity;
+using Call = testing::gdn_mamba2::Call<testing::gdn_mamba2::GdnFamily>;
 
-// rc::detail::checkGTest with `cases` successes instead of the configured count.
-template <class Testable>
-void check_many(Testable&& testable, int cases = kCases) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  rc::detail::TestMetadata metadata;
-  metadata.id = std::string(info->test_suite_name()) + "/" + info->name();
-  metadata.description = info->name();
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = cases;
-  const auto result = rc::detail::checkTestable(std::forward<Testable>(testable), metadata, params);
-  if (!result.template is<rc::detail::SuccessResult>()) {
-    std::ostringstream ss;
-    rc::detail::printResultMessage(result, ss);
-    FAIL() << ss.str();
-  }
+void check_many(const std::function<void()>& property, int cases = kCases) {
+  testing::check_many(property, cases);
 }
 
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
+GdnCase draw(const gen::GdnRanges& r = gen::full_gdn_ranges()) {
+  return testing::gdn_mamba2::draw(r);
 }
-
-GdnCase draw(gen::GdnRanges r = gen::full_gdn_ranges()) {
-  GdnCase c = *gen::gdn_case(r);
-  RC_LOG() << c.describe() << "\n";
-  return c;
-}
-
-struct Call {
-  oracle::GdnPlan plan;
-  oracle::GdnRun run;
-};
 
 Call run_call(const oracle::GdnDims& dims, GdnPath path, const oracle::GdnInputs& in) {
-  Call c{oracle::plan_gdn(dims, path), {}};
-  const Workspace ws = oracle::allocate_gdn_footprint(cpu(), c.plan);
-  c.run = oracle::run_gdn(cpu(), ws, c.plan, in);
-  return c;
-}
-
-void require_passed(const oracle::AgreementReport& r) {
-  RC_LOG() << oracle::format_report(r);
-  RC_ASSERT(r.passed());
-}
-
-template <class T>
-bool same_bits(std::span<const T> a, std::span<const T> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-template <class T>
-std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
-  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0.0;
-  for (double x : v)
-    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-bool within_identity(const std::vector<double>& got, const std::vector<double>& want) {
-  const double tol = 1e-12 * max_abs(want);
-  if (got.size() != want.size()) return false;
-  for (U e = 0; e < got.size(); ++e)
-    if (!(std::fabs(got[e] - want[e]) <= tol)) {
-      RC_LOG() << "element " << e << ": " << got[e] << " vs " << want[e] << "\n";
-      return false;
-    }
-  return true;
+  return testing::gdn_mamba2::run_call(cpu_backend(), dims, path, in);
 }
 
 TEST(GdnFullRange, CpuStagesPassTheJudge) {

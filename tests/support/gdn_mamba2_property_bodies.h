@@ -1,0 +1,235 @@
+// What the Gated DeltaNet and Mamba-2 properties (tests/property/test_{gdn,ssd}_properties.cpp)
+// and their full-range runs (tests/slow/numeric/test_{gdn,ssd}_full_range.cpp) share, written
+// once over the two families: a family's case drawn and logged, one call run on a footprint
+// layout and judged, the failing checks of a report, this file's own findings (the FP64
+// identity's 1e-12, bit-identical arrays) and the rows of a row-major array. A family is a
+// traits struct (GdnFamily, Mamba2Family) naming its case, dims, inputs, plan and run types and
+// the oracle's plan / allocate / run / judge for it; the helpers find the family from their
+// arguments.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/ops/gdn.h"
+#include "bufferlab/core/ops/mamba2.h"
+#include "bufferlab/oracle/gdn.h"
+#include "bufferlab/oracle/gdn_harness.h"
+#include "bufferlab/oracle/gdn_judge.h"
+#include "bufferlab/oracle/ssd.h"
+#include "bufferlab/oracle/ssd_harness.h"
+#include "bufferlab/oracle/ssd_judge.h"
+#include "bufferlab/properties/ssm_generators.h"
+
+namespace bufferlab::testing::gdn_mamba2 {
+
+using U = uint64_t;
+
+inline constexpr U kChunk = 64;  // both families' chunk (GdnChunkCarve, SsdCarve)
+static_assert(GdnChunkCarve::kChunk == kChunk && SsdCarve::kChunk == kChunk);
+inline constexpr double kIdentityTol = 1e-12;  // numerics §5/§6: chunked FP64 vs recurrence FP64
+
+struct GdnFamily {
+  using Case = gen::GdnCase;
+  using Ranges = gen::GdnRanges;
+  using Dims = oracle::GdnDims;
+  using Inputs = oracle::GdnInputs;
+  using Plan = oracle::GdnPlan;
+  using Run = oracle::GdnRun;
+  using Path = oracle::GdnPath;
+  static rc::Gen<Case> cases(const Ranges& r) { return gen::gdn_case(r); }
+  static Plan plan(const Dims& d, Path p) { return oracle::plan_gdn(d, p); }
+  static Workspace allocate(Backend& b, const Plan& p) {
+    return oracle::allocate_gdn_footprint(b, p);
+  }
+  static Run run(Backend& b, const Workspace& ws, const Plan& p, const Inputs& in) {
+    return oracle::run_gdn(b, ws, p, in);
+  }
+  static oracle::AgreementReport judge(const Plan& p, const Inputs& in, const Run& r,
+                                       const char* backend, U seed) {
+    return oracle::judge_gdn(p, in, r, backend, seed);
+  }
+};
+
+struct Mamba2Family {
+  using Case = gen::SsdCase;
+  using Ranges = gen::SsdRanges;
+  using Dims = oracle::SsdDims;
+  using Inputs = oracle::SsdInputs;
+  using Plan = oracle::SsdPlan;
+  using Run = oracle::SsdRun;
+  using Path = oracle::SsdPath;
+  static rc::Gen<Case> cases(const Ranges& r) { return gen::ssd_case(r); }
+  static Plan plan(const Dims& d, Path p) { return oracle::plan_ssd(d, p); }
+  static Workspace allocate(Backend& b, const Plan& p) {
+    return oracle::allocate_ssd_footprint(b, p);
+  }
+  static Run run(Backend& b, const Workspace& ws, const Plan& p, const Inputs& in) {
+    return oracle::run_ssd(b, ws, p, in);
+  }
+  static oracle::AgreementReport judge(const Plan& p, const Inputs& in, const Run& r,
+                                       const char* backend, U seed) {
+    return oracle::judge_ssd(p, in, r, backend, seed);
+  }
+};
+
+// The family of a case, ranges, dims or inputs type.
+GdnFamily family_of(const gen::GdnCase&);
+GdnFamily family_of(const gen::GdnRanges&);
+GdnFamily family_of(const oracle::GdnDims&);
+Mamba2Family family_of(const gen::SsdCase&);
+Mamba2Family family_of(const gen::SsdRanges&);
+Mamba2Family family_of(const oracle::SsdDims&);
+template <class T>
+using FamilyOf = decltype(family_of(std::declval<const T&>()));
+
+// A case drawn from `ranges`, logged (a shrunk failure says which case).
+template <class Ranges>
+typename FamilyOf<Ranges>::Case draw(const Ranges& ranges) {
+  auto c = *FamilyOf<Ranges>::cases(ranges);
+  RC_LOG() << c.describe() << "\n";
+  return c;
+}
+
+// The planted-bug twins show that a check fails, which small cases do as well: 2^19.
+template <class Ranges>
+Ranges twin_ranges(Ranges r) {
+  r.cost_cap = uint64_t{1} << 19;
+  return r;
+}
+
+inline const char* edge_tag(U L) {
+  return L % kChunk == 0 ? "L % 64 = 0" : L % kChunk == 1 ? "L % 64 = 1" : "L % 64 other";
+}
+
+template <class F>
+struct Call {
+  typename F::Plan plan;
+  typename F::Run run;
+};
+
+// One call on a footprint layout (poisoned by the harness).
+template <class Dims, class F = FamilyOf<Dims>>
+Call<F> run_call(Backend& b, const Dims& dims, typename F::Path path,
+                 const typename F::Inputs& in) {
+  Call<F> c{F::plan(dims, path), {}};
+  const Workspace ws = F::allocate(b, c.plan);
+  c.run = F::run(b, ws, c.plan, in);
+  return c;
+}
+template <class Case, class F = FamilyOf<Case>>
+requires requires(const Case& c) { c.dims(); }
+Call<F> run_call(Backend& b, const Case& c, const typename F::Inputs& in) {
+  return run_call(b, c.dims(), c.path, in);
+}
+
+template <class F>
+oracle::AgreementReport judge(const Call<F>& call, const typename F::Inputs& in, U seed,
+                              const char* backend = "cpu") {
+  return F::judge(call.plan, in, call.run, backend, seed);
+}
+
+inline std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
+  std::vector<std::string> names;
+  for (const auto& c : r.checks)
+    if (!c.passed()) names.push_back(c.name);
+  return names;
+}
+
+inline const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
+                                                   const std::string& name) {
+  for (const auto& c : r.checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// A failed assertion of one of the properties' own checks: the check's name and where.
+struct Finding {
+  std::string check, where;
+};
+using Findings = std::vector<Finding>;
+
+inline void log_findings(const Findings& f) {
+  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
+}
+inline bool has_finding(const Findings& f, const std::string& check) {
+  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
+}
+
+template <class T>
+std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
+  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
+}
+
+inline double max_abs(std::span<const double> v) {
+  double m = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// |got − want| ≤ 1e-12·max|want| per element (NaN never passes); `where(e)` names element e.
+template <class Where>
+void identity_findings(Findings& f, const std::string& check, std::span<const double> got,
+                       std::span<const double> want, Where where) {
+  if (got.size() != want.size()) {
+    f.push_back({check, fmt::format("{} elements, want {}", got.size(), want.size())});
+    return;
+  }
+  const double tol = kIdentityTol * max_abs(want);
+  for (U e = 0; e < got.size(); ++e)
+    if (!(std::fabs(got[e] - want[e]) <= tol)) {
+      f.push_back({check, fmt::format("{}: {} vs {} (|Δ| {:.3g} > {:.3g})", where(e), got[e],
+                                      want[e], std::fabs(got[e] - want[e]), tol)});
+      return;  // the first bad element
+    }
+}
+
+// The first element where two arrays differ in their bits, if any.
+template <class T>
+std::optional<U> first_bit_difference(std::span<const T> a, std::span<const T> b) {
+  if (a.size() != b.size()) return std::min(a.size(), b.size());
+  for (U e = 0; e < a.size(); ++e)
+    if (std::memcmp(&a[e], &b[e], sizeof(T)) != 0) return e;
+  return std::nullopt;
+}
+
+template <class T>
+void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
+                  std::span<const T> want, U cols) {
+  if (const auto e = first_bit_difference(got, want))
+    f.push_back({check, got.size() != want.size()
+                            ? fmt::format("{} elements, want {}", got.size(), want.size())
+                            : fmt::format("row {}, col {}", *e / cols, *e % cols)});
+}
+
+// The identity as one verdict, the first bad element logged.
+inline bool within_identity(std::span<const double> got, std::span<const double> want) {
+  Findings f;
+  identity_findings(f, "FP64 identity", got, want,
+                    [](U e) { return fmt::format("element {}", e); });
+  log_findings(f);
+  return f.empty();
+}
+
+template <class T>
+bool same_bits(std::span<const T> a, std::span<const T> b) {
+  return !first_bit_difference(a, b).has_value();
+}
+
+}  // namespace bufferlab::testing::gdn_mamba2
