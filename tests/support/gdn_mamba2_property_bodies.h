@@ -57,9 +57,22 @@ struct GdnFamily {
     return oracle::run_gdn(b, ws, p, in);
   }
   static oracle::AgreementReport judge(const Plan& p, const Inputs& in, const Run& r,
-                                       const char* backend, U seed) {
-    return oracle::judge_gdn(p, in, r, backend, seed);
+                                       const char* backend, U seed, const oracle::BoundModel& bm) {
+    return oracle::judge_gdn(p, in, r, backend, seed, bm);
   }
+  static Inputs inputs(const Case& c) { return gen::gdn_inputs(c); }
+  // Sequence b alone; tokens [t0, t1) of one sequence from the given conv tail and state.
+  static Inputs sequence(const Dims& d, const Inputs& in, U b) {
+    return oracle::gdn_sequence(d, in, b);
+  }
+  static Inputs token_range(const Dims& d, const Inputs& in, U t0, U t1,
+                            std::span<const uint16_t> conv_state, std::span<const float> state) {
+    return oracle::gdn_token_range(d, in, t0, t1, conv_state, state);
+  }
+  // The core output before the gated norm [rows, width], and one sequence's state elements.
+  static const std::vector<uint16_t>& output(const Run& r) { return r.core; }
+  static U width(const Dims& d) { return d.geom.value_dim; }
+  static U state_size(const Dims& d) { return d.geom.nv * d.geom.kd * d.geom.vd; }
 };
 
 struct Mamba2Family {
@@ -79,9 +92,22 @@ struct Mamba2Family {
     return oracle::run_ssd(b, ws, p, in);
   }
   static oracle::AgreementReport judge(const Plan& p, const Inputs& in, const Run& r,
-                                       const char* backend, U seed) {
-    return oracle::judge_ssd(p, in, r, backend, seed);
+                                       const char* backend, U seed, const oracle::BoundModel& bm) {
+    return oracle::judge_ssd(p, in, r, backend, seed, bm);
   }
+  static Inputs inputs(const Case& c) { return gen::ssd_inputs(c); }
+  // Sequence b alone; tokens [t0, t1) of one sequence from the given conv tail and state.
+  static Inputs sequence(const Dims& d, const Inputs& in, U b) {
+    return oracle::ssd_sequence(d, in, b);
+  }
+  static Inputs token_range(const Dims& d, const Inputs& in, U t0, U t1,
+                            std::span<const uint16_t> conv_state, std::span<const float> state) {
+    return oracle::ssd_token_range(d, in, t0, t1, conv_state, state);
+  }
+  // The core output before the gated norm [rows, width], and one sequence's state elements.
+  static const std::vector<uint16_t>& output(const Run& r) { return r.y; }
+  static U width(const Dims& d) { return d.geom.d_inner; }
+  static U state_size(const Dims& d) { return d.geom.H * d.geom.P * d.geom.N; }
 };
 
 // The family of a case, ranges, dims or inputs type.
@@ -136,8 +162,9 @@ Call<F> run_call(Backend& b, const Case& c, const typename F::Inputs& in) {
 
 template <class F>
 oracle::AgreementReport judge(const Call<F>& call, const typename F::Inputs& in, U seed,
-                              const char* backend = "cpu") {
-  return F::judge(call.plan, in, call.run, backend, seed);
+                              const char* backend = "cpu",
+                              const oracle::BoundModel& bm = oracle::cpu_bounds()) {
+  return F::judge(call.plan, in, call.run, backend, seed, bm);
 }
 
 inline std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
