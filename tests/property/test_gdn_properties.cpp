@@ -67,33 +67,10 @@ using oracle::GdnPath;
 using oracle::Mode;
 using U = uint64_t;
 
+using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
 using testing::cpu_backend;
 using testing::require_passed;
-using testing::gdn_mamba2::bit_findings;
-using testing::gdn_mamba2::check_named;
-using testing::gdn_mamba2::contains;
-using testing::gdn_mamba2::edge_tag;
-using testing::gdn_mamba2::failing_checks;
-using testing::gdn_mamba2::Findings;
-using testing::gdn_mamba2::first_bit_difference;
-using testing::gdn_mamba2::has_finding;
-using testing::gdn_mamba2::identity_findings;
-using testing::gdn_mamba2::judge;
-using testing::gdn_mamba2::kChunk;
-using testing::gdn_mamba2::kIdentityTol;
-using testing::gdn_mamba2::log_findings;
-using testing::gdn_mamba2::max_abs;
-using testing::gdn_mamba2::rows_of;
-using testing::gdn_mamba2::run_call;
-using Call = testing::gdn_mamba2::Call<testing::gdn_mamba2::GdnFamily>;
-
-GdnCase draw(const gen::GdnRanges& ranges = gen::ci_gdn_ranges()) {
-  return testing::gdn_mamba2::draw(ranges);
-}
-
-// The planted-bug twins show that a check fails, which small cases do as well: 2^19 (a chunked
-// case of up to 8 tokens; the split twin adds 64).
-gen::GdnRanges twin_ranges() { return testing::gdn_mamba2::twin_ranges(gen::ci_gdn_ranges()); }
+using Call = testing::gdn_mamba2::Call<GdnFamily>;
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
 
@@ -144,7 +121,7 @@ RC_GTEST_PROP(GdnProperty, Fp64ChunkedEqualsRecurrence, ()) {
 // ---- 2. every stage passes the judge --------------------------------------------------------
 
 RC_GTEST_PROP(GdnProperty, CpuStagesPassTheJudge, ()) {
-  const GdnCase c = draw();
+  const GdnCase c = draw(gen::ci_gdn_ranges());
   RC_TAG(gen::to_string(c.path), c.chunkable() ? "kd = vd = 128" : "other head sizes",
          edge_tag(c.L));
   const auto in = gen::gdn_inputs(c);
@@ -153,70 +130,8 @@ RC_GTEST_PROP(GdnProperty, CpuStagesPassTheJudge, ()) {
 
 // ---- 3. splitting a sequence ------------------------------------------------------------------
 
-struct Split {
-  U at = 0;
-  Call first, second;
-};
-
-// Tokens [0, at) then [at, L) of the case's one sequence, the second run starting from the
-// first's conv tail and state (or from `tail` when given: the twin's bug).
-Split run_split(const GdnCase& c, const oracle::GdnInputs& in, U at,
-                const std::vector<uint16_t>* tail = nullptr) {
-  const auto dims = c.dims();
-  Split s{at, {}, {}};
-  const auto first_in = oracle::gdn_token_range(dims, in, 0, at, in.conv_state, in.state);
-  s.first = run_call(cpu_backend(), oracle::GdnDims::of(c.config, 1, at), c.path, first_in);
-  const auto second_in = oracle::gdn_token_range(
-      dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
-  s.second = run_call(cpu_backend(), oracle::GdnDims::of(c.config, 1, c.L - at), c.path, second_in);
-  return s;
-}
-
-// The one-pass run against the split: core and normed outputs of both parts, the final state
-// and conv tail, bit for bit.
-Findings split_bit_findings(const GdnCase& c, const Call& whole, const Split& s) {
-  const U w = c.dims().geom.value_dim, L = c.L, at = s.at;
-  const auto& a = whole.run;
-  Findings f;
-  bit_findings(f, "core output, tokens before the split", rows_of(a.core, 0, at, w),
-               std::span<const uint16_t>(s.first.run.core), w);
-  bit_findings(f, "core output, tokens after the split", rows_of(a.core, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.core), w);
-  bit_findings(f, "gated norm output, tokens after the split", rows_of(a.normed, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.normed), w);
-  bit_findings(f, "final state", std::span<const float>(a.state),
-               std::span<const float>(s.second.run.state), c.vd());
-  bit_findings(f, "conv tail state", std::span<const uint16_t>(a.conv_state),
-               std::span<const uint16_t>(s.second.run.conv_state), 1);
-  return f;
-}
-
-// One sequence of L ≥ 65 (L + 64 when drawn ≤ 64, at most doubling the cost: drawn under half
-// the cap), split at a multiple of 64 on the chunked path, anywhere on the recurrence (token by
-// token, FP32 state: nothing depends on where a call starts).
-GdnCase draw_split_case(gen::GdnRanges ranges = gen::ci_gdn_ranges()) {
-  ranges.cost_cap /= 2;
-  GdnCase c = draw(ranges);
-  c.sequences = 1;
-  if (c.L <= kChunk) c.L += kChunk;
-  return c;
-}
-
-U draw_bit_identical_split(const GdnCase& c) {
-  if (c.path == GdnPath::chunked) return kChunk * *rc::gen::inRange<U>(1, cdiv(c.L, kChunk));
-  return *rc::gen::inRange<U>(1, c.L);
-}
-
 RC_GTEST_PROP(GdnProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
-  const GdnCase c = draw_split_case();
-  const U at = draw_bit_identical_split(c);
-  RC_TAG(gen::to_string(c.path));
-  RC_LOG() << "split at " << at << "\n";
-  const auto in = gen::gdn_inputs(c);
-  const Call whole = run_call(cpu_backend(), c, in);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at));
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::split_is_bit_identical(cpu_backend(), gen::ci_gdn_ranges());
 }
 
 // Elsewhere (chunked, at % 64 ≠ 0) the parts' chunk boundaries fall elsewhere, the BF16 S / W
@@ -240,7 +155,7 @@ RC_GTEST_PROP(GdnProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
   RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
   RC_LOG() << "split at " << at << "\n";
   const auto in = gen::gdn_inputs(c);
-  const Split s = run_split(c, in, at);
+  const Split<GdnFamily> s = run_split(cpu_backend(), c, in, at);
   const auto dims = c.dims();
   require_passed(
       judge(s.second,
@@ -296,29 +211,10 @@ Findings codispatch_findings(const GdnCase& c, const Call& all, const Call& alon
 }
 
 // At least two sequences (a drawn single one becomes two: the backend's work only, no oracle).
-GdnCase draw_codispatch_case(gen::GdnRanges ranges = gen::ci_gdn_ranges()) {
-  GdnCase c = draw(ranges);
-  c.sequences = std::max<U>(c.sequences, 2);
-  return c;
-}
 
 RC_GTEST_PROP(GdnProperty, CoDispatchedSequencesEqualEachAloneBitForBit, ()) {
-  const GdnCase c = draw_codispatch_case();
-  RC_TAG(gen::to_string(c.path), edge_tag(c.L));
-  const auto dims = c.dims();
-  const auto in = gen::gdn_inputs(c);
-  const Call all = run_call(cpu_backend(), c, in);
-  GdnCase one = c;
-  one.sequences = 1;
-  Findings f;
-  for (U b = 0; b < c.sequences; ++b) {
-    const Call alone =
-        run_call(cpu_backend(), one.dims(), c.path, oracle::gdn_sequence(dims, in, b));
-    const Findings fb = codispatch_findings(c, all, alone, b);
-    f.insert(f.end(), fb.begin(), fb.end());
-  }
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::codispatch_equals_alone(cpu_backend(), gen::ci_gdn_ranges(),
+                                               codispatch_findings);
 }
 
 // ---- 5. B15: the chunk carve of the sizing ------------------------------------------------------
@@ -425,7 +321,7 @@ RC_GTEST_PROP(GdnProperty, CorrectedCarveHoldsEveryStreamsRegions, ()) {
 
 // 1: one FP64 chunked output element moved by twice the tolerance fails at its coordinates.
 RC_GTEST_PROP(GdnPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
-  gen::GdnRanges ranges = twin_ranges();
+  gen::GdnRanges ranges = twin_ranges(gen::ci_gdn_ranges());
   ranges.cap_chunked_cost = true;
   const GdnCase c = draw(ranges);
   const auto dims = c.dims();
@@ -445,7 +341,7 @@ RC_GTEST_PROP(GdnPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
 // 1: the chunked form started from a zero state (a dropped carry) against the recurrence from
 // the real one: the final state differs (α near one: the initial state survives the call).
 RC_GTEST_PROP(GdnPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
-  gen::GdnRanges ranges = twin_ranges();
+  gen::GdnRanges ranges = twin_ranges(gen::ci_gdn_ranges());
   ranges.cap_chunked_cost = true;
   GdnCase c = draw(ranges);
   c.profile.zero_state = false;
@@ -514,7 +410,7 @@ std::vector<Poisonable> poisonables(const GdnCase& c) {
 }
 
 RC_GTEST_PROP(GdnPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
-  const GdnCase c = draw(twin_ranges());
+  const GdnCase c = draw(twin_ranges(gen::ci_gdn_ranges()));
   const auto in = gen::gdn_inputs(c);
   Call call = run_call(cpu_backend(), c, in);
   const auto targets = poisonables(c);
@@ -536,12 +432,12 @@ RC_GTEST_PROP(GdnPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
 // 3: the second part started from a fresh (zero) conv tail instead of the carried one: the
 // first K − 1 tokens after the split see other inputs and the bit identity breaks.
 RC_GTEST_PROP(GdnPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
-  const GdnCase c = draw_split_case(twin_ranges());
+  const GdnCase c = draw_split_case(twin_ranges(gen::ci_gdn_ranges()));
   const U at = draw_bit_identical_split(c);
   const auto in = gen::gdn_inputs(c);
   const Call whole = run_call(cpu_backend(), c, in);
   const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at, &fresh));
+  const Findings f = split_bit_findings(c, whole, run_split(cpu_backend(), c, in, at, &fresh));
   log_findings(f);
   RC_ASSERT(has_finding(f, "core output, tokens after the split"));
 }
@@ -550,7 +446,7 @@ RC_GTEST_PROP(GdnPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
 // per-sequence state with the wrong stream) differs from the co-dispatched run (α near one,
 // nonzero states: the starting state shows in the first outputs).
 RC_GTEST_PROP(GdnPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
-  GdnCase c = draw_codispatch_case(twin_ranges());
+  GdnCase c = draw_codispatch_case(twin_ranges(gen::ci_gdn_ranges()));
   c.profile.zero_state = false;
   c.profile.alpha = oracle::GdnGateRegime::near_one;
   const auto dims = c.dims();

@@ -59,32 +59,10 @@ using oracle::Mode;
 using oracle::SsdPath;
 using U = uint64_t;
 
+using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
 using testing::cpu_backend;
 using testing::require_passed;
-using testing::gdn_mamba2::bit_findings;
-using testing::gdn_mamba2::check_named;
-using testing::gdn_mamba2::contains;
-using testing::gdn_mamba2::edge_tag;
-using testing::gdn_mamba2::failing_checks;
-using testing::gdn_mamba2::Findings;
-using testing::gdn_mamba2::first_bit_difference;
-using testing::gdn_mamba2::has_finding;
-using testing::gdn_mamba2::identity_findings;
-using testing::gdn_mamba2::judge;
-using testing::gdn_mamba2::kChunk;
-using testing::gdn_mamba2::kIdentityTol;
-using testing::gdn_mamba2::log_findings;
-using testing::gdn_mamba2::max_abs;
-using testing::gdn_mamba2::rows_of;
-using testing::gdn_mamba2::run_call;
-using Call = testing::gdn_mamba2::Call<testing::gdn_mamba2::Mamba2Family>;
-
-SsdCase draw(const gen::SsdRanges& ranges = gen::ci_ssd_ranges()) {
-  return testing::gdn_mamba2::draw(ranges);
-}
-
-// The planted-bug twins show that a check fails, which small cases do as well: 2^19.
-gen::SsdRanges twin_ranges() { return testing::gdn_mamba2::twin_ranges(gen::ci_ssd_ranges()); }
+using Call = testing::gdn_mamba2::Call<Mamba2Family>;
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
 
@@ -148,7 +126,7 @@ RC_GTEST_PROP(SsdProperty, Fp64ChunkedEqualsRecurrence, ()) {
 // ---- 2. every stage passes the judge --------------------------------------------------------
 
 RC_GTEST_PROP(SsdProperty, CpuStagesPassTheJudge, ()) {
-  const SsdCase c = draw();
+  const SsdCase c = draw(gen::ci_ssd_ranges());
   RC_TAG(gen::to_string(c.path), gen::to_string(c.profile.dt), edge_tag(c.L));
   const auto in = gen::ssd_inputs(c);
   require_passed(judge(run_call(cpu_backend(), c, in), in, c.seed));
@@ -156,68 +134,8 @@ RC_GTEST_PROP(SsdProperty, CpuStagesPassTheJudge, ()) {
 
 // ---- 3. splitting a sequence ------------------------------------------------------------------
 
-struct Split {
-  U at = 0;
-  Call first, second;
-};
-
-Split run_split(const SsdCase& c, const oracle::SsdInputs& in, U at,
-                const std::vector<uint16_t>* tail = nullptr) {
-  const auto dims = c.dims();
-  Split s{at, {}, {}};
-  const auto first_in = oracle::ssd_token_range(dims, in, 0, at, in.conv_state, in.state);
-  s.first = run_call(cpu_backend(), oracle::SsdDims::of(c.config, 1, at), c.path, first_in);
-  const auto second_in = oracle::ssd_token_range(
-      dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
-  s.second = run_call(cpu_backend(), oracle::SsdDims::of(c.config, 1, c.L - at), c.path, second_in);
-  return s;
-}
-
-Findings split_bit_findings(const SsdCase& c, const Call& whole, const Split& s) {
-  const auto& g = c.dims().geom;
-  const U w = g.d_inner, L = c.L, at = s.at;
-  const auto& a = whole.run;
-  Findings f;
-  bit_findings(f, "y, tokens before the split", rows_of(a.y, 0, at, w),
-               std::span<const uint16_t>(s.first.run.y), w);
-  bit_findings(f, "y, tokens after the split", rows_of(a.y, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.y), w);
-  bit_findings(f, "gated norm output, tokens after the split", rows_of(a.normed, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.normed), w);
-  bit_findings(f, "final state", std::span<const float>(a.state),
-               std::span<const float>(s.second.run.state), g.N);
-  bit_findings(f, "conv tail state", std::span<const uint16_t>(a.conv_state),
-               std::span<const uint16_t>(s.second.run.conv_state), 1);
-  return f;
-}
-
-// One sequence of L ≥ 65 (L + 64 when drawn ≤ 64, at most doubling the cost: drawn under half
-// the cap).
-SsdCase draw_split_case(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
-  ranges.cost_cap /= 2;
-  SsdCase c = draw(ranges);
-  c.sequences = 1;
-  if (c.L <= kChunk) c.L += kChunk;
-  return c;
-}
-
-// A multiple of 64 on the chunked path; anywhere on the recurrence (token by token, FP32
-// state: nothing depends on where a call starts).
-U draw_bit_identical_split(const SsdCase& c) {
-  if (c.path == SsdPath::chunked) return kChunk * *rc::gen::inRange<U>(1, cdiv(c.L, kChunk));
-  return *rc::gen::inRange<U>(1, c.L);
-}
-
 RC_GTEST_PROP(SsdProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
-  const SsdCase c = draw_split_case();
-  const U at = draw_bit_identical_split(c);
-  RC_TAG(gen::to_string(c.path));
-  RC_LOG() << "split at " << at << "\n";
-  const auto in = gen::ssd_inputs(c);
-  const Call whole = run_call(cpu_backend(), c, in);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at));
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::split_is_bit_identical(cpu_backend(), gen::ci_ssd_ranges());
 }
 
 // Elsewhere on the chunked path the chunk boundaries move and no bit identity holds. Asserted:
@@ -238,7 +156,7 @@ RC_GTEST_PROP(SsdProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
   RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
   RC_LOG() << "split at " << at << "\n";
   const auto in = gen::ssd_inputs(c);
-  const Split s = run_split(c, in, at);
+  const Split<Mamba2Family> s = run_split(cpu_backend(), c, in, at);
   const auto dims = c.dims();
   require_passed(
       judge(s.second,
@@ -283,35 +201,15 @@ Findings codispatch_findings(const SsdCase& c, const Call& all, const Call& alon
   return f;
 }
 
-SsdCase draw_codispatch_case(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
-  SsdCase c = draw(ranges);
-  c.sequences = std::max<U>(c.sequences, 2);
-  return c;
-}
-
 RC_GTEST_PROP(SsdProperty, SequencesInOneCallEqualEachAloneBitForBit, ()) {
-  const SsdCase c = draw_codispatch_case();
-  RC_TAG(gen::to_string(c.path), edge_tag(c.L));
-  const auto dims = c.dims();
-  const auto in = gen::ssd_inputs(c);
-  const Call all = run_call(cpu_backend(), c, in);
-  SsdCase one = c;
-  one.sequences = 1;
-  Findings f;
-  for (U b = 0; b < c.sequences; ++b) {
-    const Call alone =
-        run_call(cpu_backend(), one.dims(), c.path, oracle::ssd_sequence(dims, in, b));
-    const Findings fb = codispatch_findings(c, all, alone, b);
-    f.insert(f.end(), fb.begin(), fb.end());
-  }
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::codispatch_equals_alone(cpu_backend(), gen::ci_ssd_ranges(),
+                                               codispatch_findings);
 }
 
 // ==== Planted bugs ==============================================================================
 
 RC_GTEST_PROP(SsdPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
-  gen::SsdRanges ranges = twin_ranges();
+  gen::SsdRanges ranges = twin_ranges(gen::ci_ssd_ranges());
   ranges.cap_chunked_cost = true;
   const SsdCase c = draw(ranges);
   const auto dims = c.dims();
@@ -331,7 +229,7 @@ RC_GTEST_PROP(SsdPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
 // The chunked form from a zero state against the recurrence from the real one (tiny dt: the
 // state decays by exp(dt·A) ≈ 1 per token and survives the call).
 RC_GTEST_PROP(SsdPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
-  gen::SsdRanges ranges = twin_ranges();
+  gen::SsdRanges ranges = twin_ranges(gen::ci_ssd_ranges());
   ranges.cap_chunked_cost = true;
   SsdCase c = draw(ranges);
   c.profile.zero_state = false;
@@ -400,7 +298,7 @@ std::vector<Poisonable> poisonables(const SsdCase& c) {
 }
 
 RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
-  const SsdCase c = draw(twin_ranges());
+  const SsdCase c = draw(twin_ranges(gen::ci_ssd_ranges()));
   const auto in = gen::ssd_inputs(c);
   Call call = run_call(cpu_backend(), c, in);
   const auto targets = poisonables(c);
@@ -421,19 +319,19 @@ RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
 }
 
 RC_GTEST_PROP(SsdPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
-  const SsdCase c = draw_split_case(twin_ranges());
+  const SsdCase c = draw_split_case(twin_ranges(gen::ci_ssd_ranges()));
   const U at = draw_bit_identical_split(c);
   const auto in = gen::ssd_inputs(c);
   const Call whole = run_call(cpu_backend(), c, in);
   const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at, &fresh));
+  const Findings f = split_bit_findings(c, whole, run_split(cpu_backend(), c, in, at, &fresh));
   log_findings(f);
   RC_ASSERT(has_finding(f, "y, tokens after the split"));
 }
 
 // Sequence 1 run alone with sequence 0's state and conv tail (tiny dt: the state survives).
 RC_GTEST_PROP(SsdPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
-  SsdCase c = draw_codispatch_case(twin_ranges());
+  SsdCase c = draw_codispatch_case(twin_ranges(gen::ci_ssd_ranges()));
   c.profile.zero_state = false;
   c.profile.dt = oracle::SsdDtRegime::tiny;
   const auto dims = c.dims();

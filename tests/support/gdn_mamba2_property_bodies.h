@@ -72,6 +72,8 @@ struct GdnFamily {
   // The core output before the gated norm [rows, width], and one sequence's state elements.
   static const std::vector<uint16_t>& output(const Run& r) { return r.core; }
   static U width(const Dims& d) { return d.geom.value_dim; }
+  static U state_cols(const Dims& d) { return d.geom.vd; }
+  static constexpr const char* kOutputName = "core output";
   static U state_size(const Dims& d) { return d.geom.nv * d.geom.kd * d.geom.vd; }
 };
 
@@ -107,6 +109,8 @@ struct Mamba2Family {
   // The core output before the gated norm [rows, width], and one sequence's state elements.
   static const std::vector<uint16_t>& output(const Run& r) { return r.y; }
   static U width(const Dims& d) { return d.geom.d_inner; }
+  static U state_cols(const Dims& d) { return d.geom.N; }
+  static constexpr const char* kOutputName = "y";
   static U state_size(const Dims& d) { return d.geom.H * d.geom.P * d.geom.N; }
 };
 
@@ -257,6 +261,114 @@ inline bool within_identity(std::span<const double> got, std::span<const double>
 template <class T>
 bool same_bits(std::span<const T> a, std::span<const T> b) {
   return !first_bit_difference(a, b).has_value();
+}
+
+// ---- shared property bodies: splitting a sequence, co-dispatched sequences -----------------
+
+template <class F>
+struct Split {
+  U at = 0;
+  Call<F> first, second;
+};
+
+// Tokens [0, at) then [at, L) of the case's one sequence on `b`, the second run starting from
+// the first's conv tail and state (or from `tail` when given: the twin's bug).
+template <class Case, class F = FamilyOf<Case>>
+Split<F> run_split(Backend& b, const Case& c, const typename F::Inputs& in, U at,
+                   const std::vector<uint16_t>* tail = nullptr) {
+  const auto dims = c.dims();
+  Split<F> s{at, {}, {}};
+  const auto first_in = F::token_range(dims, in, 0, at, in.conv_state, in.state);
+  s.first = run_call(b, F::Dims::of(c.config, 1, at), c.path, first_in);
+  const auto second_in =
+      F::token_range(dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
+  s.second = run_call(b, F::Dims::of(c.config, 1, c.L - at), c.path, second_in);
+  return s;
+}
+
+// The one-pass run against the split: the core output of both parts, the normed output after
+// the split, the final state and conv tail, bit for bit.
+template <class Case, class F = FamilyOf<Case>>
+Findings split_bit_findings(const Case& c, const Call<F>& whole, const Split<F>& s) {
+  const U w = F::width(c.dims()), L = c.L, at = s.at;
+  const std::string out = F::kOutputName;
+  const auto& a = whole.run;
+  Findings f;
+  bit_findings(f, out + ", tokens before the split", rows_of(F::output(a), 0, at, w),
+               std::span<const uint16_t>(F::output(s.first.run)), w);
+  bit_findings(f, out + ", tokens after the split", rows_of(F::output(a), at, L - at, w),
+               std::span<const uint16_t>(F::output(s.second.run)), w);
+  bit_findings(f, "gated norm output, tokens after the split", rows_of(a.normed, at, L - at, w),
+               std::span<const uint16_t>(s.second.run.normed), w);
+  bit_findings(f, "final state", std::span<const float>(a.state),
+               std::span<const float>(s.second.run.state), F::state_cols(c.dims()));
+  bit_findings(f, "conv tail state", std::span<const uint16_t>(a.conv_state),
+               std::span<const uint16_t>(s.second.run.conv_state), 1);
+  return f;
+}
+
+// One sequence of L ≥ 65 (L + 64 when drawn ≤ 64, at most doubling the cost: drawn under half
+// the cap).
+template <class Ranges>
+typename FamilyOf<Ranges>::Case draw_split_case(Ranges ranges) {
+  ranges.cost_cap /= 2;
+  auto c = draw(ranges);
+  c.sequences = 1;
+  if (c.L <= kChunk) c.L += kChunk;
+  return c;
+}
+
+// A multiple of 64 on the chunked path; anywhere on the recurrence (token by token, FP32
+// state: nothing depends on where a call starts).
+template <class Case, class F = FamilyOf<Case>>
+U draw_bit_identical_split(const Case& c) {
+  if (c.path == F::Path::chunked) return kChunk * *rc::gen::inRange<U>(1, (c.L - 1) / kChunk + 1);
+  return *rc::gen::inRange<U>(1, c.L);
+}
+
+// Property: a split where draw_bit_identical_split puts it is bit-identical to one pass.
+template <class Ranges>
+void split_is_bit_identical(Backend& b, const Ranges& ranges) {
+  const auto c = draw_split_case(ranges);
+  const U at = draw_bit_identical_split(c);
+  RC_TAG(gen::to_string(c.path));
+  RC_LOG() << "split at " << at << "\n";
+  using F = FamilyOf<Ranges>;
+  const auto in = F::inputs(c);
+  const Call<F> whole = run_call(b, c, in);
+  const Findings f = split_bit_findings(c, whole, run_split(b, c, in, at));
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
+// At least two sequences (a drawn single one becomes two: the backend's work only, no oracle).
+template <class Ranges>
+typename FamilyOf<Ranges>::Case draw_codispatch_case(const Ranges& ranges) {
+  auto c = draw(ranges);
+  c.sequences = std::max<U>(c.sequences, 2);
+  return c;
+}
+
+// Property: sequence b of a co-dispatched call equals the same sequence alone; `findings(c,
+// all, alone, b)` compares the family's stored arrays.
+template <class Ranges, class Compare>
+void codispatch_equals_alone(Backend& b, const Ranges& ranges, Compare findings) {
+  using F = FamilyOf<Ranges>;
+  const auto c = draw_codispatch_case(ranges);
+  RC_TAG(gen::to_string(c.path), edge_tag(c.L));
+  const auto dims = c.dims();
+  const auto in = F::inputs(c);
+  const Call<F> all = run_call(b, c, in);
+  auto one = c;
+  one.sequences = 1;
+  Findings f;
+  for (U s = 0; s < c.sequences; ++s) {
+    const Call<F> alone = run_call(b, one.dims(), c.path, F::sequence(dims, in, s));
+    const Findings fs = findings(c, all, alone, s);
+    f.insert(f.end(), fs.begin(), fs.end());
+  }
+  log_findings(f);
+  RC_ASSERT(f.empty());
 }
 
 }  // namespace bufferlab::testing::gdn_mamba2
