@@ -153,22 +153,7 @@ RC_GTEST_PROP(SsdProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
   c.path = SsdPath::chunked;
   U at = *rc::gen::inRange<U>(1, c.L);
   if (at % kChunk == 0) at -= 1;
-  RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
-  RC_LOG() << "split at " << at << "\n";
-  const auto in = gen::ssd_inputs(c);
-  const Split<Mamba2Family> s = run_split(cpu_backend(), c, in, at);
-  const auto dims = c.dims();
-  require_passed(
-      judge(s.second,
-            oracle::ssd_token_range(dims, in, at, c.L, s.first.run.conv_state, s.first.run.state),
-            c.seed));
-  const Call whole = run_call(cpu_backend(), c, in);
-  const U w = dims.geom.d_inner;
-  uint32_t ulps = 0;
-  const auto tail = rows_of(whole.run.y, at, c.L - at, w);
-  for (U e = 0; e < tail.size(); ++e)
-    ulps = std::max(ulps, bf16_ulp_distance(tail[e], s.second.run.y[e]));
-  RC_TAG(ulps == 0 ? "identical" : ulps <= 2 ? "within 2 BF16 ULP" : "beyond 2 BF16 ULP");
+  split_elsewhere_second_part_passes(cpu_backend(), c, at);
 }
 
 // ---- 4. several sequences in one call ---------------------------------------------------------
