@@ -395,4 +395,51 @@ void split_elsewhere_second_part_passes(Backend& b, const Case& c, U at) {
   RC_TAG(ulps == 0 ? "identical" : ulps <= 2 ? "within 2 BF16 ULP" : "beyond 2 BF16 ULP");
 }
 
+// ---- shared full-range bodies (tests/slow/numeric) -------------------------------------------
+
+// Sequence s of a co-dispatched call (at least two, backend work up to 2^28) equals the same
+// sequence alone: the core output, the normed output and the final state, bit for bit.
+template <class Ranges, class F = FamilyOf<Ranges>>
+void sequences_equal_each_alone(Backend& b, Ranges r) {
+  r.cost_cap = uint64_t{1} << 28;
+  auto c = draw(r);
+  c.sequences = std::max<U>(c.sequences, 2);
+  const auto dims = c.dims();
+  const auto in = F::inputs(c);
+  const Call<F> all = run_call(b, dims, c.path, in);
+  const U w = F::width(dims), state = F::state_size(dims);
+  for (U s = 0; s < c.sequences; ++s) {
+    const Call<F> one =
+        run_call(b, F::Dims::of(c.config, 1, c.L), c.path, F::sequence(dims, in, s));
+    RC_LOG() << "sequence " << s << "\n";
+    RC_ASSERT(same_bits(rows_of(F::output(all.run), s * c.L, c.L, w),
+                        std::span<const uint16_t>(F::output(one.run))));
+    RC_ASSERT(same_bits(rows_of(all.run.normed, s * c.L, c.L, w),
+                        std::span<const uint16_t>(one.run.normed)));
+    RC_ASSERT(
+        same_bits(rows_of(all.run.state, s, 1, state), std::span<const float>(one.run.state)));
+  }
+}
+
+// One long sequence (up to 2^28, L > 64) split where draw_bit_identical_split puts it: the core
+// output after the split and the final state equal one pass, bit for bit.
+template <class Ranges, class F = FamilyOf<Ranges>>
+void long_split_is_bit_identical(Backend& b, Ranges r) {
+  r.cost_cap = uint64_t{1} << 28;
+  r.many_streams = false;
+  auto c = draw(r);
+  c.sequences = 1;
+  if (c.L <= kChunk) c.L += kChunk;
+  const U at = draw_bit_identical_split(c);
+  RC_LOG() << "split at " << at << "\n";
+  const auto in = F::inputs(c);
+  const Call<F> whole = run_call(b, c.dims(), c.path, in);
+  const Split<F> s = run_split(b, c, in, at);
+  const U w = F::width(c.dims());
+  RC_ASSERT(same_bits(rows_of(F::output(whole.run), at, c.L - at, w),
+                      std::span<const uint16_t>(F::output(s.second.run))));
+  RC_ASSERT(same_bits(std::span<const float>(whole.run.state),
+                      std::span<const float>(s.second.run.state)));
+}
+
 }  // namespace bufferlab::testing::gdn_mamba2

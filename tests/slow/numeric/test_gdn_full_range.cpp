@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -45,103 +44,50 @@ using oracle::Mode;
 using U = uint64_t;
 
 constexpr int kCases = 20;
+using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
+using testing::check_many;
 using testing::cpu_backend;
 using testing::require_passed;
-using testing::gdn_mamba2::kChunk;
-using testing::gdn_mamba2::rows_of;
-using testing::gdn_mamba2::same_bits;
-using testing::gdn_mamba2::within_identity;
-using Call = testing::gdn_mamba2::Call<testing::gdn_mamba2::GdnFamily>;
-
-void check_many(const std::function<void()>& property, int cases = kCases) {
-  testing::check_many(property, cases);
-}
-
-GdnCase draw(const gen::GdnRanges& r = gen::full_gdn_ranges()) {
-  return testing::gdn_mamba2::draw(r);
-}
-
-Call run_call(const oracle::GdnDims& dims, GdnPath path, const oracle::GdnInputs& in) {
-  return testing::gdn_mamba2::run_call(cpu_backend(), dims, path, in);
-}
+using Call = testing::gdn_mamba2::Call<GdnFamily>;
 
 TEST(GdnFullRange, CpuStagesPassTheJudge) {
-  check_many([] {
-    const GdnCase c = draw();
-    RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? "8+ streams" : "few streams");
-    const auto in = gen::gdn_inputs(c);
-    const Call call = run_call(c.dims(), c.path, in);
-    require_passed(oracle::judge_gdn(call.plan, in, call.run, "cpu", c.seed));
-  });
+  check_many(
+      [] {
+        const GdnCase c = draw(gen::full_gdn_ranges());
+        RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? "8+ streams" : "few streams");
+        const auto in = gen::gdn_inputs(c);
+        const Call call = run_call(cpu_backend(), c.dims(), c.path, in);
+        require_passed(oracle::judge_gdn(call.plan, in, call.run, "cpu", c.seed));
+      },
+      kCases);
 }
 
 TEST(GdnFullRange, Fp64ChunkedEqualsRecurrence) {
-  check_many([] {
-    gen::GdnRanges r = gen::full_gdn_ranges();
-    r.cap_chunked_cost = true;
-    const GdnCase c = draw(r);
-    const auto dims = c.dims();
-    const auto in = gen::gdn_inputs(c);
-    const auto ref = oracle::gdn_reference(dims, in, Mode::exact);
-    const std::vector<double> s0(in.state.begin(), in.state.end());
-    const auto ch = oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0);
-    const auto re = oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0);
-    RC_ASSERT(within_identity(ch.o, re.o));
-    RC_ASSERT(within_identity(ch.state, re.state));
-  });
+  check_many(
+      [] {
+        gen::GdnRanges r = gen::full_gdn_ranges();
+        r.cap_chunked_cost = true;
+        const GdnCase c = draw(r);
+        const auto dims = c.dims();
+        const auto in = gen::gdn_inputs(c);
+        const auto ref = oracle::gdn_reference(dims, in, Mode::exact);
+        const std::vector<double> s0(in.state.begin(), in.state.end());
+        const auto ch = oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0);
+        const auto re = oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0);
+        RC_ASSERT(within_identity(ch.o, re.o));
+        RC_ASSERT(within_identity(ch.state, re.state));
+      },
+      kCases);
 }
 
 // Many streams of L % 64 ≠ 0 in one call, each equal to itself alone (backend work only).
 TEST(GdnFullRange, ManyCoDispatchedStreamsEqualEachAlone) {
-  check_many([] {
-    gen::GdnRanges r = gen::full_gdn_ranges();
-    r.cost_cap = uint64_t{1} << 28;
-    GdnCase c = draw(r);
-    c.sequences = std::max<U>(c.sequences, 2);
-    const auto dims = c.dims();
-    const auto in = gen::gdn_inputs(c);
-    const Call all = run_call(dims, c.path, in);
-    const U w = dims.geom.value_dim, state = dims.geom.nv * dims.geom.kd * dims.geom.vd;
-    for (U b = 0; b < c.sequences; ++b) {
-      const Call one = run_call(oracle::GdnDims::of(c.config, 1, c.L), c.path,
-                                oracle::gdn_sequence(dims, in, b));
-      RC_LOG() << "sequence " << b << "\n";
-      RC_ASSERT(same_bits(rows_of(all.run.core, b * c.L, c.L, w),
-                          std::span<const uint16_t>(one.run.core)));
-      RC_ASSERT(same_bits(rows_of(all.run.normed, b * c.L, c.L, w),
-                          std::span<const uint16_t>(one.run.normed)));
-      RC_ASSERT(
-          same_bits(rows_of(all.run.state, b, 1, state), std::span<const float>(one.run.state)));
-    }
-  });
+  check_many([] { sequences_equal_each_alone(cpu_backend(), gen::full_gdn_ranges()); }, kCases);
 }
 
 // Long sequences split at a multiple of 64 (chunked) or anywhere (recurrence): bit-identical.
 TEST(GdnFullRange, LongSequenceSplitAtAChunkEdgeIsBitIdentical) {
-  check_many([] {
-    gen::GdnRanges r = gen::full_gdn_ranges();
-    r.cost_cap = uint64_t{1} << 28;
-    r.many_streams = false;
-    GdnCase c = draw(r);
-    c.sequences = 1;
-    if (c.L <= kChunk) c.L += kChunk;
-    const U at = c.path == GdnPath::chunked ? kChunk * *rc::gen::inRange<U>(1, cdiv(c.L, kChunk))
-                                            : *rc::gen::inRange<U>(1, c.L);
-    RC_LOG() << "split at " << at << "\n";
-    const auto dims = c.dims();
-    const auto in = gen::gdn_inputs(c);
-    const Call whole = run_call(dims, c.path, in);
-    const Call first = run_call(oracle::GdnDims::of(c.config, 1, at), c.path,
-                                oracle::gdn_token_range(dims, in, 0, at, in.conv_state, in.state));
-    const Call second =
-        run_call(oracle::GdnDims::of(c.config, 1, c.L - at), c.path,
-                 oracle::gdn_token_range(dims, in, at, c.L, first.run.conv_state, first.run.state));
-    const U w = dims.geom.value_dim;
-    RC_ASSERT(same_bits(rows_of(whole.run.core, at, c.L - at, w),
-                        std::span<const uint16_t>(second.run.core)));
-    RC_ASSERT(same_bits(std::span<const float>(whole.run.state),
-                        std::span<const float>(second.run.state)));
-  });
+  check_many([] { long_split_is_bit_identical(cpu_backend(), gen::full_gdn_ranges()); }, kCases);
 }
 
 // B15's carve over the full range of co-dispatched prefills (static: no allocation): the
