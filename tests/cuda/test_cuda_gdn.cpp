@@ -12,32 +12,22 @@
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/ops/gdn.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "gdn_mamba2_geometry.h"
 #include "workspace_rig.h"
 
 namespace bufferlab {
 namespace {
 
-constexpr uint64_t kH = kGdnChunkedHeadDim;
+using testing::gdn_geometry;
 
-GdnGeometry geometry(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd, uint64_t kernel = 4) {
-  GdnGeometry g;
-  g.nk = nk;
-  g.kd = kd;
-  g.nv = nv;
-  g.vd = vd;
-  g.kernel = kernel;
-  g.conv_dim = 2 * nk * kd + nv * vd;
-  g.value_dim = nv * vd;
-  g.qkvz = 2 * nk * kd + 2 * nv * vd;
-  return g;
-}
+constexpr uint64_t kH = kGdnChunkedHeadDim;
 
 using CudaGdn = testing::KernelTest;
 
 // After a warm-up pass over every GDN op (module loading, the shared-memory attribute), a second
 // pass leaves device free memory exactly where it was.
 TEST_F(CudaGdn, ExecuteAllocatesNothing) {
-  const GdnGeometry g = geometry(2, kH, 4, kH);
+  const GdnGeometry g = gdn_geometry(2, kH, 4, kH);
   const uint64_t streams = 2, L = 65, rows = streams * L, nt = streams * 2;
   GdnConvOp conv = GdnConvOp::make(g, rows, streams);
   GdnGatesOp gates = GdnGatesOp::make(g, rows);

@@ -11,14 +11,16 @@
 
 #include "backend_under_test.h"
 #include "bufferlab/core/backend.h"
-#include "bufferlab/core/model_config.h"
 #include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "gdn_mamba2_geometry.h"
 #include "seeded_values.h"
 #include "workspace_rig.h"
 
 namespace bufferlab {
 namespace {
+
+using testing::mamba2_geometry;
 
 using Bits = std::vector<uint16_t>;
 using Floats = std::vector<float>;
@@ -32,18 +34,6 @@ Bits bf16_uniform(uint64_t n, uint64_t seed, float lo, float hi) {
   return testing::seeded_bf16_values(n, seed, (hi - lo) / 2, (hi + lo) / 2);
 }
 
-Mamba2Geometry geometry(uint64_t H, uint64_t P, uint64_t N, uint64_t ng, uint64_t K = 4) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 16;
-  c.mamba_num_heads = H;
-  c.mamba_head_dim = P;
-  c.ssm_state_size = N;
-  c.n_groups = ng;
-  c.conv_kernel = K;
-  return Mamba2Geometry::of(c);
-}
-
 using CudaSsd = testing::KernelTest;
 
 // After a warm-up pass over every Mamba-2 op (module loading), a second pass over the same
@@ -51,7 +41,7 @@ using CudaSsd = testing::KernelTest;
 // operands are re-uploaded: the ops update them in place).
 TEST_F(CudaSsd, SecondPassAllocatesNothingAndRepeatsBitForBit) {
   const uint64_t rows = 127, nc = (rows + SsdCarve::kChunk - 1) / SsdCarve::kChunk + 1;
-  const Mamba2Geometry g = geometry(2, 24, 200, 2);
+  const Mamba2Geometry g = mamba2_geometry(2, 24, 200, 2);
   Mamba2ConvOp conv = Mamba2ConvOp::make(g, rows);
   SsdChunkOp cumsum = SsdChunkOp::make(Stage::cumsum, g, 0, rows, nc);
   uint64_t pool = oracle::place_in_pool({&cumsum.a_log, &cumsum.dt_bias, &cumsum.D, &cumsum.state});

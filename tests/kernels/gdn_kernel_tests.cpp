@@ -31,6 +31,7 @@
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/gdn_judge.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "gdn_mamba2_geometry.h"
 #include "seeded_values.h"
 #include "workspace_rig.h"
 
@@ -42,6 +43,7 @@ using Floats = std::vector<float>;
 using Array = GdnChunkOp::Array;
 using Stage = GdnChunkOp::Stage;
 using oracle::GdnStageGroup;
+using testing::gdn_geometry;
 using testing::Rig;
 using testing::seeded_bf16_values;
 using testing::seeded_values;
@@ -51,19 +53,6 @@ constexpr uint64_t kC = GdnChunkCarve::kChunk;
 constexpr uint64_t kD = kGdnChunkedHeadDim;  // the chunked path's kd = vd
 
 float fl(uint16_t b) { return bf16_bits_to_f32(b); }
-
-GdnGeometry geometry(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd, uint64_t kernel = 4) {
-  GdnGeometry g;
-  g.nk = nk;
-  g.kd = kd;
-  g.nv = nv;
-  g.vd = vd;
-  g.kernel = kernel;
-  g.qkvz = 2 * nk * kd + 2 * nv * vd;
-  g.conv_dim = 2 * nk * kd + nv * vd;
-  g.value_dim = nv * vd;
-  return g;
-}
 
 oracle::GdnDims dims_of(const GdnGeometry& g, uint64_t sequences, uint64_t L, double eps = 1e-6) {
   oracle::GdnDims d;
@@ -161,8 +150,8 @@ class GdnKernelConv : public GdnKernel {
   }
 };
 
-const GdnGeometry kConvSmall = geometry(1, 8, 2, 4, 4);
-const GdnGeometry kConv64Channels = geometry(1, 16, 2, 16, 4);  // 64 channels in rows of 96
+const GdnGeometry kConvSmall = gdn_geometry(1, 8, 2, 4, 4);
+const GdnGeometry kConv64Channels = gdn_geometry(1, 16, 2, 16, 4);  // 64 channels in rows of 96
 
 TEST_F(GdnKernelConv, OneSequence) { check(kConvSmall, 1, 7, 10, 1.0f); }
 TEST_F(GdnKernelConv, ShorterThanTheTailShiftsOldEntriesIn) { check(kConvSmall, 3, 2, 11, 1.0f); }
@@ -215,7 +204,7 @@ class GdnKernelGates : public GdnKernel {
 
 TEST_F(GdnKernelGates, MatchTheOracleIncludingExtremes) {
   const uint64_t nv = 4, rows = 10;
-  const GdnGeometry g = geometry(1, 8, nv, 4);
+  const GdnGeometry g = gdn_geometry(1, 8, nv, 4);
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Floats b_vals = {0.0f, 1.5f, -3.0f, 100.0f, -100.0f, inf, -inf, nan, 0.3f, -0.7f};
@@ -238,7 +227,7 @@ TEST_F(GdnKernelGates, MatchTheOracleIncludingExtremes) {
 
 // Row 0: softplus arguments exactly 20 (log1p(exp(20)) side) and 20.5 (identity side).
 TEST_F(GdnKernelGates, SoftplusThresholdAndWideArguments) {
-  const GdnGeometry g = geometry(2, 8, 4, 8);
+  const GdnGeometry g = gdn_geometry(2, 8, 4, 8);
   const uint64_t rows = 7, nv = g.nv;
   oracle::GdnInputs in;
   in.ba = bf16_values_in(rows * 2 * nv, 7, -8.0, 8.0);
@@ -277,7 +266,7 @@ class GdnKernelGatedNorm : public GdnKernel {
 };
 
 TEST_F(GdnKernelGatedNorm, MatchesTheOracle) {
-  const GdnGeometry g = geometry(1, 16, 2, 32);
+  const GdnGeometry g = gdn_geometry(1, 16, 2, 32);
   const uint64_t rows = 5;
   oracle::GdnInputs in;
   in.deint = seeded_bf16_values(rows * g.qkvz, 301, 4.0f);
@@ -287,7 +276,7 @@ TEST_F(GdnKernelGatedNorm, MatchesTheOracle) {
 
 // head_dim 160: more columns than a CUDA block's 128 threads; one head all zero.
 TEST_F(GdnKernelGatedNorm, WideHeadsAndAZeroHead) {
-  const GdnGeometry g = geometry(2, 8, 4, 160);
+  const GdnGeometry g = gdn_geometry(2, 8, 4, 160);
   const uint64_t rows = 3, heads = g.nv, hd = g.vd;
   Bits o = bf16_values_in(rows * heads * hd, 11, -3.0, 3.0);
   std::fill(o.begin() + static_cast<std::ptrdiff_t>((1 * heads + 2) * hd),
@@ -343,24 +332,24 @@ class GdnKernelRecurrent : public GdnKernel {
 };
 
 TEST_F(GdnKernelRecurrent, SmallHeadsTwoSequences) {
-  check({geometry(1, 32, 2, 32), 2, 40, 2, 200, kSlowDecay, 0.5f});
+  check({gdn_geometry(1, 32, 2, 32), 2, 40, 2, 200, kSlowDecay, 0.5f});
 }
 TEST_F(GdnKernelRecurrent, KdDiffersFromVd) {
-  check({geometry(2, 32, 4, 48), 2, 9, 1, 201, kSlowDecay, 0.5f});
+  check({gdn_geometry(2, 32, 4, 48), 2, 9, 1, 201, kSlowDecay, 0.5f});
 }
 TEST_F(GdnKernelRecurrent, ChunkedHeadSize) {
-  check({geometry(1, 128, 1, 128), 2, 40, 1, 202, kSlowDecay, 0.5f});
+  check({gdn_geometry(1, 128, 1, 128), 2, 40, 1, 202, kSlowDecay, 0.5f});
 }
 TEST_F(GdnKernelRecurrent, DecodeBatch) {
-  check({geometry(1, 64, 2, 64), 2, 5, 0, 203, kSlowDecay, 0.5f});
+  check({gdn_geometry(1, 64, 2, 64), 2, 5, 0, 203, kSlowDecay, 0.5f});
 }
 // Heads up to 256, kd ≠ vd in a decode batch, row0 > 0, long sequences.
 TEST_F(GdnKernelRecurrent, WideHeadsAndLongSequences) {
   const std::vector<RecurrenceCase> cases = {
-      {geometry(2, 32, 4, 48), 0, 10, 2, 32 * 1000 + 10, kLongMemory, 0.5f},
-      {geometry(1, 256, 2, 256), 1, 3, 1, 256 * 1000 + 3, kLongMemory, 0.5f},
-      {geometry(2, 64, 4, 40), 0, 3, 0, 64 * 1000 + 3, kLongMemory, 0.5f},
-      {geometry(1, 128, 2, 128), 2, 130, 2, 128 * 1000 + 130, kLongMemory, 0.5f}};
+      {gdn_geometry(2, 32, 4, 48), 0, 10, 2, 32 * 1000 + 10, kLongMemory, 0.5f},
+      {gdn_geometry(1, 256, 2, 256), 1, 3, 1, 256 * 1000 + 3, kLongMemory, 0.5f},
+      {gdn_geometry(2, 64, 4, 40), 0, 3, 0, 64 * 1000 + 3, kLongMemory, 0.5f},
+      {gdn_geometry(1, 128, 2, 128), 2, 130, 2, 128 * 1000 + 130, kLongMemory, 0.5f}};
   for (const RecurrenceCase& c : cases) check(c);
 }
 
@@ -379,7 +368,7 @@ struct ChunkOps {
   GdnRecurrentOp rec;
   uint64_t pool = 0;
 
-  explicit ChunkOps(const ChunkCase& cc) : g(geometry(cc.nk, kD, cc.nv, kD)), c(cc) {
+  explicit ChunkOps(const ChunkCase& cc) : g(gdn_geometry(cc.nk, kD, cc.nv, kD)), c(cc) {
     const uint64_t nt = c.streams * ((c.L + kC - 1) / kC);
     wu = GdnChunkOp::make(Stage::wu, g, c.row0, c.streams, c.L, nt);
     state = GdnChunkOp::make(Stage::state, g, c.row0, c.streams, c.L, nt);
@@ -587,12 +576,12 @@ using GdnKernelErrors = GdnKernel;
 
 TEST_F(GdnKernelErrors, ChunkedPathRunsKd128Only) {
   auto call = [](Backend& b, const Workspace& ws, const GdnChunkOp& op) { b.gdn_chunk(ws, op); };
-  expect_refused(GdnChunkOp::make(Stage::wu, geometry(1, 64, 1, 64), 0, 1, 64, 1), call,
+  expect_refused(GdnChunkOp::make(Stage::wu, gdn_geometry(1, 64, 1, 64), 0, 1, 64, 1), call,
                  "kd = vd = 128");
-  expect_refused(GdnChunkOp::make(Stage::state, geometry(1, 128, 1, 64), 0, 1, 64, 1), call,
+  expect_refused(GdnChunkOp::make(Stage::state, gdn_geometry(1, 128, 1, 64), 0, 1, 64, 1), call,
                  "kd = vd = 128");
   for (const Stage s : {Stage::wu, Stage::state, Stage::output})
-    expect_refused(GdnChunkOp::make(s, geometry(1, 64, 2, 128), 0, 1, 64, 1), call,
+    expect_refused(GdnChunkOp::make(s, gdn_geometry(1, 64, 2, 128), 0, 1, 64, 1), call,
                    "kd = vd = 128");
 }
 
@@ -604,21 +593,21 @@ TEST_F(GdnKernelErrors, GqaMustDivide) {
   auto rec = [](Backend& b, const Workspace& ws, const GdnRecurrentOp& op) {
     b.gdn_recurrent(ws, op);
   };
-  expect_refused(GdnRecurrentOp::make(geometry(2, 16, 3, 16), 0, 2, 1), rec, "multiple of nk");
-  expect_refused(GdnRecurrentOp::make(geometry(2, 16, 3, 16), 0, 2), rec, "multiple of nk");
+  expect_refused(GdnRecurrentOp::make(gdn_geometry(2, 16, 3, 16), 0, 2, 1), rec, "multiple of nk");
+  expect_refused(GdnRecurrentOp::make(gdn_geometry(2, 16, 3, 16), 0, 2), rec, "multiple of nk");
 }
 
 TEST_F(GdnKernelErrors, RecurrenceHoldsHeadsUpTo256) {
   auto call = [](Backend& b, const Workspace& ws, const GdnRecurrentOp& op) {
     b.gdn_recurrent(ws, op);
   };
-  expect_refused(GdnRecurrentOp::make(geometry(1, 512, 1, 16), 0, 2, 1), call, "at most 256");
-  for (const GdnGeometry& g : {geometry(1, 257, 1, 16), geometry(1, 16, 1, 257)})
+  expect_refused(GdnRecurrentOp::make(gdn_geometry(1, 512, 1, 16), 0, 2, 1), call, "at most 256");
+  for (const GdnGeometry& g : {gdn_geometry(1, 257, 1, 16), gdn_geometry(1, 16, 1, 257)})
     expect_refused(GdnRecurrentOp::make(g, 0, 2), call, "at most 256");
 }
 
 TEST_F(GdnKernelErrors, ConvRefusesKernelZero) {
-  GdnConvOp op = GdnConvOp::make(geometry(1, 8, 1, 8, 0), 2, 1);
+  GdnConvOp op = GdnConvOp::make(gdn_geometry(1, 8, 1, 8, 0), 2, 1);
   const uint64_t pool = oracle::place_in_pool({&op.weight, &op.state});
   Rig rig(backend(), {op.accesses()}, pool);
   EXPECT_THROW(rig.backend->gdn_conv(rig.ws, op), Error);

@@ -25,7 +25,6 @@
 #include "backend_under_test.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
-#include "bufferlab/core/model_config.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/oracle/compare.h"
@@ -34,6 +33,7 @@
 #include "bufferlab/oracle/ssd.h"
 #include "bufferlab/oracle/ssd_judge.h"
 #include "bufferlab/oracle/ssd_stages.h"
+#include "gdn_mamba2_geometry.h"
 #include "seeded_values.h"
 #include "workspace_rig.h"
 
@@ -45,6 +45,7 @@ using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 using Stage = SsdChunkOp::Stage;
 using oracle::SsdStageGroup;
+using testing::mamba2_geometry;
 using testing::Rig;
 using testing::seeded_bf16_values;
 using testing::seeded_values;
@@ -59,18 +60,6 @@ constexpr uint32_t kPoisonF32 = 0xFFFFFFFF;
 float fl(uint16_t b) { return bf16_bits_to_f32(b); }
 uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 double gamma(double n) { return n * kU / (1.0 - n * kU); }
-
-Mamba2Geometry geometry(uint64_t H, uint64_t P, uint64_t N, uint64_t groups, uint64_t K = 4) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 16;
-  c.mamba_num_heads = H;
-  c.mamba_head_dim = P;
-  c.ssm_state_size = N;
-  c.n_groups = groups;
-  c.conv_kernel = K;
-  return Mamba2Geometry::of(c);
-}
 
 oracle::SsdDims dims_of(const Mamba2Geometry& g, uint64_t sequences, uint64_t L,
                         double eps = 1e-6) {
@@ -270,14 +259,14 @@ TEST_F(Mamba2KernelChunk, StagesMatchTheOracle) {
   uint64_t seed = 100;
   for (const ScanCase& k : kScanCases) {
     SCOPED_TRACE(describe(k));
-    const Inputs x = ssd_inputs(geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
+    const Inputs x = ssd_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
     expect_chunked_passes(x, run_chunked(x, k.row0));
   }
 }
 
 // P = N = kMaxSsdDim: the kernels' largest stack panels, two chunks.
 TEST_F(Mamba2KernelChunk, LargestHeadDimAndStateSize) {
-  const Inputs x = ssd_inputs(geometry(1, kMaxSsdDim, kMaxSsdDim, 1), 1, 65, 7);
+  const Inputs x = ssd_inputs(mamba2_geometry(1, kMaxSsdDim, kMaxSsdDim, 1), 1, 65, 7);
   expect_chunked_passes(x, run_chunked(x));
 }
 
@@ -295,7 +284,7 @@ TEST_F(Mamba2KernelChunk, DeviceTileShapes) {
         k.L = L;
         k.row0 = row0;
         SCOPED_TRACE(describe(k));
-        const Inputs x = ssd_inputs(geometry(k.H, k.P, k.N, k.G), 1, L, 31 * L + k.N + row0);
+        const Inputs x = ssd_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, L, 31 * L + k.N + row0);
         expect_chunked_passes(x, run_chunked(x, row0));
       }
 }
@@ -303,7 +292,7 @@ TEST_F(Mamba2KernelChunk, DeviceTileShapes) {
 // dt clamps (huge raw → 1e9, hugely negative → 1e-9), both softplus branches around 20, a
 // partial last chunk (L = 65) and nc above the chunk count (the head stride is nc, not chunks).
 TEST_F(Mamba2KernelChunk, CumsumClampsThresholdAndPartialChunk) {
-  Inputs x = ssd_inputs(geometry(3, 8, 16, 1), 1, 65, 31);
+  Inputs x = ssd_inputs(mamba2_geometry(3, 8, 16, 1), 1, 65, 31);
   // 95 and 1000: exp overflows FP32 there, so only the threshold branch gives dt = v (any
   // threshold in ~17..88 rounds alike in FP32).
   const float special[] = {3e38f, -3e38f, 25.0f, 20.5f, 19.5f, -25.0f, 0.0f, 95.0f, 1000.0f};
@@ -378,7 +367,7 @@ TEST_F(Mamba2KernelChunk, ChunkedAndRecurrenceAgreeWithTheDefinition) {
   uint64_t seed = 200;
   for (const ScanCase& k : kScanCases) {
     SCOPED_TRACE(describe(k));
-    const Inputs x = ssd_inputs(geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
+    const Inputs x = ssd_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
     const ChunkRun chunked = run_chunked(x, k.row0);
     const RecRun rec = run_recurrent(x, k.row0);
     expect_chain(x, chunked.run.y, chunked.run.state, "chunked");
@@ -406,15 +395,15 @@ class Mamba2KernelRecurrent : public Mamba2Kernel {
 };
 
 TEST_F(Mamba2KernelRecurrent, DecodeBatchAndSequences) {
-  check(geometry(4, 16, 8, 2), 3, 1, 2, 41);  // a decode batch: 3 sequences of one token
-  check(geometry(2, 8, 16, 2), 2, 5, 0, 43);  // 2 sequences of 5 tokens, H/G = 1
+  check(mamba2_geometry(4, 16, 8, 2), 3, 1, 2, 41);  // a decode batch: 3 sequences of one token
+  check(mamba2_geometry(2, 8, 16, 2), 2, 5, 0, 43);  // 2 sequences of 5 tokens, H/G = 1
 }
 
 // The device tile shapes: one token, a full chunk, a chunk and one token, two chunks, two
 // sequences of 130, decode batches at row0 > 0.
 TEST_F(Mamba2KernelRecurrent, DeviceTileShapes) {
-  const Mamba2Geometry shapes[] = {geometry(2, 16, 16, 1), geometry(2, 24, 200, 2),
-                                   geometry(4, 64, 32, 2)};
+  const Mamba2Geometry shapes[] = {mamba2_geometry(2, 16, 16, 1), mamba2_geometry(2, 24, 200, 2),
+                                   mamba2_geometry(4, 64, 32, 2)};
   struct Case {
     uint64_t S, L;
     int shape;
@@ -462,7 +451,7 @@ void expect_reset_per_chunk(const Inputs& x, const ChunkRun& r, const oracle::Bo
 }
 
 TEST_F(Mamba2KernelChunk, SsdStateMutantDropsTheCarryOnlyAfterTheFirstChunk) {
-  const Mamba2Geometry g = geometry(2, 8, 16, 1);
+  const Mamba2Geometry g = mamba2_geometry(2, 8, 16, 1);
   {
     SCOPED_TRACE("L = 64: one chunk, nothing to drop");
     const Inputs x = ssd_inputs(g, 1, 64, 51);
@@ -531,10 +520,10 @@ class Mamba2KernelConv : public Mamba2Kernel {
 
 TEST_F(Mamba2KernelConv, MatchesTheOracleWithTailState) {
   // 96 channels: two blocks of the kernel.
-  check(geometry(4, 16, 8, 2, 4), 2, 2, 61, 1.0f, 0.5f);  // L < K − 1: part of the old tail
-  check(geometry(4, 16, 8, 2, 4), 2, 5, 62, 1.0f, 0.5f);
-  check(geometry(4, 16, 8, 2, 3), 3, 1, 63, 1.0f, 0.5f);    // a decode batch
-  check(geometry(4, 16, 8, 2, 18), 2, 37, 64, 1.0f, 0.5f);  // taps and rows past tiles of 16
+  check(mamba2_geometry(4, 16, 8, 2, 4), 2, 2, 61, 1.0f, 0.5f);  // L < K − 1: part of the old tail
+  check(mamba2_geometry(4, 16, 8, 2, 4), 2, 5, 62, 1.0f, 0.5f);
+  check(mamba2_geometry(4, 16, 8, 2, 3), 3, 1, 63, 1.0f, 0.5f);    // a decode batch
+  check(mamba2_geometry(4, 16, 8, 2, 18), 2, 37, 64, 1.0f, 0.5f);  // taps and rows past tiles of 16
 }
 
 // K = 2 and 4, 1 or 3 sequences, L = 1 (< K − 1 keeps part of the old tail), 64, 65, 127.
@@ -542,12 +531,12 @@ TEST_F(Mamba2KernelConv, DeviceShapes) {
   for (uint64_t L : {1, 64, 65, 127})
     for (uint64_t S : {1, 3})
       for (uint64_t K : {2, 4})
-        check(geometry(2, 8, 8, 2, K), S, L, 100 * L + 10 * S + K, 2.0f, 1.0f);
+        check(mamba2_geometry(2, 8, 8, 2, K), S, L, 100 * L + 10 * S + K, 2.0f, 1.0f);
 }
 
 // Two calls of 2 and 3 rows carrying the tail equal one call of 5 rows, bit for bit.
 TEST_F(Mamba2KernelConv, SplitCallsEqualOneCall) {
-  const Mamba2Geometry g = geometry(4, 16, 8, 2, 4);
+  const Mamba2Geometry g = mamba2_geometry(4, 16, 8, 2, 4);
   const uint64_t ch = g.d_xbc, T = 3, w = g.in_proj;
   oracle::SsdInputs in;
   in.zxbcdt = seeded_bf16_values(5 * w, 71, 1.0f);
@@ -575,7 +564,7 @@ class Mamba2KernelGatedNorm : public Mamba2Kernel {
                     double eps) {
     SCOPED_TRACE("d_inner=" + std::to_string(H * P) + " groups=" + std::to_string(groups) +
                  " rows=" + std::to_string(rows));
-    const Mamba2Geometry g = geometry(H, P, 8, groups);
+    const Mamba2Geometry g = mamba2_geometry(H, P, 8, groups);
     Mamba2GatedNormOp op = Mamba2GatedNormOp::make(g, rows, eps);
     const uint64_t pool = oracle::place_in_pool({&op.weight});
     Rig rig(backend(), {op.accesses()}, pool);
@@ -637,10 +626,10 @@ TEST_F(Mamba2KernelErrors, RefusesNoGroupsUnevenGroupsAndOversizedHeads) {
   };
   const Bad cases[] = {
       // ng = 0: the chunk op's layout G = 1 finds no B / C columns; the recurrence sees ng = 0.
-      {geometry(2, 8, 16, 0), "narrower than x | B | C", "n_groups = 0"},
-      {geometry(3, 8, 16, 2), "not a multiple of n_groups", "not a multiple of n_groups"},
-      {geometry(1, kMaxSsdDim + 1, 16, 1), "at most 256", "at most 256"},
-      {geometry(1, 8, kMaxSsdDim + 1, 1), "at most 256", "at most 256"},
+      {mamba2_geometry(2, 8, 16, 0), "narrower than x | B | C", "n_groups = 0"},
+      {mamba2_geometry(3, 8, 16, 2), "not a multiple of n_groups", "not a multiple of n_groups"},
+      {mamba2_geometry(1, kMaxSsdDim + 1, 16, 1), "at most 256", "at most 256"},
+      {mamba2_geometry(1, 8, kMaxSsdDim + 1, 1), "at most 256", "at most 256"},
   };
   for (const Bad& k : cases) {
     SCOPED_TRACE(k.g.to_string());
