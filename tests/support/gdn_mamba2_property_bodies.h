@@ -397,6 +397,16 @@ void split_elsewhere_second_part_passes(Backend& b, const Case& c, U at) {
 
 // ---- shared full-range bodies (tests/slow/numeric) -------------------------------------------
 
+// Every stage of a call drawn from `ranges` passes the judge on `b` (tagged by path and whether
+// it co-dispatches 8 or more sequences: `many`, else `few`).
+template <class Ranges, class F = FamilyOf<Ranges>>
+void stages_pass_the_judge(Backend& b, const Ranges& ranges, const char* many, const char* few) {
+  const auto c = draw(ranges);
+  RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? many : few);
+  const auto in = F::inputs(c);
+  testing::require_passed(judge(run_call(b, c.dims(), c.path, in), in, c.seed));
+}
+
 // Sequence s of a co-dispatched call (at least two, backend work up to 2^28) equals the same
 // sequence alone: the core output, the normed output and the final state, bit for bit.
 template <class Ranges, class F = FamilyOf<Ranges>>

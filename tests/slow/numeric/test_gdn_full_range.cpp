@@ -39,25 +39,17 @@ namespace bufferlab {
 namespace {
 
 using gen::GdnCase;
-using oracle::GdnPath;
-using oracle::Mode;
 using U = uint64_t;
 
 constexpr int kCases = 20;
 using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
 using testing::check_many;
 using testing::cpu_backend;
-using testing::require_passed;
-using Call = testing::gdn_mamba2::Call<GdnFamily>;
 
 TEST(GdnFullRange, CpuStagesPassTheJudge) {
   check_many(
       [] {
-        const GdnCase c = draw(gen::full_gdn_ranges());
-        RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? "8+ streams" : "few streams");
-        const auto in = gen::gdn_inputs(c);
-        const Call call = run_call(cpu_backend(), c.dims(), c.path, in);
-        require_passed(oracle::judge_gdn(call.plan, in, call.run, "cpu", c.seed));
+        stages_pass_the_judge(cpu_backend(), gen::full_gdn_ranges(), "8+ streams", "few streams");
       },
       kCases);
 }
@@ -70,7 +62,7 @@ TEST(GdnFullRange, Fp64ChunkedEqualsRecurrence) {
         const GdnCase c = draw(r);
         const auto dims = c.dims();
         const auto in = gen::gdn_inputs(c);
-        const auto ref = oracle::gdn_reference(dims, in, Mode::exact);
+        const auto ref = oracle::gdn_reference(dims, in, oracle::Mode::exact);
         const std::vector<double> s0(in.state.begin(), in.state.end());
         const auto ch = oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0);
         const auto re = oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0);

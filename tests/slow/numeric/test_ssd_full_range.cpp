@@ -34,25 +34,18 @@ namespace bufferlab {
 namespace {
 
 using gen::SsdCase;
-using oracle::Mode;
-using oracle::SsdPath;
 using U = uint64_t;
 
 constexpr int kCases = 20;
 using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
 using testing::check_many;
 using testing::cpu_backend;
-using testing::require_passed;
-using Call = testing::gdn_mamba2::Call<Mamba2Family>;
 
 TEST(SsdFullRange, CpuStagesPassTheJudge) {
   check_many(
       [] {
-        const SsdCase c = draw(gen::full_ssd_ranges());
-        RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? "8+ sequences" : "few sequences");
-        const auto in = gen::ssd_inputs(c);
-        const Call call = run_call(cpu_backend(), c.dims(), c.path, in);
-        require_passed(oracle::judge_ssd(call.plan, in, call.run, "cpu", c.seed));
+        stages_pass_the_judge(cpu_backend(), gen::full_ssd_ranges(), "8+ sequences",
+                              "few sequences");
       },
       kCases);
 }
@@ -68,7 +61,7 @@ TEST(SsdFullRange, Fp64ChunkedEqualsRecurrence) {
         c.sequences = 1;
         const auto dims = c.dims();
         const auto in = gen::ssd_inputs(c);
-        const auto ref = oracle::ssd_reference(dims, in, Mode::exact);
+        const auto ref = oracle::ssd_reference(dims, in, oracle::Mode::exact);
         std::vector<double> A(dims.geom.H), D(in.D.begin(), in.D.end());
         for (U h = 0; h < dims.geom.H; ++h) A[h] = -std::exp(static_cast<double>(in.a_log[h]));
         const std::vector<double> s0(in.state.begin(), in.state.end());
