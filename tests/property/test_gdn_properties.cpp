@@ -417,14 +417,7 @@ RC_GTEST_PROP(GdnPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
 // 3: the second part started from a fresh (zero) conv tail instead of the carried one: the
 // first K − 1 tokens after the split see other inputs and the bit identity breaks.
 RC_GTEST_PROP(GdnPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
-  const GdnCase c = draw_split_case(twin_ranges(gen::ci_gdn_ranges()));
-  const U at = draw_bit_identical_split(c);
-  const auto in = gen::gdn_inputs(c);
-  const Call whole = run_call(cpu_backend(), c, in);
-  const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
-  const Findings f = split_bit_findings(c, whole, run_split(cpu_backend(), c, in, at, &fresh));
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "core output, tokens after the split"));
+  split_without_the_carried_conv_tail_differs(cpu_backend(), twin_ranges(gen::ci_gdn_ranges()));
 }
 
 // 4: a sequence run alone with its neighbour's state and conv tail (a kernel indexing the
@@ -434,21 +427,7 @@ RC_GTEST_PROP(GdnPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
   GdnCase c = draw_codispatch_case(twin_ranges(gen::ci_gdn_ranges()));
   c.profile.zero_state = false;
   c.profile.alpha = oracle::GdnGateRegime::near_one;
-  const auto dims = c.dims();
-  const auto in = gen::gdn_inputs(c);
-  const Call all = run_call(cpu_backend(), c, in);
-  GdnCase one = c;
-  one.sequences = 1;
-  const auto own = oracle::gdn_sequence(dims, in, 1);
-  const auto neighbour = oracle::gdn_sequence(dims, in, 0);
-  auto wrong = own;
-  wrong.state = neighbour.state;
-  wrong.conv_state = neighbour.conv_state;
-  const Findings f =
-      codispatch_findings(c, all, run_call(cpu_backend(), one.dims(), c.path, wrong), 1);
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "final state (sequence 1)") ||
-            has_finding(f, "core output (sequence 1)"));
+  sequence_with_its_neighbours_state_differs(cpu_backend(), c, codispatch_findings);
 }
 
 // 5: B15 (nt = cdiv(m, 64), no margin) — a deterministic sweep over co-dispatched prefills

@@ -304,14 +304,7 @@ RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
 }
 
 RC_GTEST_PROP(SsdPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
-  const SsdCase c = draw_split_case(twin_ranges(gen::ci_ssd_ranges()));
-  const U at = draw_bit_identical_split(c);
-  const auto in = gen::ssd_inputs(c);
-  const Call whole = run_call(cpu_backend(), c, in);
-  const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
-  const Findings f = split_bit_findings(c, whole, run_split(cpu_backend(), c, in, at, &fresh));
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "y, tokens after the split"));
+  split_without_the_carried_conv_tail_differs(cpu_backend(), twin_ranges(gen::ci_ssd_ranges()));
 }
 
 // Sequence 1 run alone with sequence 0's state and conv tail (tiny dt: the state survives).
@@ -319,19 +312,7 @@ RC_GTEST_PROP(SsdPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
   SsdCase c = draw_codispatch_case(twin_ranges(gen::ci_ssd_ranges()));
   c.profile.zero_state = false;
   c.profile.dt = oracle::SsdDtRegime::tiny;
-  const auto dims = c.dims();
-  const auto in = gen::ssd_inputs(c);
-  const Call all = run_call(cpu_backend(), c, in);
-  SsdCase one = c;
-  one.sequences = 1;
-  auto wrong = oracle::ssd_sequence(dims, in, 1);
-  const auto neighbour = oracle::ssd_sequence(dims, in, 0);
-  wrong.state = neighbour.state;
-  wrong.conv_state = neighbour.conv_state;
-  const Findings f =
-      codispatch_findings(c, all, run_call(cpu_backend(), one.dims(), c.path, wrong), 1);
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "final state (sequence 1)") || has_finding(f, "y (sequence 1)"));
+  sequence_with_its_neighbours_state_differs(cpu_backend(), c, codispatch_findings);
 }
 
 // M-SSDSTATE (the scan drops the state between chunks) on a fixed set of chunked cases with

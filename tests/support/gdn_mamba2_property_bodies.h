@@ -395,6 +395,42 @@ void split_elsewhere_second_part_passes(Backend& b, const Case& c, U at) {
   RC_TAG(ulps == 0 ? "identical" : ulps <= 2 ? "within 2 BF16 ULP" : "beyond 2 BF16 ULP");
 }
 
+// ---- shared planted-bug twins ---------------------------------------------------------------
+
+// Twin of the split property: the second part started from a zeroed conv tail (the carried tail
+// dropped) differs from one pass in the core output after the split.
+template <class Ranges, class F = FamilyOf<Ranges>>
+void split_without_the_carried_conv_tail_differs(Backend& b, const Ranges& ranges) {
+  const auto c = draw_split_case(ranges);
+  const U at = draw_bit_identical_split(c);
+  const auto in = F::inputs(c);
+  const Call<F> whole = run_call(b, c, in);
+  const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
+  const Findings f = split_bit_findings(c, whole, run_split(b, c, in, at, &fresh));
+  log_findings(f);
+  RC_ASSERT(has_finding(f, std::string(F::kOutputName) + ", tokens after the split"));
+}
+
+// Twin of the co-dispatch property: sequence 1 run alone with sequence 0's state and conv tail
+// (a kernel indexing the per-sequence state with the wrong stream) differs from the
+// co-dispatched run. `c` keeps its starting state visible (the caller picks the regime).
+template <class Case, class Compare, class F = FamilyOf<Case>>
+void sequence_with_its_neighbours_state_differs(Backend& b, const Case& c, Compare findings) {
+  const auto dims = c.dims();
+  const auto in = F::inputs(c);
+  const Call<F> all = run_call(b, c, in);
+  Case one = c;
+  one.sequences = 1;
+  auto wrong = F::sequence(dims, in, 1);
+  const auto neighbour = F::sequence(dims, in, 0);
+  wrong.state = neighbour.state;
+  wrong.conv_state = neighbour.conv_state;
+  const Findings f = findings(c, all, run_call(b, one.dims(), c.path, wrong), 1);
+  log_findings(f);
+  RC_ASSERT(has_finding(f, "final state (sequence 1)") ||
+            has_finding(f, std::string(F::kOutputName) + " (sequence 1)"));
+}
+
 // ---- shared full-range bodies (tests/slow/numeric) -------------------------------------------
 
 // Every stage of a call drawn from `ranges` passes the judge on `b` (tagged by path and whether
