@@ -76,6 +76,9 @@ struct GdnFamily {
   static U width(const Dims& d) { return d.geom.value_dim; }
   static U state_cols(const Dims& d) { return d.geom.vd; }
   static constexpr const char* kOutputName = "core output";
+  using CoreResult = oracle::GdnCoreResult;
+  static std::vector<double>& fp64_out(CoreResult& r) { return r.o; }
+  static U head_dim(const Dims& d) { return d.geom.vd; }
   static U state_size(const Dims& d) { return d.geom.nv * d.geom.kd * d.geom.vd; }
 };
 
@@ -113,6 +116,9 @@ struct Mamba2Family {
   static U width(const Dims& d) { return d.geom.d_inner; }
   static U state_cols(const Dims& d) { return d.geom.N; }
   static constexpr const char* kOutputName = "y";
+  using CoreResult = oracle::SsdCoreResult;
+  static std::vector<double>& fp64_out(CoreResult& r) { return r.y; }
+  static U head_dim(const Dims& d) { return d.geom.P; }
   static U state_size(const Dims& d) { return d.geom.H * d.geom.P * d.geom.N; }
 };
 
@@ -396,6 +402,26 @@ void split_elsewhere_second_part_passes(Backend& b, const Case& c, U at) {
 }
 
 // ---- shared planted-bug twins ---------------------------------------------------------------
+
+// Twin of the FP64 identity: one chunked output element of `p` (the FP64 chunked and recurrent
+// results of `c`) moved by twice the tolerance fails at its coordinates; `findings(dims, p)` is
+// the family's identity check.
+template <class Case, class Pair, class Identity, class F = FamilyOf<Case>>
+void fp64_output_moved_past_the_tolerance_fails(const Case& c, Pair p, Identity findings) {
+  const auto dims = c.dims();
+  std::vector<double>& got = F::fp64_out(p.chunked);
+  const std::vector<double>& want = F::fp64_out(p.recurrence);
+  const double scale = max_abs(want);
+  RC_PRE(scale > 0.0);
+  const U e = *rc::gen::inRange<U>(0, got.size());
+  got[e] = want[e] + 2.0 * kIdentityTol * scale;
+  const Findings f = findings(dims, p);
+  RC_ASSERT(f.size() == 1u);
+  RC_ASSERT(f[0].check == std::string(F::kOutputName) + ": chunked vs recurrence (FP64)");
+  const U w = F::width(dims), hd = F::head_dim(dims);
+  RC_ASSERT(
+      contains(f[0].where, fmt::format("token {}, head {}, dim {}", e / w, e % w / hd, e % hd)));
+}
 
 // Twin of the split property: the second part started from a zeroed conv tail (the carried tail
 // dropped) differs from one pass in the core output after the split.
