@@ -52,7 +52,7 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounds.h"
-#include "gdn_stages.h"
+#include "bufferlab/oracle/gdn_stages.h"
 
 namespace bufferlab::oracle::gdn_detail {
 namespace {
@@ -185,6 +185,11 @@ StageBounds gates_bounds(const GdnDims& d, std::span<const uint16_t> ba,
       r.bound[(t * nv + v) * 2] = m.sigmoid_rel() * beta + kSigmoidAbs;
       const double a = bf16_bits_to_f32(ba[t * 2 * nv + nv + v]);
       const double x = a + dt_bias[v], e_x = m.u * std::fabs(x);
+      // ±Inf is exact in FP32: softplus(+Inf) = +Inf → α = 0; softplus(−Inf) = 0 → α = 1.
+      if (std::isinf(x)) {
+        r.bound[(t * nv + v) * 2 + 1] = kAlphaAbs;
+        continue;
+      }
       const double sp = softplus(x);
       double e_sp = x > 20.0 ? e_x : e_x + m.fn + m.fn * (sp + e_x + m.fn);
       if (std::fabs(x - 20.0) <= e_x) e_sp += kSoftplusJump;

@@ -11,7 +11,7 @@
 
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounded_compare.h"
-#include "gdn_stages.h"
+#include "bufferlab/oracle/gdn_stages.h"
 
 namespace bufferlab::oracle {
 
@@ -233,17 +233,13 @@ void require_run(const GdnPlan& p, const GdnRun& run) {
 
 }  // namespace
 
-AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun& run,
-                          const std::string& backend, uint64_t seed, const BoundModel& bm,
-                          std::vector<GdnCheckSlack>* slack) {
-  const GdnDims& d = plan.dims;
-  const GdnGeometry& g = d.geom;
-  require_run(plan, run);
-  AgreementReport r{"gdn", call_params(plan), backend, seed, {}, {}};
-  Judge j(r, slack);
-  const Coordinates xy(d);
+namespace {
 
-  // conv1d and its tail, from the uploaded inputs.
+// conv1d and its tail, from the uploaded inputs.
+void judge_conv(const GdnDims& d, const GdnInputs& in, const GdnRun& run, const BoundModel& bm,
+                Judge& j) {
+  const GdnGeometry& g = d.geom;
+  const Coordinates xy(d);
   const ConvRef conv = conv_stage(d, in.deint, in.conv_w, in.conv_state);
   j.f32("conv1d (ssm_conv_out_f32)", run.conv, conv.out, g.conv_dim,
         conv_bounds(d, in.deint, in.conv_w, in.conv_state, conv, bm), xy.conv());
@@ -251,19 +247,27 @@ AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun
   exact.formula = "exact: the last K-1 BF16 inputs of each sequence";
   j.push(at(compare_bf16("conv tail state", run.conv_state, conv.tail, g.kernel - 1, exact),
             xy.conv_tail()));
+}
 
-  // gates, from the uploaded ba, A_log, dt_bias.
+// gates, from the uploaded ba, A_log, dt_bias.
+void judge_gates(const GdnDims& d, const GdnInputs& in, const GdnRun& run, const BoundModel& bm,
+                 Judge& j) {
   const std::vector<double> gates = gates_stage(d, in.ba, in.a_log, in.dt_bias);
-  j.f32("gates (beta, alpha)", run.gates, gates, 2 * g.nv,
-        gates_bounds(d, in.ba, in.a_log, in.dt_bias, gates, bm), xy.gates());
+  j.f32("gates (beta, alpha)", run.gates, gates, 2 * d.geom.nv,
+        gates_bounds(d, in.ba, in.a_log, in.dt_bias, gates, bm), Coordinates(d).gates());
+}
 
-  // Every later stage reads the STORED conv and gates.
+// The chunked core (wu, state, output) or the recurrence, every stage on what it read: the
+// STORED conv and gates.
+void judge_core(const GdnDims& d, const GdnRun& run, const BoundModel& bm, Judge& j) {
+  const GdnGeometry& g = d.geom;
+  const Coordinates xy(d);
   const std::vector<double> s_conv = widen_f32(run.conv), s_gates = widen_f32(run.gates);
   const std::vector<double> state_in = widen_f32(run.state_in);
   const Qk qk = normalise_qk(d, s_conv);
   const uint64_t width = g.value_dim;
 
-  if (plan.path == GdnPath::chunked) {
+  if (run.path == GdnPath::chunked) {
     const ChunkGrid grid(d);
     // wu: gc from the stored gates; W, U from the stored conv, gates and the STORED gc, so an
     // error of gc is judged once, in "gc (wu)".
@@ -310,12 +314,47 @@ AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun
            xy.token_head_dim());
     j.f32("final state (recurrence)", run.state, rec.state, g.vd, rb.state, xy.state());
   }
+}
 
-  // gated norm on the stored core output.
+// gated norm on the stored core output.
+void judge_norm(const GdnDims& d, const GdnInputs& in, const GdnRun& run, const BoundModel& bm,
+                Judge& j) {
   const std::vector<double> core = widen_bf16_bits(run.core);
   const std::vector<double> normed = gated_norm_stage(d, core, in.deint, in.norm_w);
-  j.bf16("gated norm (attn_output)", run.normed, rounded_bf16(normed), width,
-         gated_norm_bounds(d, core, in.norm_w, normed, bm), xy.token_head_dim());
+  j.bf16("gated norm (attn_output)", run.normed, rounded_bf16(normed), d.geom.value_dim,
+         gated_norm_bounds(d, core, in.norm_w, normed, bm), Coordinates(d).token_head_dim());
+}
+
+}  // namespace
+
+void judge_gdn_stage(GdnStageGroup stage, const GdnDims& dims, const GdnInputs& in,
+                     const GdnRun& run, const BoundModel& bm, AgreementReport& r) {
+  Judge j(r, nullptr);
+  switch (stage) {
+    case GdnStageGroup::conv:
+      return judge_conv(dims, in, run, bm, j);
+    case GdnStageGroup::gates:
+      return judge_gates(dims, in, run, bm, j);
+    case GdnStageGroup::core:
+      return judge_core(dims, run, bm, j);
+    case GdnStageGroup::norm:
+      return judge_norm(dims, in, run, bm, j);
+  }
+}
+
+AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun& run,
+                          const std::string& backend, uint64_t seed, const BoundModel& bm,
+                          std::vector<GdnCheckSlack>* slack) {
+  const GdnDims& d = plan.dims;
+  const GdnGeometry& g = d.geom;
+  require_run(plan, run);
+  AgreementReport r{"gdn", call_params(plan), backend, seed, {}, {}};
+  Judge j(r, slack);
+  judge_conv(d, in, run, bm, j);
+  judge_gates(d, in, run, bm, j);
+  judge_core(d, run, bm, j);
+  judge_norm(d, in, run, bm, j);
+  const uint64_t width = g.value_dim;
 
   // Reported, never asserted: the whole call against the faithful reference from the original
   // inputs, and the faithful reference against the exact one.

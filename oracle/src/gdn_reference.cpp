@@ -5,7 +5,7 @@
 
 #include "bufferlab/core/error.h"
 #include "bufferlab/oracle/gdn.h"
-#include "gdn_stages.h"
+#include "bufferlab/oracle/gdn_stages.h"
 
 namespace bufferlab::oracle {
 

@@ -30,7 +30,7 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/number_formats.h"
-#include "ssd_stages.h"
+#include "bufferlab/oracle/ssd_stages.h"
 
 namespace bufferlab::oracle::ssd_detail {
 namespace {

@@ -25,7 +25,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/seeded_random.h"
 #include "bufferlab/oracle/ssd.h"
-#include "ssd_stages.h"
+#include "bufferlab/oracle/ssd_stages.h"
 
 namespace bufferlab::oracle {
 namespace {

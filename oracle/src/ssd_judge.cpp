@@ -15,7 +15,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounded_compare.h"
 #include "bufferlab/oracle/mhc.h"
-#include "ssd_stages.h"
+#include "bufferlab/oracle/ssd_stages.h"
 
 namespace bufferlab::oracle {
 
@@ -230,11 +230,10 @@ std::string params_of(const SsdPlan& plan) {
 }
 
 // The chunked stages, sequence by sequence, assembled into one comparison per check.
-void judge_chunked(const SsdPlan& plan, const SsdInputs& in, const SsdRun& run,
+void judge_chunked(const SsdDims& d, const SsdInputs& in, const SsdRun& run,
                    std::span<const double> dt_rows, std::span<const double> dt_err,
                    std::span<const double> A, std::span<const double> D, const BoundModel& bm,
                    AgreementReport& r) {
-  const SsdDims& d = plan.dims;
   const Mamba2Geometry& g = d.geom;
   SsdDims one = d;
   one.sequences = 1;
@@ -306,10 +305,9 @@ void judge_chunked(const SsdPlan& plan, const SsdInputs& in, const SsdRun& run,
                              at.state()));
 }
 
-void judge_recurrent(const SsdPlan& plan, const SsdRun& run, std::span<const double> dt_rows,
+void judge_recurrent(const SsdDims& d, const SsdRun& run, std::span<const double> dt_rows,
                      std::span<const double> dt_err, std::span<const double> A,
                      std::span<const double> D, const BoundModel& bm, AgreementReport& r) {
-  const SsdDims& d = plan.dims;
   const Mamba2Geometry& g = d.geom;
   SsdDims one = d;
   one.sequences = 1;
@@ -335,17 +333,11 @@ void judge_recurrent(const SsdPlan& plan, const SsdRun& run, std::span<const dou
                              at.state()));
 }
 
-}  // namespace
-
-AgreementReport judge_ssd(const SsdPlan& plan, const SsdInputs& in, const SsdRun& run,
-                          const std::string& backend, uint64_t seed, const BoundModel& bm) {
-  const SsdDims& d = plan.dims;
+// conv1d from the uploaded inputs.
+void judge_conv(const SsdDims& d, const SsdInputs& in, const SsdRun& run, const BoundModel& bm,
+                AgreementReport& r) {
   const Mamba2Geometry& g = d.geom;
-  require_run(plan, run);
-  AgreementReport r{"mamba2_ssd", params_of(plan), backend, seed, {}, {}};
   const Coords at{d, chunks_of(d.L)};
-
-  // conv1d from the uploaded inputs.
   const ConvResult conv = conv_fp64(d, in, /*with_terms=*/true);
   r.checks.push_back(
       located(compare_bf16_bounded("conv1d (xBC)", run.xbc, rounded(conv.out), g.d_xbc,
@@ -355,24 +347,57 @@ AgreementReport judge_ssd(const SsdPlan& plan, const SsdInputs& in, const SsdRun
       located(compare_bf16("conv tail state", run.conv_state, conv.tail, g.kernel - 1,
                            exact("exact: the last K-1 inputs of each sequence")),
               at.tail()));
+}
 
-  // dt in FP64 from zxbcdt (the chunked path's stored dt and the recurrence's own).
+// dt in FP64 from zxbcdt (the chunked path's stored dt and the recurrence's own), then the
+// chunked stages or the recurrence.
+void judge_core(const SsdDims& d, const SsdInputs& in, const SsdRun& run, const BoundModel& bm,
+                AgreementReport& r) {
   const std::vector<double> arg = dt_argument(d, in.zxbcdt, in.dt_bias);
   const std::vector<double> dt = dt_fp64(d, arg), dt_err = dt_bounds(arg, bm);
   const std::vector<double> A = a_fp64(in.a_log), D = widen(in.D);
-  if (plan.path == SsdPath::chunked)
-    judge_chunked(plan, in, run, dt, dt_err, A, D, bm, r);
+  if (run.path == SsdPath::chunked)
+    judge_chunked(d, in, run, dt, dt_err, A, D, bm, r);
   else
-    judge_recurrent(plan, run, dt, dt_err, A, D, bm, r);
+    judge_recurrent(d, run, dt, dt_err, A, D, bm, r);
+}
 
-  // The gated norm on the stored y.
+// The gated norm on the stored y.
+void judge_norm(const SsdDims& d, const SsdInputs& in, const SsdRun& run, const BoundModel& bm,
+                AgreementReport& r) {
+  const Coords at{d, chunks_of(d.L)};
   const std::vector<double> y = widen_bf16(run.y);
   r.checks.push_back(located(
       compare_bf16_bounded(
           "gated norm (norm_output)", run.normed,
-          rounded(gated_norm_fp64(d, y, in.zxbcdt, in.norm_w)), g.d_inner,
+          rounded(gated_norm_fp64(d, y, in.zxbcdt, in.norm_w)), d.geom.d_inner,
           {gated_norm_bounds(d, y, in.zxbcdt, in.norm_w, bm), {}, gated_norm_bounds_formula()}),
       at.inner()));
+}
+
+}  // namespace
+
+void judge_ssd_stage(SsdStageGroup stage, const SsdDims& dims, const SsdInputs& in,
+                     const SsdRun& run, const BoundModel& bm, AgreementReport& r) {
+  switch (stage) {
+    case SsdStageGroup::conv:
+      return judge_conv(dims, in, run, bm, r);
+    case SsdStageGroup::core:
+      return judge_core(dims, in, run, bm, r);
+    case SsdStageGroup::norm:
+      return judge_norm(dims, in, run, bm, r);
+  }
+}
+
+AgreementReport judge_ssd(const SsdPlan& plan, const SsdInputs& in, const SsdRun& run,
+                          const std::string& backend, uint64_t seed, const BoundModel& bm) {
+  const SsdDims& d = plan.dims;
+  const Mamba2Geometry& g = d.geom;
+  require_run(plan, run);
+  AgreementReport r{"mamba2_ssd", params_of(plan), backend, seed, {}, {}};
+  judge_conv(d, in, run, bm, r);
+  judge_core(d, in, run, bm, r);
+  judge_norm(d, in, run, bm, r);
 
   // The whole call from the original inputs (reported).
   const SsdReference faithful = ssd_reference(d, in, Mode::faithful);

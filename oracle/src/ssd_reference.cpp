@@ -9,7 +9,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/ssd.h"
-#include "ssd_stages.h"
+#include "bufferlab/oracle/ssd_stages.h"
 
 namespace bufferlab::oracle {
 

@@ -55,6 +55,9 @@
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
 #include "bufferlab/properties/ssm_generators.h"
+#include "cpu_backend.h"
+#include "gdn_mamba2_property_bodies.h"
+#include "report_checks.h"
 
 namespace bufferlab {
 namespace {
@@ -64,89 +67,10 @@ using oracle::GdnPath;
 using oracle::Mode;
 using U = uint64_t;
 
-constexpr U kChunk = GdnChunkCarve::kChunk;
-constexpr double kIdentityTol = 1e-12;  // numerics §5: chunked FP64 vs recurrence FP64
-
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
-
-GdnCase draw(gen::GdnRanges ranges = gen::ci_gdn_ranges()) {
-  GdnCase c = *gen::gdn_case(ranges);
-  RC_LOG() << c.describe() << "\n";
-  return c;
-}
-
-// The planted-bug twins show that a check fails, which small cases do as well: 2^19 (a chunked
-// case of up to 8 tokens; the split twin adds 64).
-gen::GdnRanges twin_ranges() {
-  gen::GdnRanges r = gen::ci_gdn_ranges();
-  r.cost_cap = uint64_t{1} << 19;
-  return r;
-}
-
-const char* edge_tag(U L) {
-  return L % kChunk == 0 ? "L % 64 = 0" : L % kChunk == 1 ? "L % 64 = 1" : "L % 64 other";
-}
-
-struct Call {
-  oracle::GdnPlan plan;
-  oracle::GdnRun run;
-};
-
-// One call on a footprint layout (poisoned by the harness).
-Call run_call(Backend& b, const oracle::GdnDims& dims, GdnPath path, const oracle::GdnInputs& in) {
-  Call c{oracle::plan_gdn(dims, path), {}};
-  const Workspace ws = oracle::allocate_gdn_footprint(b, c.plan);
-  c.run = oracle::run_gdn(b, ws, c.plan, in);
-  return c;
-}
-
-Call run_call(Backend& b, const GdnCase& c, const oracle::GdnInputs& in) {
-  return run_call(b, c.dims(), c.path, in);
-}
-
-oracle::AgreementReport judge(const Call& call, const oracle::GdnInputs& in, U seed,
-                              const char* backend = "cpu") {
-  return oracle::judge_gdn(call.plan, in, call.run, backend, seed);
-}
-
-void require_passed(const oracle::AgreementReport& r) {
-  RC_LOG() << oracle::format_report(r);
-  RC_ASSERT(r.passed());
-}
-
-std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
-  std::vector<std::string> names;
-  for (const auto& c : r.checks)
-    if (!c.passed()) names.push_back(c.name);
-  return names;
-}
-
-const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
-                                            const std::string& name) {
-  for (const auto& c : r.checks)
-    if (c.name == name) return &c;
-  return nullptr;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// A failed assertion of one of this file's own checks: the check's name and where.
-struct Finding {
-  std::string check, where;
-};
-using Findings = std::vector<Finding>;
-
-void log_findings(const Findings& f) {
-  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
-}
-bool has_finding(const Findings& f, const std::string& check) {
-  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
-}
+using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
+using testing::cpu_backend;
+using testing::require_passed;
+using Call = testing::gdn_mamba2::Call<GdnFamily>;
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
 
@@ -163,30 +87,6 @@ Fp64Pair fp64_pair(const oracle::GdnDims& dims, const oracle::GdnInputs& in,
   const std::vector<double> s0(state.begin(), state.end());
   return {oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0),
           oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0)};
-}
-
-double max_abs(std::span<const double> v) {
-  double m = 0.0;
-  for (double x : v)
-    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-// |got − want| ≤ 1e-12·max|want| per element (NaN never passes); `where(e)` names element e.
-template <class Where>
-void identity_findings(Findings& f, const std::string& check, std::span<const double> got,
-                       std::span<const double> want, Where where) {
-  if (got.size() != want.size()) {
-    f.push_back({check, fmt::format("{} elements, want {}", got.size(), want.size())});
-    return;
-  }
-  const double tol = kIdentityTol * max_abs(want);
-  for (U e = 0; e < got.size(); ++e)
-    if (!(std::fabs(got[e] - want[e]) <= tol)) {
-      f.push_back({check, fmt::format("{}: {} vs {} (|Δ| {:.3g} > {:.3g})", where(e), got[e],
-                                      want[e], std::fabs(got[e] - want[e]), tol)});
-      return;  // the first bad element
-    }
 }
 
 Findings fp64_identity_findings(const oracle::GdnDims& dims, const Fp64Pair& p) {
@@ -221,102 +121,17 @@ RC_GTEST_PROP(GdnProperty, Fp64ChunkedEqualsRecurrence, ()) {
 // ---- 2. every stage passes the judge --------------------------------------------------------
 
 RC_GTEST_PROP(GdnProperty, CpuStagesPassTheJudge, ()) {
-  const GdnCase c = draw();
+  const GdnCase c = draw(gen::ci_gdn_ranges());
   RC_TAG(gen::to_string(c.path), c.chunkable() ? "kd = vd = 128" : "other head sizes",
          edge_tag(c.L));
   const auto in = gen::gdn_inputs(c);
-  require_passed(judge(run_call(cpu(), c, in), in, c.seed));
+  require_passed(judge(run_call(cpu_backend(), c, in), in, c.seed));
 }
 
 // ---- 3. splitting a sequence ------------------------------------------------------------------
 
-// The first element where two arrays differ in their bits, if any.
-template <class T>
-std::optional<U> first_bit_difference(std::span<const T> a, std::span<const T> b) {
-  if (a.size() != b.size()) return std::min(a.size(), b.size());
-  for (U e = 0; e < a.size(); ++e)
-    if (std::memcmp(&a[e], &b[e], sizeof(T)) != 0) return e;
-  return std::nullopt;
-}
-
-template <class T>
-void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
-                  std::span<const T> want, U cols) {
-  if (const auto e = first_bit_difference(got, want))
-    f.push_back({check, got.size() != want.size()
-                            ? fmt::format("{} elements, want {}", got.size(), want.size())
-                            : fmt::format("row {}, col {}", *e / cols, *e % cols)});
-}
-
-template <class T>
-std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
-  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
-}
-
-struct Split {
-  U at = 0;
-  Call first, second;
-};
-
-// Tokens [0, at) then [at, L) of the case's one sequence, the second run starting from the
-// first's conv tail and state (or from `tail` when given: the twin's bug).
-Split run_split(const GdnCase& c, const oracle::GdnInputs& in, U at,
-                const std::vector<uint16_t>* tail = nullptr) {
-  const auto dims = c.dims();
-  Split s{at, {}, {}};
-  const auto first_in = oracle::gdn_token_range(dims, in, 0, at, in.conv_state, in.state);
-  s.first = run_call(cpu(), oracle::GdnDims::of(c.config, 1, at), c.path, first_in);
-  const auto second_in = oracle::gdn_token_range(
-      dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
-  s.second = run_call(cpu(), oracle::GdnDims::of(c.config, 1, c.L - at), c.path, second_in);
-  return s;
-}
-
-// The one-pass run against the split: core and normed outputs of both parts, the final state
-// and conv tail, bit for bit.
-Findings split_bit_findings(const GdnCase& c, const Call& whole, const Split& s) {
-  const U w = c.dims().geom.value_dim, L = c.L, at = s.at;
-  const auto& a = whole.run;
-  Findings f;
-  bit_findings(f, "core output, tokens before the split", rows_of(a.core, 0, at, w),
-               std::span<const uint16_t>(s.first.run.core), w);
-  bit_findings(f, "core output, tokens after the split", rows_of(a.core, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.core), w);
-  bit_findings(f, "gated norm output, tokens after the split", rows_of(a.normed, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.normed), w);
-  bit_findings(f, "final state", std::span<const float>(a.state),
-               std::span<const float>(s.second.run.state), c.vd());
-  bit_findings(f, "conv tail state", std::span<const uint16_t>(a.conv_state),
-               std::span<const uint16_t>(s.second.run.conv_state), 1);
-  return f;
-}
-
-// One sequence of L ≥ 65 (L + 64 when drawn ≤ 64, at most doubling the cost: drawn under half
-// the cap), split at a multiple of 64 on the chunked path, anywhere on the recurrence (token by
-// token, FP32 state: nothing depends on where a call starts).
-GdnCase draw_split_case(gen::GdnRanges ranges = gen::ci_gdn_ranges()) {
-  ranges.cost_cap /= 2;
-  GdnCase c = draw(ranges);
-  c.sequences = 1;
-  if (c.L <= kChunk) c.L += kChunk;
-  return c;
-}
-
-U draw_bit_identical_split(const GdnCase& c) {
-  if (c.path == GdnPath::chunked) return kChunk * *rc::gen::inRange<U>(1, cdiv(c.L, kChunk));
-  return *rc::gen::inRange<U>(1, c.L);
-}
-
 RC_GTEST_PROP(GdnProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
-  const GdnCase c = draw_split_case();
-  const U at = draw_bit_identical_split(c);
-  RC_TAG(gen::to_string(c.path));
-  RC_LOG() << "split at " << at << "\n";
-  const auto in = gen::gdn_inputs(c);
-  const Call whole = run_call(cpu(), c, in);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at));
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::split_is_bit_identical(cpu_backend(), gen::ci_gdn_ranges());
 }
 
 // Elsewhere (chunked, at % 64 ≠ 0) the parts' chunk boundaries fall elsewhere, the BF16 S / W
@@ -337,22 +152,7 @@ RC_GTEST_PROP(GdnProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
   c.L = std::max<U>(c.L, 2);
   U at = *rc::gen::inRange<U>(1, c.L);
   if (at % kChunk == 0) at -= 1;
-  RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
-  RC_LOG() << "split at " << at << "\n";
-  const auto in = gen::gdn_inputs(c);
-  const Split s = run_split(c, in, at);
-  const auto dims = c.dims();
-  require_passed(
-      judge(s.second,
-            oracle::gdn_token_range(dims, in, at, c.L, s.first.run.conv_state, s.first.run.state),
-            c.seed));
-  const Call whole = run_call(cpu(), c, in);
-  const U w = dims.geom.value_dim;
-  uint32_t ulps = 0;
-  const auto tail = rows_of(whole.run.core, at, c.L - at, w);
-  for (U e = 0; e < tail.size(); ++e)
-    ulps = std::max(ulps, bf16_ulp_distance(tail[e], s.second.run.core[e]));
-  RC_TAG(ulps == 0 ? "identical" : ulps <= 2 ? "within 2 BF16 ULP" : "beyond 2 BF16 ULP");
+  split_elsewhere_second_part_passes(cpu_backend(), c, at);
 }
 
 // ---- 4. co-dispatched sequences -----------------------------------------------------------------
@@ -396,28 +196,10 @@ Findings codispatch_findings(const GdnCase& c, const Call& all, const Call& alon
 }
 
 // At least two sequences (a drawn single one becomes two: the backend's work only, no oracle).
-GdnCase draw_codispatch_case(gen::GdnRanges ranges = gen::ci_gdn_ranges()) {
-  GdnCase c = draw(ranges);
-  c.sequences = std::max<U>(c.sequences, 2);
-  return c;
-}
 
 RC_GTEST_PROP(GdnProperty, CoDispatchedSequencesEqualEachAloneBitForBit, ()) {
-  const GdnCase c = draw_codispatch_case();
-  RC_TAG(gen::to_string(c.path), edge_tag(c.L));
-  const auto dims = c.dims();
-  const auto in = gen::gdn_inputs(c);
-  const Call all = run_call(cpu(), c, in);
-  GdnCase one = c;
-  one.sequences = 1;
-  Findings f;
-  for (U b = 0; b < c.sequences; ++b) {
-    const Call alone = run_call(cpu(), one.dims(), c.path, oracle::gdn_sequence(dims, in, b));
-    const Findings fb = codispatch_findings(c, all, alone, b);
-    f.insert(f.end(), fb.begin(), fb.end());
-  }
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::codispatch_equals_alone(cpu_backend(), gen::ci_gdn_ranges(),
+                                               codispatch_findings);
 }
 
 // ---- 5. B15: the chunk carve of the sizing ------------------------------------------------------
@@ -472,8 +254,8 @@ Findings carve_findings(const ModelConfig& config, const BufferSizes& sizes, U n
 std::optional<std::string> bind_error(const ModelConfig& config, const BufferSizes& sizes, U n,
                                       U L) {
   const Workspace ws =
-      cpu().allocate(Layout::build(sizes),
-                     GdnGeometry::of(config).nv * kGdnChunkedHeadDim * kGdnChunkedHeadDim * 4 * n);
+      cpu_backend().allocate(Layout::build(sizes), GdnGeometry::of(config).nv * kGdnChunkedHeadDim *
+                                                       kGdnChunkedHeadDim * 4 * n);
   for (const auto stage : kStages) {
     try {
       (void)GdnChunkOp::make(stage, GdnGeometry::of(config), 0, n, L, sizes.params.gdn_chunks)
@@ -524,27 +306,17 @@ RC_GTEST_PROP(GdnProperty, CorrectedCarveHoldsEveryStreamsRegions, ()) {
 
 // 1: one FP64 chunked output element moved by twice the tolerance fails at its coordinates.
 RC_GTEST_PROP(GdnPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
-  gen::GdnRanges ranges = twin_ranges();
+  gen::GdnRanges ranges = twin_ranges(gen::ci_gdn_ranges());
   ranges.cap_chunked_cost = true;
   const GdnCase c = draw(ranges);
-  const auto dims = c.dims();
-  Fp64Pair p = fp64_pair(dims, gen::gdn_inputs(c));
-  const double scale = max_abs(p.recurrence.o);
-  RC_PRE(scale > 0.0);
-  const U e = *rc::gen::inRange<U>(0, p.chunked.o.size());
-  p.chunked.o[e] = p.recurrence.o[e] + 2.0 * kIdentityTol * scale;
-  const Findings f = fp64_identity_findings(dims, p);
-  RC_ASSERT(f.size() == 1u);
-  RC_ASSERT(f[0].check == "core output: chunked vs recurrence (FP64)");
-  const auto& g = dims.geom;
-  RC_ASSERT(contains(f[0].where, fmt::format("token {}, head {}, dim {}", e / g.value_dim,
-                                             e % g.value_dim / g.vd, e % g.vd)));
+  fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c.dims(), gen::gdn_inputs(c)),
+                                             fp64_identity_findings);
 }
 
 // 1: the chunked form started from a zero state (a dropped carry) against the recurrence from
 // the real one: the final state differs (α near one: the initial state survives the call).
 RC_GTEST_PROP(GdnPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
-  gen::GdnRanges ranges = twin_ranges();
+  gen::GdnRanges ranges = twin_ranges(gen::ci_gdn_ranges());
   ranges.cap_chunked_cost = true;
   GdnCase c = draw(ranges);
   c.profile.zero_state = false;
@@ -613,9 +385,9 @@ std::vector<Poisonable> poisonables(const GdnCase& c) {
 }
 
 RC_GTEST_PROP(GdnPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
-  const GdnCase c = draw(twin_ranges());
+  const GdnCase c = draw(twin_ranges(gen::ci_gdn_ranges()));
   const auto in = gen::gdn_inputs(c);
-  Call call = run_call(cpu(), c, in);
+  Call call = run_call(cpu_backend(), c, in);
   const auto targets = poisonables(c);
   const Poisonable& p = *rc::gen::elementOf(targets);
   const U e = *rc::gen::inRange<U>(0, p.size(call.run));
@@ -635,37 +407,17 @@ RC_GTEST_PROP(GdnPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
 // 3: the second part started from a fresh (zero) conv tail instead of the carried one: the
 // first K − 1 tokens after the split see other inputs and the bit identity breaks.
 RC_GTEST_PROP(GdnPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
-  const GdnCase c = draw_split_case(twin_ranges());
-  const U at = draw_bit_identical_split(c);
-  const auto in = gen::gdn_inputs(c);
-  const Call whole = run_call(cpu(), c, in);
-  const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at, &fresh));
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "core output, tokens after the split"));
+  split_without_the_carried_conv_tail_differs(cpu_backend(), twin_ranges(gen::ci_gdn_ranges()));
 }
 
 // 4: a sequence run alone with its neighbour's state and conv tail (a kernel indexing the
 // per-sequence state with the wrong stream) differs from the co-dispatched run (α near one,
 // nonzero states: the starting state shows in the first outputs).
 RC_GTEST_PROP(GdnPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
-  GdnCase c = draw_codispatch_case(twin_ranges());
+  GdnCase c = draw_codispatch_case(twin_ranges(gen::ci_gdn_ranges()));
   c.profile.zero_state = false;
   c.profile.alpha = oracle::GdnGateRegime::near_one;
-  const auto dims = c.dims();
-  const auto in = gen::gdn_inputs(c);
-  const Call all = run_call(cpu(), c, in);
-  GdnCase one = c;
-  one.sequences = 1;
-  const auto own = oracle::gdn_sequence(dims, in, 1);
-  const auto neighbour = oracle::gdn_sequence(dims, in, 0);
-  auto wrong = own;
-  wrong.state = neighbour.state;
-  wrong.conv_state = neighbour.conv_state;
-  const Findings f = codispatch_findings(c, all, run_call(cpu(), one.dims(), c.path, wrong), 1);
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "final state (sequence 1)") ||
-            has_finding(f, "core output (sequence 1)"));
+  sequence_with_its_neighbours_state_differs(cpu_backend(), c, codispatch_findings);
 }
 
 // 5: B15 (nt = cdiv(m, 64), no margin) — a deterministic sweep over co-dispatched prefills
@@ -703,10 +455,10 @@ TEST(GdnPlanted, B15CarveMissesStreamsRegions) {
 
   const auto dims = oracle::GdnDims::of(config, n, L);
   const auto plan = oracle::plan_gdn(dims, GdnPath::chunked, b15.params.gdn_chunks);
-  const Workspace ws = cpu().allocate(Layout::build(b15), plan.pool_bytes);
+  const Workspace ws = cpu_backend().allocate(Layout::build(b15), plan.pool_bytes);
   const auto in = oracle::generate_gdn_inputs(dims, 15);
   try {
-    (void)oracle::run_gdn(cpu(), ws, plan, in);
+    (void)oracle::run_gdn(cpu_backend(), ws, plan, in);
     ADD_FAILURE() << "run_gdn accepted the B15 layout";
   } catch (const Error& e) {
     EXPECT_TRUE(contains(e.what(), "gdn_fla_scratch")) << e.what();
@@ -714,8 +466,8 @@ TEST(GdnPlanted, B15CarveMissesStreamsRegions) {
   // The corrected layout of the same pass runs and passes the judge.
   const BufferSizes good = sized(config, n * L, Sizing::corrected());
   const auto good_plan = oracle::plan_gdn(dims, GdnPath::chunked, good.params.gdn_chunks);
-  const Workspace good_ws = cpu().allocate(Layout::build(good), good_plan.pool_bytes);
-  const auto run = oracle::run_gdn(cpu(), good_ws, good_plan, in);
+  const Workspace good_ws = cpu_backend().allocate(Layout::build(good), good_plan.pool_bytes);
+  const auto run = oracle::run_gdn(cpu_backend(), good_ws, good_plan, in);
   const auto report = oracle::judge_gdn(good_plan, in, run, "cpu", 15);
   EXPECT_TRUE(report.passed()) << oracle::format_report(report);
 }
@@ -748,7 +500,7 @@ TEST(GdnPlanted, MGdnCarryFailsAStateStageCheck) {
     c.profile.zero_state = k.zero_state;
     c.seed = k.seed;
     const auto in = gen::gdn_inputs(c);
-    const auto clean = judge(run_call(cpu(), c, in), in, c.seed);
+    const auto clean = judge(run_call(cpu_backend(), c, in), in, c.seed);
     EXPECT_TRUE(clean.passed()) << c.describe() << "\n" << oracle::format_report(clean);
     const auto report = judge(run_call(*mutant, c, in), in, c.seed, "M-GDNCARRY");
     const auto names = failing_checks(report);

@@ -47,6 +47,9 @@
 #include "bufferlab/oracle/ssd_harness.h"
 #include "bufferlab/oracle/ssd_judge.h"
 #include "bufferlab/properties/ssm_generators.h"
+#include "cpu_backend.h"
+#include "gdn_mamba2_property_bodies.h"
+#include "report_checks.h"
 
 namespace bufferlab {
 namespace {
@@ -56,91 +59,10 @@ using oracle::Mode;
 using oracle::SsdPath;
 using U = uint64_t;
 
-constexpr U kChunk = SsdCarve::kChunk;
-constexpr double kIdentityTol = 1e-12;  // numerics §5/§6: chunked FP64 vs recurrence FP64
-
-Backend& cpu() {
-  static const std::unique_ptr<Backend> backend = make_cpu_backend();
-  return *backend;
-}
-
-SsdCase draw(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
-  SsdCase c = *gen::ssd_case(ranges);
-  RC_LOG() << c.describe() << "\n";
-  return c;
-}
-
-// The planted-bug twins show that a check fails, which small cases do as well: 2^19.
-gen::SsdRanges twin_ranges() {
-  gen::SsdRanges r = gen::ci_ssd_ranges();
-  r.cost_cap = uint64_t{1} << 19;
-  return r;
-}
-
-const char* edge_tag(U L) {
-  return L % kChunk == 0 ? "L % 64 = 0" : L % kChunk == 1 ? "L % 64 = 1" : "L % 64 other";
-}
-
-struct Call {
-  oracle::SsdPlan plan;
-  oracle::SsdRun run;
-};
-
-Call run_call(Backend& b, const oracle::SsdDims& dims, SsdPath path, const oracle::SsdInputs& in) {
-  Call c{oracle::plan_ssd(dims, path), {}};
-  const Workspace ws = oracle::allocate_ssd_footprint(b, c.plan);
-  c.run = oracle::run_ssd(b, ws, c.plan, in);
-  return c;
-}
-
-Call run_call(Backend& b, const SsdCase& c, const oracle::SsdInputs& in) {
-  return run_call(b, c.dims(), c.path, in);
-}
-
-oracle::AgreementReport judge(const Call& call, const oracle::SsdInputs& in, U seed,
-                              const char* backend = "cpu") {
-  return oracle::judge_ssd(call.plan, in, call.run, backend, seed);
-}
-
-void require_passed(const oracle::AgreementReport& r) {
-  RC_LOG() << oracle::format_report(r);
-  RC_ASSERT(r.passed());
-}
-
-std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
-  std::vector<std::string> names;
-  for (const auto& c : r.checks)
-    if (!c.passed()) names.push_back(c.name);
-  return names;
-}
-
-const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
-                                            const std::string& name) {
-  for (const auto& c : r.checks)
-    if (c.name == name) return &c;
-  return nullptr;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-struct Finding {
-  std::string check, where;
-};
-using Findings = std::vector<Finding>;
-
-void log_findings(const Findings& f) {
-  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
-}
-bool has_finding(const Findings& f, const std::string& check) {
-  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
-}
-
-template <class T>
-std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
-  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
-}
+using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
+using testing::cpu_backend;
+using testing::require_passed;
+using Call = testing::gdn_mamba2::Call<Mamba2Family>;
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
 
@@ -175,29 +97,6 @@ Fp64Pair fp64_pair(const SsdCase& c, const oracle::SsdInputs& in, bool chunked_z
   return p;
 }
 
-double max_abs(std::span<const double> v) {
-  double m = 0.0;
-  for (double x : v)
-    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-template <class Where>
-void identity_findings(Findings& f, const std::string& check, std::span<const double> got,
-                       std::span<const double> want, Where where) {
-  if (got.size() != want.size()) {
-    f.push_back({check, fmt::format("{} elements, want {}", got.size(), want.size())});
-    return;
-  }
-  const double tol = kIdentityTol * max_abs(want);
-  for (U e = 0; e < got.size(); ++e)
-    if (!(std::fabs(got[e] - want[e]) <= tol)) {
-      f.push_back({check, fmt::format("{}: {} vs {} (|Δ| {:.3g} > {:.3g})", where(e), got[e],
-                                      want[e], std::fabs(got[e] - want[e]), tol)});
-      return;
-    }
-}
-
 Findings fp64_identity_findings(const oracle::SsdDims& dims, const Fp64Pair& p) {
   const auto& g = dims.geom;
   Findings f;
@@ -227,93 +126,16 @@ RC_GTEST_PROP(SsdProperty, Fp64ChunkedEqualsRecurrence, ()) {
 // ---- 2. every stage passes the judge --------------------------------------------------------
 
 RC_GTEST_PROP(SsdProperty, CpuStagesPassTheJudge, ()) {
-  const SsdCase c = draw();
+  const SsdCase c = draw(gen::ci_ssd_ranges());
   RC_TAG(gen::to_string(c.path), gen::to_string(c.profile.dt), edge_tag(c.L));
   const auto in = gen::ssd_inputs(c);
-  require_passed(judge(run_call(cpu(), c, in), in, c.seed));
+  require_passed(judge(run_call(cpu_backend(), c, in), in, c.seed));
 }
 
 // ---- 3. splitting a sequence ------------------------------------------------------------------
 
-template <class T>
-std::optional<U> first_bit_difference(std::span<const T> a, std::span<const T> b) {
-  if (a.size() != b.size()) return std::min(a.size(), b.size());
-  for (U e = 0; e < a.size(); ++e)
-    if (std::memcmp(&a[e], &b[e], sizeof(T)) != 0) return e;
-  return std::nullopt;
-}
-
-template <class T>
-void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
-                  std::span<const T> want, U cols) {
-  if (const auto e = first_bit_difference(got, want))
-    f.push_back({check, got.size() != want.size()
-                            ? fmt::format("{} elements, want {}", got.size(), want.size())
-                            : fmt::format("row {}, col {}", *e / cols, *e % cols)});
-}
-
-struct Split {
-  U at = 0;
-  Call first, second;
-};
-
-Split run_split(const SsdCase& c, const oracle::SsdInputs& in, U at,
-                const std::vector<uint16_t>* tail = nullptr) {
-  const auto dims = c.dims();
-  Split s{at, {}, {}};
-  const auto first_in = oracle::ssd_token_range(dims, in, 0, at, in.conv_state, in.state);
-  s.first = run_call(cpu(), oracle::SsdDims::of(c.config, 1, at), c.path, first_in);
-  const auto second_in = oracle::ssd_token_range(
-      dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
-  s.second = run_call(cpu(), oracle::SsdDims::of(c.config, 1, c.L - at), c.path, second_in);
-  return s;
-}
-
-Findings split_bit_findings(const SsdCase& c, const Call& whole, const Split& s) {
-  const auto& g = c.dims().geom;
-  const U w = g.d_inner, L = c.L, at = s.at;
-  const auto& a = whole.run;
-  Findings f;
-  bit_findings(f, "y, tokens before the split", rows_of(a.y, 0, at, w),
-               std::span<const uint16_t>(s.first.run.y), w);
-  bit_findings(f, "y, tokens after the split", rows_of(a.y, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.y), w);
-  bit_findings(f, "gated norm output, tokens after the split", rows_of(a.normed, at, L - at, w),
-               std::span<const uint16_t>(s.second.run.normed), w);
-  bit_findings(f, "final state", std::span<const float>(a.state),
-               std::span<const float>(s.second.run.state), g.N);
-  bit_findings(f, "conv tail state", std::span<const uint16_t>(a.conv_state),
-               std::span<const uint16_t>(s.second.run.conv_state), 1);
-  return f;
-}
-
-// One sequence of L ≥ 65 (L + 64 when drawn ≤ 64, at most doubling the cost: drawn under half
-// the cap).
-SsdCase draw_split_case(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
-  ranges.cost_cap /= 2;
-  SsdCase c = draw(ranges);
-  c.sequences = 1;
-  if (c.L <= kChunk) c.L += kChunk;
-  return c;
-}
-
-// A multiple of 64 on the chunked path; anywhere on the recurrence (token by token, FP32
-// state: nothing depends on where a call starts).
-U draw_bit_identical_split(const SsdCase& c) {
-  if (c.path == SsdPath::chunked) return kChunk * *rc::gen::inRange<U>(1, cdiv(c.L, kChunk));
-  return *rc::gen::inRange<U>(1, c.L);
-}
-
 RC_GTEST_PROP(SsdProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
-  const SsdCase c = draw_split_case();
-  const U at = draw_bit_identical_split(c);
-  RC_TAG(gen::to_string(c.path));
-  RC_LOG() << "split at " << at << "\n";
-  const auto in = gen::ssd_inputs(c);
-  const Call whole = run_call(cpu(), c, in);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at));
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::split_is_bit_identical(cpu_backend(), gen::ci_ssd_ranges());
 }
 
 // Elsewhere on the chunked path the chunk boundaries move and no bit identity holds. Asserted:
@@ -331,22 +153,7 @@ RC_GTEST_PROP(SsdProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
   c.path = SsdPath::chunked;
   U at = *rc::gen::inRange<U>(1, c.L);
   if (at % kChunk == 0) at -= 1;
-  RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
-  RC_LOG() << "split at " << at << "\n";
-  const auto in = gen::ssd_inputs(c);
-  const Split s = run_split(c, in, at);
-  const auto dims = c.dims();
-  require_passed(
-      judge(s.second,
-            oracle::ssd_token_range(dims, in, at, c.L, s.first.run.conv_state, s.first.run.state),
-            c.seed));
-  const Call whole = run_call(cpu(), c, in);
-  const U w = dims.geom.d_inner;
-  uint32_t ulps = 0;
-  const auto tail = rows_of(whole.run.y, at, c.L - at, w);
-  for (U e = 0; e < tail.size(); ++e)
-    ulps = std::max(ulps, bf16_ulp_distance(tail[e], s.second.run.y[e]));
-  RC_TAG(ulps == 0 ? "identical" : ulps <= 2 ? "within 2 BF16 ULP" : "beyond 2 BF16 ULP");
+  split_elsewhere_second_part_passes(cpu_backend(), c, at);
 }
 
 // ---- 4. several sequences in one call ---------------------------------------------------------
@@ -379,54 +186,25 @@ Findings codispatch_findings(const SsdCase& c, const Call& all, const Call& alon
   return f;
 }
 
-SsdCase draw_codispatch_case(gen::SsdRanges ranges = gen::ci_ssd_ranges()) {
-  SsdCase c = draw(ranges);
-  c.sequences = std::max<U>(c.sequences, 2);
-  return c;
-}
-
 RC_GTEST_PROP(SsdProperty, SequencesInOneCallEqualEachAloneBitForBit, ()) {
-  const SsdCase c = draw_codispatch_case();
-  RC_TAG(gen::to_string(c.path), edge_tag(c.L));
-  const auto dims = c.dims();
-  const auto in = gen::ssd_inputs(c);
-  const Call all = run_call(cpu(), c, in);
-  SsdCase one = c;
-  one.sequences = 1;
-  Findings f;
-  for (U b = 0; b < c.sequences; ++b) {
-    const Call alone = run_call(cpu(), one.dims(), c.path, oracle::ssd_sequence(dims, in, b));
-    const Findings fb = codispatch_findings(c, all, alone, b);
-    f.insert(f.end(), fb.begin(), fb.end());
-  }
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  testing::gdn_mamba2::codispatch_equals_alone(cpu_backend(), gen::ci_ssd_ranges(),
+                                               codispatch_findings);
 }
 
 // ==== Planted bugs ==============================================================================
 
 RC_GTEST_PROP(SsdPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
-  gen::SsdRanges ranges = twin_ranges();
+  gen::SsdRanges ranges = twin_ranges(gen::ci_ssd_ranges());
   ranges.cap_chunked_cost = true;
   const SsdCase c = draw(ranges);
-  const auto dims = c.dims();
-  Fp64Pair p = fp64_pair(c, gen::ssd_inputs(c));
-  const double scale = max_abs(p.recurrence.y);
-  RC_PRE(scale > 0.0);
-  const U e = *rc::gen::inRange<U>(0, p.chunked.y.size());
-  p.chunked.y[e] = p.recurrence.y[e] + 2.0 * kIdentityTol * scale;
-  const Findings f = fp64_identity_findings(dims, p);
-  RC_ASSERT(f.size() == 1u);
-  RC_ASSERT(f[0].check == "y: chunked vs recurrence (FP64)");
-  const auto& g = dims.geom;
-  RC_ASSERT(contains(f[0].where, fmt::format("token {}, head {}, dim {}", e / g.d_inner,
-                                             e % g.d_inner / g.P, e % g.P)));
+  fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c, gen::ssd_inputs(c)),
+                                             fp64_identity_findings);
 }
 
 // The chunked form from a zero state against the recurrence from the real one (tiny dt: the
 // state decays by exp(dt·A) ≈ 1 per token and survives the call).
 RC_GTEST_PROP(SsdPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
-  gen::SsdRanges ranges = twin_ranges();
+  gen::SsdRanges ranges = twin_ranges(gen::ci_ssd_ranges());
   ranges.cap_chunked_cost = true;
   SsdCase c = draw(ranges);
   c.profile.zero_state = false;
@@ -495,9 +273,9 @@ std::vector<Poisonable> poisonables(const SsdCase& c) {
 }
 
 RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
-  const SsdCase c = draw(twin_ranges());
+  const SsdCase c = draw(twin_ranges(gen::ci_ssd_ranges()));
   const auto in = gen::ssd_inputs(c);
-  Call call = run_call(cpu(), c, in);
+  Call call = run_call(cpu_backend(), c, in);
   const auto targets = poisonables(c);
   const Poisonable& p = *rc::gen::elementOf(targets);
   const U e = *rc::gen::inRange<U>(0, p.size(call.run));
@@ -516,33 +294,15 @@ RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
 }
 
 RC_GTEST_PROP(SsdPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
-  const SsdCase c = draw_split_case(twin_ranges());
-  const U at = draw_bit_identical_split(c);
-  const auto in = gen::ssd_inputs(c);
-  const Call whole = run_call(cpu(), c, in);
-  const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
-  const Findings f = split_bit_findings(c, whole, run_split(c, in, at, &fresh));
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "y, tokens after the split"));
+  split_without_the_carried_conv_tail_differs(cpu_backend(), twin_ranges(gen::ci_ssd_ranges()));
 }
 
 // Sequence 1 run alone with sequence 0's state and conv tail (tiny dt: the state survives).
 RC_GTEST_PROP(SsdPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
-  SsdCase c = draw_codispatch_case(twin_ranges());
+  SsdCase c = draw_codispatch_case(twin_ranges(gen::ci_ssd_ranges()));
   c.profile.zero_state = false;
   c.profile.dt = oracle::SsdDtRegime::tiny;
-  const auto dims = c.dims();
-  const auto in = gen::ssd_inputs(c);
-  const Call all = run_call(cpu(), c, in);
-  SsdCase one = c;
-  one.sequences = 1;
-  auto wrong = oracle::ssd_sequence(dims, in, 1);
-  const auto neighbour = oracle::ssd_sequence(dims, in, 0);
-  wrong.state = neighbour.state;
-  wrong.conv_state = neighbour.conv_state;
-  const Findings f = codispatch_findings(c, all, run_call(cpu(), one.dims(), c.path, wrong), 1);
-  log_findings(f);
-  RC_ASSERT(has_finding(f, "final state (sequence 1)") || has_finding(f, "y (sequence 1)"));
+  sequence_with_its_neighbours_state_differs(cpu_backend(), c, codispatch_findings);
 }
 
 // M-SSDSTATE (the scan drops the state between chunks) on a fixed set of chunked cases with
@@ -569,7 +329,7 @@ TEST(SsdPlanted, MSsdStateFailsTheScan) {
     c.profile.zero_state = k.zero_state;
     c.seed = k.seed;
     const auto in = gen::ssd_inputs(c);
-    const auto clean = judge(run_call(cpu(), c, in), in, c.seed);
+    const auto clean = judge(run_call(cpu_backend(), c, in), in, c.seed);
     EXPECT_TRUE(clean.passed()) << c.describe() << "\n" << oracle::format_report(clean);
     const auto report = judge(run_call(*mutant, c, in), in, c.seed, "M-SSDSTATE");
     const auto names = failing_checks(report);

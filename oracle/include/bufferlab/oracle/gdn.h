@@ -2,7 +2,7 @@
 // of one call, seeded input generation, and the references — the definition (token-by-token
 // recurrence in FP64), the chunked algorithm in FP64 (the identity the tests assert at 1e-12)
 // and the whole call in `exact` / `faithful` mode. Stage references and their bounds, used by
-// the judge (gdn_judge.h), are declared in oracle/src/gdn_stages.h.
+// the judge (gdn_judge.h), are declared in gdn_stages.h.
 #pragma once
 
 #include <cstdint>

@@ -27,6 +27,16 @@ AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun
                           const std::string& backend, uint64_t seed,
                           const BoundModel& bm = cpu_bounds());
 
+// The checks of judge_gdn one stage group at a time, appended to `r` — for kernel tests that run
+// some stage ops on their own inputs (tests/kernels/gdn_*): conv (in.deint, conv_w, conv_state
+// → run.conv, conv_state), gates (in.ba, a_log, dt_bias → run.gates), core (the chunk stages
+// or the recurrence, per run.path, from the stored run.conv, gates, state_in; the chunked
+// path's *_before_* copies are judged "intact"), norm (run.core, in.deint, norm_w →
+// run.normed). Only the inputs and run fields a group names are read.
+enum class GdnStageGroup { conv, gates, core, norm };
+void judge_gdn_stage(GdnStageGroup stage, const GdnDims& dims, const GdnInputs& in,
+                     const GdnRun& run, const BoundModel& bm, AgreementReport& r);
+
 // How close a bounded check came to its bound: over the compared elements, the smallest
 // bound / |backend − oracle| (elements with a zero difference skipped; +Inf when all agree
 // exactly), the largest difference and the largest bound. For reporting the slack of each

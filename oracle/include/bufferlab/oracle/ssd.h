@@ -2,7 +2,7 @@
 // one call, seeded input generation, and the references — the definition (the recurrence in
 // FP64), the chunked SSD in FP64 (the identity the tests assert at 1e-12) and the whole call
 // in `exact` / `faithful` mode. Stage references and bounds, used by the judge
-// (ssd_judge.h), are declared in oracle/src/ssd_stages.h.
+// (ssd_judge.h), are declared in ssd_stages.h.
 #pragma once
 
 #include <cstdint>

@@ -22,6 +22,16 @@ AgreementReport judge_ssd(const SsdPlan& plan, const SsdInputs& in, const SsdRun
                           const std::string& backend, uint64_t seed,
                           const BoundModel& bm = cpu_bounds());
 
+// The checks of judge_ssd one stage group at a time, appended to `r` — for kernel tests that
+// run some stage ops on their own inputs (tests/kernels/mamba2_*): conv (in → run.xbc,
+// conv_state), core (the chunked stages per sequence or the recurrence, per run.path, on the
+// stored run.xbc and the run's per-sequence reads; dt from in.zxbcdt, dt_bias; A, D from
+// in.a_log, in.D), norm (run.y, in.zxbcdt, norm_w → run.normed). Only the inputs and run fields
+// a group names are read.
+enum class SsdStageGroup { conv, core, norm };
+void judge_ssd_stage(SsdStageGroup stage, const SsdDims& dims, const SsdInputs& in,
+                     const SsdRun& run, const BoundModel& bm, AgreementReport& r);
+
 // What a backend computing every stage in FP64 on the previous stage's STORED values, and
 // rounding exactly where it stores (BF16 xBC, y, normed; FP32 dt, dA_cumsum, CB, state), would
 // read back — the judge's self-check and the planted-bug tests start from it.

@@ -63,7 +63,7 @@ struct GdnRanges {
   bool many_streams = false;
 };
 // tests/property (T ≤ 4·127, 2^23: a chunked case holds T·nv ≤ 128, e.g. one head over
-// L = 127) and the full range of tests/slow/test_gdn_full_range.cpp
+// L = 127) and the full range of tests/slow/numeric/test_gdn_full_range.cpp
 // (sequences up to 16, L up to 4096, 2^30 per case).
 GdnRanges ci_gdn_ranges();
 GdnRanges full_gdn_ranges();

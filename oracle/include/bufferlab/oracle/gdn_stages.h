@@ -1,7 +1,8 @@
 // The GDN stage references of the FP64 oracle (spec/numerics.md §5, ops/gdn.h), each fed the
 // inputs it is given — the original ones for the whole-call reference, a backend's STORED
 // ones for the per-stage judge — and the derived per-element bounds of a backend's stored
-// value against them (gdn_bounds.cpp, derivations next to each). Private to oracle/src.
+// value against them (gdn_bounds.cpp, derivations next to each). Public: the kernel tests
+// (tests/kernels/gdn_*) check each stage op against them.
 //
 // Layouts are those of ops/gdn.h. Chunk-stage arrays (gc, W, U, S, uc) are held in the §4.5
 // region order of a GdnChunkOp span: region (b, c, v) = (b·cps + c)·nv + v, each region

@@ -1,6 +1,7 @@
 // The Mamba-2 stages in FP64 on given inputs (numerics §6, ops/mamba2.h) and their per-element
 // bounds (ssd_bounds.cpp): what the judge feeds a backend's STORED inputs to, and what the
-// references (ssd_reference.cpp) chain. Private to the oracle library.
+// references (ssd_reference.cpp) chain. Public: the kernel tests
+// (tests/kernels/mamba2_*) check each stage op against them.
 //
 // Layouts of one sequence of L tokens (chunks = cdiv(L, 64)): xbc [L, d_xbc]; dt_rows [L, H];
 // the chunk arrays as ssd_scratch holds them, compacted to dense heads: dt and dA_cumsum

@@ -1,0 +1,517 @@
+// What the Gated DeltaNet and Mamba-2 properties (tests/property/test_{gdn,ssd}_properties.cpp)
+// and their full-range runs (tests/slow/numeric/test_{gdn,ssd}_full_range.cpp) share, written
+// once over the two families: a family's case drawn and logged, one call run on a footprint
+// layout and judged, the failing checks of a report, this file's own findings (the FP64
+// identity's 1e-12, bit-identical arrays) and the rows of a row-major array. A family is a
+// traits struct (GdnFamily, Mamba2Family) naming its case, dims, inputs, plan and run types and
+// the oracle's plan / allocate / run / judge for it; the helpers find the family from their
+// arguments.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/number_formats.h"
+#include "bufferlab/core/ops/gdn.h"
+#include "bufferlab/core/ops/mamba2.h"
+#include "bufferlab/oracle/gdn.h"
+#include "bufferlab/oracle/gdn_harness.h"
+#include "bufferlab/oracle/gdn_judge.h"
+#include "bufferlab/oracle/ssd.h"
+#include "bufferlab/oracle/ssd_harness.h"
+#include "bufferlab/oracle/ssd_judge.h"
+#include "bufferlab/properties/ssm_generators.h"
+#include "report_checks.h"
+
+namespace bufferlab::testing::gdn_mamba2 {
+
+using U = uint64_t;
+
+inline constexpr U kChunk = 64;  // both families' chunk (GdnChunkCarve, SsdCarve)
+static_assert(GdnChunkCarve::kChunk == kChunk && SsdCarve::kChunk == kChunk);
+inline constexpr double kIdentityTol = 1e-12;  // numerics §5/§6: chunked FP64 vs recurrence FP64
+
+struct GdnFamily {
+  using Case = gen::GdnCase;
+  using Ranges = gen::GdnRanges;
+  using Dims = oracle::GdnDims;
+  using Inputs = oracle::GdnInputs;
+  using Plan = oracle::GdnPlan;
+  using Run = oracle::GdnRun;
+  using Path = oracle::GdnPath;
+  static rc::Gen<Case> cases(const Ranges& r) { return gen::gdn_case(r); }
+  static Plan plan(const Dims& d, Path p) { return oracle::plan_gdn(d, p); }
+  static Workspace allocate(Backend& b, const Plan& p) {
+    return oracle::allocate_gdn_footprint(b, p);
+  }
+  static Run run(Backend& b, const Workspace& ws, const Plan& p, const Inputs& in) {
+    return oracle::run_gdn(b, ws, p, in);
+  }
+  static oracle::AgreementReport judge(const Plan& p, const Inputs& in, const Run& r,
+                                       const char* backend, U seed, const oracle::BoundModel& bm) {
+    return oracle::judge_gdn(p, in, r, backend, seed, bm);
+  }
+  static Inputs inputs(const Case& c) { return gen::gdn_inputs(c); }
+  // Sequence b alone; tokens [t0, t1) of one sequence from the given conv tail and state.
+  static Inputs sequence(const Dims& d, const Inputs& in, U b) {
+    return oracle::gdn_sequence(d, in, b);
+  }
+  static Inputs token_range(const Dims& d, const Inputs& in, U t0, U t1,
+                            std::span<const uint16_t> conv_state, std::span<const float> state) {
+    return oracle::gdn_token_range(d, in, t0, t1, conv_state, state);
+  }
+  // The core output before the gated norm [rows, width], and one sequence's state elements.
+  static const std::vector<uint16_t>& output(const Run& r) { return r.core; }
+  static U width(const Dims& d) { return d.geom.value_dim; }
+  static U state_cols(const Dims& d) { return d.geom.vd; }
+  static constexpr const char* kOutputName = "core output";
+  using CoreResult = oracle::GdnCoreResult;
+  static std::vector<double>& fp64_out(CoreResult& r) { return r.o; }
+  static U head_dim(const Dims& d) { return d.geom.vd; }
+  static U state_size(const Dims& d) { return d.geom.nv * d.geom.kd * d.geom.vd; }
+};
+
+struct Mamba2Family {
+  using Case = gen::SsdCase;
+  using Ranges = gen::SsdRanges;
+  using Dims = oracle::SsdDims;
+  using Inputs = oracle::SsdInputs;
+  using Plan = oracle::SsdPlan;
+  using Run = oracle::SsdRun;
+  using Path = oracle::SsdPath;
+  static rc::Gen<Case> cases(const Ranges& r) { return gen::ssd_case(r); }
+  static Plan plan(const Dims& d, Path p) { return oracle::plan_ssd(d, p); }
+  static Workspace allocate(Backend& b, const Plan& p) {
+    return oracle::allocate_ssd_footprint(b, p);
+  }
+  static Run run(Backend& b, const Workspace& ws, const Plan& p, const Inputs& in) {
+    return oracle::run_ssd(b, ws, p, in);
+  }
+  static oracle::AgreementReport judge(const Plan& p, const Inputs& in, const Run& r,
+                                       const char* backend, U seed, const oracle::BoundModel& bm) {
+    return oracle::judge_ssd(p, in, r, backend, seed, bm);
+  }
+  static Inputs inputs(const Case& c) { return gen::ssd_inputs(c); }
+  // Sequence b alone; tokens [t0, t1) of one sequence from the given conv tail and state.
+  static Inputs sequence(const Dims& d, const Inputs& in, U b) {
+    return oracle::ssd_sequence(d, in, b);
+  }
+  static Inputs token_range(const Dims& d, const Inputs& in, U t0, U t1,
+                            std::span<const uint16_t> conv_state, std::span<const float> state) {
+    return oracle::ssd_token_range(d, in, t0, t1, conv_state, state);
+  }
+  // The core output before the gated norm [rows, width], and one sequence's state elements.
+  static const std::vector<uint16_t>& output(const Run& r) { return r.y; }
+  static U width(const Dims& d) { return d.geom.d_inner; }
+  static U state_cols(const Dims& d) { return d.geom.N; }
+  static constexpr const char* kOutputName = "y";
+  using CoreResult = oracle::SsdCoreResult;
+  static std::vector<double>& fp64_out(CoreResult& r) { return r.y; }
+  static U head_dim(const Dims& d) { return d.geom.P; }
+  static U state_size(const Dims& d) { return d.geom.H * d.geom.P * d.geom.N; }
+};
+
+// The family of a case, ranges, dims or inputs type.
+GdnFamily family_of(const gen::GdnCase&);
+GdnFamily family_of(const gen::GdnRanges&);
+GdnFamily family_of(const oracle::GdnDims&);
+Mamba2Family family_of(const gen::SsdCase&);
+Mamba2Family family_of(const gen::SsdRanges&);
+Mamba2Family family_of(const oracle::SsdDims&);
+template <class T>
+using FamilyOf = decltype(family_of(std::declval<const T&>()));
+
+// A case drawn from `ranges`, logged (a shrunk failure says which case).
+template <class Ranges>
+typename FamilyOf<Ranges>::Case draw(const Ranges& ranges) {
+  auto c = *FamilyOf<Ranges>::cases(ranges);
+  RC_LOG() << c.describe() << "\n";
+  return c;
+}
+
+// The planted-bug twins show that a check fails, which small cases do as well: 2^19.
+template <class Ranges>
+Ranges twin_ranges(Ranges r) {
+  r.cost_cap = uint64_t{1} << 19;
+  return r;
+}
+
+inline const char* edge_tag(U L) {
+  return L % kChunk == 0 ? "L % 64 = 0" : L % kChunk == 1 ? "L % 64 = 1" : "L % 64 other";
+}
+
+template <class F>
+struct Call {
+  typename F::Plan plan;
+  typename F::Run run;
+};
+
+// One call on a footprint layout (poisoned by the harness).
+template <class Dims, class F = FamilyOf<Dims>>
+Call<F> run_call(Backend& b, const Dims& dims, typename F::Path path,
+                 const typename F::Inputs& in) {
+  Call<F> c{F::plan(dims, path), {}};
+  const Workspace ws = F::allocate(b, c.plan);
+  c.run = F::run(b, ws, c.plan, in);
+  return c;
+}
+template <class Case, class F = FamilyOf<Case>>
+requires requires(const Case& c) { c.dims(); }
+Call<F> run_call(Backend& b, const Case& c, const typename F::Inputs& in) {
+  return run_call(b, c.dims(), c.path, in);
+}
+
+template <class F>
+oracle::AgreementReport judge(const Call<F>& call, const typename F::Inputs& in, U seed,
+                              const char* backend = "cpu",
+                              const oracle::BoundModel& bm = oracle::cpu_bounds()) {
+  return F::judge(call.plan, in, call.run, backend, seed, bm);
+}
+
+inline std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
+  std::vector<std::string> names;
+  for (const auto& c : r.checks)
+    if (!c.passed()) names.push_back(c.name);
+  return names;
+}
+
+inline const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
+                                                   const std::string& name) {
+  for (const auto& c : r.checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// A failed assertion of one of the properties' own checks: the check's name and where.
+struct Finding {
+  std::string check, where;
+};
+using Findings = std::vector<Finding>;
+
+inline void log_findings(const Findings& f) {
+  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
+}
+inline bool has_finding(const Findings& f, const std::string& check) {
+  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
+}
+
+template <class T>
+std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {
+  return std::span<const T>(v).subspan(row0 * cols, rows * cols);
+}
+
+inline double max_abs(std::span<const double> v) {
+  double m = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// |got − want| ≤ 1e-12·max|want| per element (NaN never passes); `where(e)` names element e.
+template <class Where>
+void identity_findings(Findings& f, const std::string& check, std::span<const double> got,
+                       std::span<const double> want, Where where) {
+  if (got.size() != want.size()) {
+    f.push_back({check, fmt::format("{} elements, want {}", got.size(), want.size())});
+    return;
+  }
+  const double tol = kIdentityTol * max_abs(want);
+  for (U e = 0; e < got.size(); ++e)
+    if (!(std::fabs(got[e] - want[e]) <= tol)) {
+      f.push_back({check, fmt::format("{}: {} vs {} (|Δ| {:.3g} > {:.3g})", where(e), got[e],
+                                      want[e], std::fabs(got[e] - want[e]), tol)});
+      return;  // the first bad element
+    }
+}
+
+// The first element where two arrays differ in their bits, if any.
+template <class T>
+std::optional<U> first_bit_difference(std::span<const T> a, std::span<const T> b) {
+  if (a.size() != b.size()) return std::min(a.size(), b.size());
+  for (U e = 0; e < a.size(); ++e)
+    if (std::memcmp(&a[e], &b[e], sizeof(T)) != 0) return e;
+  return std::nullopt;
+}
+
+template <class T>
+void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
+                  std::span<const T> want, U cols) {
+  if (const auto e = first_bit_difference(got, want))
+    f.push_back({check, got.size() != want.size()
+                            ? fmt::format("{} elements, want {}", got.size(), want.size())
+                            : fmt::format("row {}, col {}", *e / cols, *e % cols)});
+}
+
+// The identity as one verdict, the first bad element logged.
+inline bool within_identity(std::span<const double> got, std::span<const double> want) {
+  Findings f;
+  identity_findings(f, "FP64 identity", got, want,
+                    [](U e) { return fmt::format("element {}", e); });
+  log_findings(f);
+  return f.empty();
+}
+
+template <class T>
+bool same_bits(std::span<const T> a, std::span<const T> b) {
+  return !first_bit_difference(a, b).has_value();
+}
+
+// ---- shared property bodies: splitting a sequence, co-dispatched sequences -----------------
+
+template <class F>
+struct Split {
+  U at = 0;
+  Call<F> first, second;
+};
+
+// Tokens [0, at) then [at, L) of the case's one sequence on `b`, the second run starting from
+// the first's conv tail and state (or from `tail` when given: the twin's bug).
+template <class Case, class F = FamilyOf<Case>>
+Split<F> run_split(Backend& b, const Case& c, const typename F::Inputs& in, U at,
+                   const std::vector<uint16_t>* tail = nullptr) {
+  const auto dims = c.dims();
+  Split<F> s{at, {}, {}};
+  const auto first_in = F::token_range(dims, in, 0, at, in.conv_state, in.state);
+  s.first = run_call(b, F::Dims::of(c.config, 1, at), c.path, first_in);
+  const auto second_in =
+      F::token_range(dims, in, at, c.L, tail ? *tail : s.first.run.conv_state, s.first.run.state);
+  s.second = run_call(b, F::Dims::of(c.config, 1, c.L - at), c.path, second_in);
+  return s;
+}
+
+// The one-pass run against the split: the core output of both parts, the normed output after
+// the split, the final state and conv tail, bit for bit.
+template <class Case, class F = FamilyOf<Case>>
+Findings split_bit_findings(const Case& c, const Call<F>& whole, const Split<F>& s) {
+  const U w = F::width(c.dims()), L = c.L, at = s.at;
+  const std::string out = F::kOutputName;
+  const auto& a = whole.run;
+  Findings f;
+  bit_findings(f, out + ", tokens before the split", rows_of(F::output(a), 0, at, w),
+               std::span<const uint16_t>(F::output(s.first.run)), w);
+  bit_findings(f, out + ", tokens after the split", rows_of(F::output(a), at, L - at, w),
+               std::span<const uint16_t>(F::output(s.second.run)), w);
+  bit_findings(f, "gated norm output, tokens after the split", rows_of(a.normed, at, L - at, w),
+               std::span<const uint16_t>(s.second.run.normed), w);
+  bit_findings(f, "final state", std::span<const float>(a.state),
+               std::span<const float>(s.second.run.state), F::state_cols(c.dims()));
+  bit_findings(f, "conv tail state", std::span<const uint16_t>(a.conv_state),
+               std::span<const uint16_t>(s.second.run.conv_state), 1);
+  return f;
+}
+
+// One sequence of L ≥ 65 (L + 64 when drawn ≤ 64, at most doubling the cost: drawn under half
+// the cap).
+template <class Ranges>
+typename FamilyOf<Ranges>::Case draw_split_case(Ranges ranges) {
+  ranges.cost_cap /= 2;
+  auto c = draw(ranges);
+  c.sequences = 1;
+  if (c.L <= kChunk) c.L += kChunk;
+  return c;
+}
+
+// A multiple of 64 on the chunked path; anywhere on the recurrence (token by token, FP32
+// state: nothing depends on where a call starts).
+template <class Case, class F = FamilyOf<Case>>
+U draw_bit_identical_split(const Case& c) {
+  if (c.path == F::Path::chunked) return kChunk * *rc::gen::inRange<U>(1, (c.L - 1) / kChunk + 1);
+  return *rc::gen::inRange<U>(1, c.L);
+}
+
+// Property: a split where draw_bit_identical_split puts it is bit-identical to one pass.
+template <class Ranges>
+void split_is_bit_identical(Backend& b, const Ranges& ranges) {
+  const auto c = draw_split_case(ranges);
+  const U at = draw_bit_identical_split(c);
+  RC_TAG(gen::to_string(c.path));
+  RC_LOG() << "split at " << at << "\n";
+  using F = FamilyOf<Ranges>;
+  const auto in = F::inputs(c);
+  const Call<F> whole = run_call(b, c, in);
+  const Findings f = split_bit_findings(c, whole, run_split(b, c, in, at));
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
+// At least two sequences (a drawn single one becomes two: the backend's work only, no oracle).
+template <class Ranges>
+typename FamilyOf<Ranges>::Case draw_codispatch_case(const Ranges& ranges) {
+  auto c = draw(ranges);
+  c.sequences = std::max<U>(c.sequences, 2);
+  return c;
+}
+
+// Property: sequence b of a co-dispatched call equals the same sequence alone; `findings(c,
+// all, alone, b)` compares the family's stored arrays.
+template <class Ranges, class Compare>
+void codispatch_equals_alone(Backend& b, const Ranges& ranges, Compare findings) {
+  using F = FamilyOf<Ranges>;
+  const auto c = draw_codispatch_case(ranges);
+  RC_TAG(gen::to_string(c.path), edge_tag(c.L));
+  const auto dims = c.dims();
+  const auto in = F::inputs(c);
+  const Call<F> all = run_call(b, c, in);
+  auto one = c;
+  one.sequences = 1;
+  Findings f;
+  for (U s = 0; s < c.sequences; ++s) {
+    const Call<F> alone = run_call(b, one.dims(), c.path, F::sequence(dims, in, s));
+    const Findings fs = findings(c, all, alone, s);
+    f.insert(f.end(), fs.begin(), fs.end());
+  }
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
+// Property body: a one-sequence case `c` split at `at` (not a multiple of 64 on the chunked
+// path): the second part passes its judge (its carried conv tail and state being inputs like
+// any other); how far its output lies from the one-pass output is tagged, not asserted.
+template <class Case, class F = FamilyOf<Case>>
+void split_elsewhere_second_part_passes(Backend& b, const Case& c, U at) {
+  RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
+  RC_LOG() << "split at " << at << "\n";
+  const auto in = F::inputs(c);
+  const Split<F> s = run_split(b, c, in, at);
+  const auto dims = c.dims();
+  testing::require_passed(
+      judge(s.second, F::token_range(dims, in, at, c.L, s.first.run.conv_state, s.first.run.state),
+            c.seed));
+  const Call<F> whole = run_call(b, c, in);
+  const U w = F::width(dims);
+  uint32_t ulps = 0;
+  const auto tail = rows_of(F::output(whole.run), at, c.L - at, w);
+  for (U e = 0; e < tail.size(); ++e)
+    ulps = std::max(ulps, bf16_ulp_distance(tail[e], F::output(s.second.run)[e]));
+  RC_TAG(ulps == 0 ? "identical" : ulps <= 2 ? "within 2 BF16 ULP" : "beyond 2 BF16 ULP");
+}
+
+// ---- shared planted-bug twins ---------------------------------------------------------------
+
+// Twin of the FP64 identity: one chunked output element of `p` (the FP64 chunked and recurrent
+// results of `c`) moved by twice the tolerance fails at its coordinates; `findings(dims, p)` is
+// the family's identity check.
+template <class Case, class Pair, class Identity, class F = FamilyOf<Case>>
+void fp64_output_moved_past_the_tolerance_fails(const Case& c, Pair p, Identity findings) {
+  const auto dims = c.dims();
+  std::vector<double>& got = F::fp64_out(p.chunked);
+  const std::vector<double>& want = F::fp64_out(p.recurrence);
+  const double scale = max_abs(want);
+  RC_PRE(scale > 0.0);
+  const U e = *rc::gen::inRange<U>(0, got.size());
+  got[e] = want[e] + 2.0 * kIdentityTol * scale;
+  const Findings f = findings(dims, p);
+  RC_ASSERT(f.size() == 1u);
+  RC_ASSERT(f[0].check == std::string(F::kOutputName) + ": chunked vs recurrence (FP64)");
+  const U w = F::width(dims), hd = F::head_dim(dims);
+  RC_ASSERT(
+      contains(f[0].where, fmt::format("token {}, head {}, dim {}", e / w, e % w / hd, e % hd)));
+}
+
+// Twin of the split property: the second part started from a zeroed conv tail (the carried tail
+// dropped) differs from one pass in the core output after the split.
+template <class Ranges, class F = FamilyOf<Ranges>>
+void split_without_the_carried_conv_tail_differs(Backend& b, const Ranges& ranges) {
+  const auto c = draw_split_case(ranges);
+  const U at = draw_bit_identical_split(c);
+  const auto in = F::inputs(c);
+  const Call<F> whole = run_call(b, c, in);
+  const std::vector<uint16_t> fresh(in.conv_state.size(), 0);
+  const Findings f = split_bit_findings(c, whole, run_split(b, c, in, at, &fresh));
+  log_findings(f);
+  RC_ASSERT(has_finding(f, std::string(F::kOutputName) + ", tokens after the split"));
+}
+
+// Twin of the co-dispatch property: sequence 1 run alone with sequence 0's state and conv tail
+// (a kernel indexing the per-sequence state with the wrong stream) differs from the
+// co-dispatched run. `c` keeps its starting state visible (the caller picks the regime).
+template <class Case, class Compare, class F = FamilyOf<Case>>
+void sequence_with_its_neighbours_state_differs(Backend& b, const Case& c, Compare findings) {
+  const auto dims = c.dims();
+  const auto in = F::inputs(c);
+  const Call<F> all = run_call(b, c, in);
+  Case one = c;
+  one.sequences = 1;
+  auto wrong = F::sequence(dims, in, 1);
+  const auto neighbour = F::sequence(dims, in, 0);
+  wrong.state = neighbour.state;
+  wrong.conv_state = neighbour.conv_state;
+  const Findings f = findings(c, all, run_call(b, one.dims(), c.path, wrong), 1);
+  log_findings(f);
+  RC_ASSERT(has_finding(f, "final state (sequence 1)") ||
+            has_finding(f, std::string(F::kOutputName) + " (sequence 1)"));
+}
+
+// ---- shared full-range bodies (tests/slow/numeric) -------------------------------------------
+
+// Every stage of a call drawn from `ranges` passes the judge on `b` (tagged by path and whether
+// it co-dispatches 8 or more sequences: `many`, else `few`).
+template <class Ranges, class F = FamilyOf<Ranges>>
+void stages_pass_the_judge(Backend& b, const Ranges& ranges, const char* many, const char* few) {
+  const auto c = draw(ranges);
+  RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? many : few);
+  const auto in = F::inputs(c);
+  testing::require_passed(judge(run_call(b, c.dims(), c.path, in), in, c.seed));
+}
+
+// Sequence s of a co-dispatched call (at least two, backend work up to 2^28) equals the same
+// sequence alone: the core output, the normed output and the final state, bit for bit.
+template <class Ranges, class F = FamilyOf<Ranges>>
+void sequences_equal_each_alone(Backend& b, Ranges r) {
+  r.cost_cap = uint64_t{1} << 28;
+  auto c = draw(r);
+  c.sequences = std::max<U>(c.sequences, 2);
+  const auto dims = c.dims();
+  const auto in = F::inputs(c);
+  const Call<F> all = run_call(b, dims, c.path, in);
+  const U w = F::width(dims), state = F::state_size(dims);
+  for (U s = 0; s < c.sequences; ++s) {
+    const Call<F> one =
+        run_call(b, F::Dims::of(c.config, 1, c.L), c.path, F::sequence(dims, in, s));
+    RC_LOG() << "sequence " << s << "\n";
+    RC_ASSERT(same_bits(rows_of(F::output(all.run), s * c.L, c.L, w),
+                        std::span<const uint16_t>(F::output(one.run))));
+    RC_ASSERT(same_bits(rows_of(all.run.normed, s * c.L, c.L, w),
+                        std::span<const uint16_t>(one.run.normed)));
+    RC_ASSERT(
+        same_bits(rows_of(all.run.state, s, 1, state), std::span<const float>(one.run.state)));
+  }
+}
+
+// One long sequence (up to 2^28, L > 64) split where draw_bit_identical_split puts it: the core
+// output after the split and the final state equal one pass, bit for bit.
+template <class Ranges, class F = FamilyOf<Ranges>>
+void long_split_is_bit_identical(Backend& b, Ranges r) {
+  r.cost_cap = uint64_t{1} << 28;
+  r.many_streams = false;
+  auto c = draw(r);
+  c.sequences = 1;
+  if (c.L <= kChunk) c.L += kChunk;
+  const U at = draw_bit_identical_split(c);
+  RC_LOG() << "split at " << at << "\n";
+  const auto in = F::inputs(c);
+  const Call<F> whole = run_call(b, c.dims(), c.path, in);
+  const Split<F> s = run_split(b, c, in, at);
+  const U w = F::width(c.dims());
+  RC_ASSERT(same_bits(rows_of(F::output(whole.run), at, c.L - at, w),
+                      std::span<const uint16_t>(F::output(s.second.run))));
+  RC_ASSERT(same_bits(std::span<const float>(whole.run.state),
+                      std::span<const float>(s.second.run.state)));
+}
+
+}  // namespace bufferlab::testing::gdn_mamba2
