@@ -13,7 +13,6 @@
 // footprint layout (exactly the op's tensors); the header says which.
 #include <sys/resource.h>
 
-#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,13 +33,13 @@
 #include "bufferlab/oracle/ssd_harness.h"
 #include "bufferlab/oracle/ssd_judge.h"
 #include "common/human_bytes.h"
+#include "common/stopwatch.h"
 #include "compare/compare_ops.h"
 #include "compare/compare_ssm_dump.h"
 
 namespace bufferlab::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kChunk = 64;  // C of numerics §5 / §6
 
 oracle::BoundModel bounds_of(const Backend& backend) {
@@ -57,8 +56,8 @@ uint64_t peak_rss_bytes() {
 }
 
 // Elapsed time and peak memory of the run, printed after the report and put in --json.
-void add_cost(CompareResult& r, Clock::time_point t0) {
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+void add_cost(CompareResult& r, const Stopwatch& stopwatch) {
+  const double seconds = stopwatch.seconds();
   const uint64_t peak = peak_rss_bytes();
   r.details += fmt::format(
       "time: {:.2f} s (inputs, run, read-backs, oracle, judge{}); peak memory {} (max RSS)\n",
@@ -239,7 +238,7 @@ std::string b15_note(const oracle::GdnDims& d, uint64_t nt, nlohmann::json& j) {
 }  // namespace
 
 CompareResult compare_gdn(Backend& backend, const CompareSetup& s) {
-  const auto t0 = Clock::now();
+  const Stopwatch t0;
   if (s.config.linear_num_value_heads == 0)
     throw Error(fmt::format(
         "{} has no Gated DeltaNet layers (linear_num_value_heads = 0): --op gdn needs a GDN "
@@ -361,7 +360,7 @@ std::string ssd_profile_text(const CompareSetup& s) {
 }  // namespace
 
 CompareResult compare_ssd(Backend& backend, const CompareSetup& s) {
-  const auto t0 = Clock::now();
+  const Stopwatch t0;
   if (s.config.mamba_num_heads == 0 || s.config.ssm_state_size == 0)
     throw Error(fmt::format(
         "{} has no Mamba-2 layers (mamba_num_heads = {}, ssm_state_size = {}): --op ssd needs a "

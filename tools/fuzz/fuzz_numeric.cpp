@@ -7,7 +7,6 @@
 #include "fuzz/fuzz_numeric.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +34,7 @@
 #include "bufferlab/oracle/routing_judge.h"
 #include "bufferlab/properties/expert_chain_generators.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "common/stopwatch.h"
 #include "compare/compare_report.h"
 #include "compare/compare_table.h"
 #include "fuzz/fuzz_numeric_mhc.h"
@@ -43,7 +43,6 @@
 namespace bufferlab::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using U = uint64_t;
 
 // Full ranges (issue 4): routing as tests/slow/test_routing_full_range.cpp, E' ≤ 1024,
@@ -387,22 +386,19 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
   const std::unique_ptr<Backend> backend = open_backend(o);
   if (!backend) return 77;
 
-  const auto t0 = Clock::now();
-  auto since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  };
+  const Stopwatch run;
   NumericProgress p;
   auto update = [&] {
-    p.elapsed_s = since(t0);
+    p.elapsed_s = run.seconds();
     p.rate = p.elapsed_s > 0 ? static_cast<double>(p.cases) / p.elapsed_s : 0;
   };
-  auto last_report = t0;
+  Stopwatch last_report;
   // The first index of this shard at or after skip.
   uint64_t first =
       o.skip + (o.shard_index + o.shard_count - o.skip % o.shard_count) % o.shard_count;
   for (uint64_t i = first;; i += o.shard_count) {
     if (o.max_cases > 0 && i >= o.skip + o.max_cases) break;
-    if (o.seconds > 0 && since(t0) >= o.seconds) break;
+    if (o.seconds > 0 && run.seconds() >= o.seconds) break;
     const uint64_t cs = case_seed(o.seed, i);
     const DrawnCase d = draw_and_run(o.family, *backend, cs);
     ++p.cases;
@@ -430,8 +426,8 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
       }
       return 1;
     }
-    if (on_progress && since(last_report) >= 0.5) {
-      last_report = Clock::now();
+    if (on_progress && last_report.seconds() >= 0.5) {
+      last_report = Stopwatch();
       update();
       on_progress(p);
     }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +20,7 @@
 #include "bufferlab/oracle/sinkhorn_trace.h"
 #include "common/commands.h"
 #include "common/parse_number.h"
+#include "common/stopwatch.h"
 #include "svg/svg_sinkhorn.h"
 #include "svg/svg_util.h"
 
@@ -69,7 +69,7 @@ double parse_double(const std::string& option, const std::string& text) {
 // terminal, then one line every 5 s otherwise.
 class Progress {
  public:
-  Progress() : tty_(isatty(fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
+  Progress() : tty_(isatty(fileno(stderr)) != 0) {}
 
   void update(const char* what, uint64_t done, uint64_t total) {
     const double t = elapsed();
@@ -88,14 +88,12 @@ class Progress {
   void finish() {
     if (shown_) fmt::print(stderr, "\n");
   }
-  double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  double elapsed() const { return stopwatch_.seconds(); }
 
  private:
   bool tty_;
   bool shown_ = false;
-  std::chrono::steady_clock::time_point start_;
+  Stopwatch stopwatch_;
   double last_ = 0.0;
 };
 

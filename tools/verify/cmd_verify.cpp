@@ -2,7 +2,6 @@
 // every path combination (§5), each plan checked against the layout of the sizing under
 // test — or of the byte counts of a `plan --json` file. Exit 0 clean, 1 findings, 2 error.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "common/commands.h"
 #include "common/model_source.h"
 #include "common/parse_number.h"
+#include "common/stopwatch.h"
 #include "io/sizes_file.h"
 #include "verify/plan_steps.h"
 #include "verify/verify_options.h"
@@ -130,7 +130,7 @@ int run_verify(const VerifyCommand& cmd) {
   if (!cmd.pass.empty()) return run_one_plan(cmd, config, sizes, o);
   if (!cmd.paths.empty()) throw Error("--paths needs --pass (verify checks every combination)");
 
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch stopwatch;
   const std::vector<plan::Pass> grid = verify::pass_grid(o.shape);
   o.tokens = pass_tokens(grid, o.shape);
   verify::VerifyOptions opts;
@@ -138,7 +138,7 @@ int run_verify(const VerifyCommand& cmd) {
   opts.max_findings = SIZE_MAX;
   opts.config_label = o.model;
   o.report = verify::verify_config(config, sizes, o.target, o.shape, grid, opts);
-  o.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  o.elapsed_s = stopwatch.seconds();
   // Plans name the sizing they were built with; a file's byte counts are not that sizing.
   if (o.sizes_file)
     for (auto& f : o.report.findings)
