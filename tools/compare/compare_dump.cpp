@@ -2,7 +2,6 @@
 #include "compare/compare_dump.h"
 
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +9,7 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/oracle/mode.h"
 #include "compare/compare_report.h"
+#include "io/json_file.h"
 #include "io/npy_writer.h"
 
 namespace bufferlab::cli {
@@ -19,18 +19,11 @@ constexpr const char* kBf16 = kBf16DumpFormat;
 
 }  // namespace
 
-DumpWriter::DumpWriter(const std::string& dir) : dir_(dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw Error("--dump " + dir + ": cannot create the directory: " + ec.message());
-}
+DumpWriter::DumpWriter(const std::string& dir) : dir_(create_output_dir("--dump", dir)) {}
 
 void DumpWriter::write_manifest(nlohmann::json manifest) const {
   manifest["files"] = files_;
-  const std::string path = (dir_ / "manifest.json").string();
-  std::ofstream f(path, std::ios::trunc);
-  f << manifest.dump(2) << '\n';
-  if (!f) throw Error("cannot write " + path);
+  write_json_file(dir_ / "manifest.json", manifest);
 }
 
 void write_rmsnorm_dump(const std::string& dir, const FusedAddRmsNormOp& op,

@@ -24,19 +24,48 @@ std::optional<Given<double>> given_double(const char* option, const std::string&
   return Given<double>{parse_finite_double(option, text), text};
 }
 
-std::optional<oracle::HcStreamMagnitude> stream_values(const std::string& text) {
+// A value of an enumerated option and the name the CLI spells it with.
+template <class T>
+struct Named {
+  const char* name;
+  T value;
+};
+
+constexpr Named<oracle::HcStreamMagnitude> kStreamValues[] = {
+    {"normal", oracle::HcStreamMagnitude::normal},
+    {"zero", oracle::HcStreamMagnitude::zero},
+    {"huge", oracle::HcStreamMagnitude::huge}};
+constexpr Named<oracle::HcLowRankPath> kLowRankPaths[] = {{"split", oracle::HcLowRankPath::split},
+                                                          {"slab", oracle::HcLowRankPath::slab}};
+constexpr Named<SsmPath> kSsmPaths[] = {
+    {"chunked", SsmPath::chunked}, {"recurrent", SsmPath::recurrent}, {"auto", SsmPath::auto_path}};
+constexpr Named<oracle::GdnGateRegime> kGateRegimes[] = {
+    {"mixed", oracle::GdnGateRegime::mixed},
+    {"near-zero", oracle::GdnGateRegime::near_zero},
+    {"near-one", oracle::GdnGateRegime::near_one}};
+constexpr Named<oracle::SsdDtRegime> kDtRegimes[] = {{"typical", oracle::SsdDtRegime::typical},
+                                                     {"large", oracle::SsdDtRegime::large},
+                                                     {"tiny", oracle::SsdDtRegime::tiny}};
+
+// The value named `text` (empty: not given); else "OPTION: unknown WHAT 'TEXT'[ WHERE] (known:
+// ...)".
+template <class T, size_t N>
+std::optional<T> parse_named(const char* option, const std::string& text,
+                             const Named<T> (&table)[N], const char* what, const char* where = "") {
   if (text.empty()) return std::nullopt;
-  for (auto m : {oracle::HcStreamMagnitude::normal, oracle::HcStreamMagnitude::zero,
-                 oracle::HcStreamMagnitude::huge})
-    if (text == to_string(m)) return m;
-  throw Error("--streams: unknown stream values '" + text + "' (known: normal, zero, huge)");
+  std::string known;
+  for (const Named<T>& n : table) {
+    if (text == n.name) return n.value;
+    known += (known.empty() ? "" : ", ") + std::string(n.name);
+  }
+  throw Error(fmt::format("{}: unknown {} '{}'{} (known: {})", option, what, text, where, known));
 }
 
-std::optional<oracle::HcLowRankPath> lowrank_path(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  if (text == "split") return oracle::HcLowRankPath::split;
-  if (text == "slab") return oracle::HcLowRankPath::slab;
-  throw Error("--path: unknown hc-lowrank path '" + text + "' (known: split, slab)");
+template <class T, size_t N>
+const char* name_of(T value, const Named<T> (&table)[N]) {
+  for (const Named<T>& n : table)
+    if (n.value == value) return n.name;
+  return "?";
 }
 
 std::optional<Given<uint64_t>> sequences(const std::string& text) {
@@ -46,80 +75,12 @@ std::optional<Given<uint64_t>> sequences(const std::string& text) {
   return Given<uint64_t>{n, text};
 }
 
-std::optional<SsmPath> ssm_path(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  for (auto p : {SsmPath::chunked, SsmPath::recurrent, SsmPath::auto_path})
-    if (text == to_string(p)) return p;
-  throw Error("--path: unknown path '" + text +
-              "' for --op gdn/ssd (known: chunked, recurrent, auto)");
-}
-
-std::optional<oracle::GdnGateRegime> gate_regime(const char* option, const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  for (auto r : {oracle::GdnGateRegime::mixed, oracle::GdnGateRegime::near_zero,
-                 oracle::GdnGateRegime::near_one})
-    if (text == to_string(r)) return r;
-  throw Error(fmt::format("{}: unknown gate regime '{}' (known: mixed, near-zero, near-one)",
-                          option, text));
-}
-
-std::optional<oracle::SsdDtRegime> dt_regime(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  for (auto r :
-       {oracle::SsdDtRegime::typical, oracle::SsdDtRegime::large, oracle::SsdDtRegime::tiny})
-    if (text == to_string(r)) return r;
-  throw Error("--dt: unknown dt regime '" + text + "' (known: typical, large, tiny)");
-}
-
 }  // namespace
 
-const char* to_string(SsmPath p) {
-  switch (p) {
-    case SsmPath::chunked:
-      return "chunked";
-    case SsmPath::recurrent:
-      return "recurrent";
-    case SsmPath::auto_path:
-      return "auto";
-  }
-  return "?";
-}
-
-const char* to_string(oracle::GdnGateRegime r) {
-  switch (r) {
-    case oracle::GdnGateRegime::mixed:
-      return "mixed";
-    case oracle::GdnGateRegime::near_zero:
-      return "near-zero";
-    case oracle::GdnGateRegime::near_one:
-      return "near-one";
-  }
-  return "?";
-}
-
-const char* to_string(oracle::SsdDtRegime r) {
-  switch (r) {
-    case oracle::SsdDtRegime::typical:
-      return "typical";
-    case oracle::SsdDtRegime::large:
-      return "large";
-    case oracle::SsdDtRegime::tiny:
-      return "tiny";
-  }
-  return "?";
-}
-
-const char* to_string(oracle::HcStreamMagnitude m) {
-  switch (m) {
-    case oracle::HcStreamMagnitude::normal:
-      return "normal";
-    case oracle::HcStreamMagnitude::zero:
-      return "zero";
-    case oracle::HcStreamMagnitude::huge:
-      return "huge";
-  }
-  return "?";
-}
+const char* to_string(SsmPath p) { return name_of(p, kSsmPaths); }
+const char* to_string(oracle::GdnGateRegime r) { return name_of(r, kGateRegimes); }
+const char* to_string(oracle::SsdDtRegime r) { return name_of(r, kDtRegimes); }
+const char* to_string(oracle::HcStreamMagnitude m) { return name_of(m, kStreamValues); }
 
 void require_options_apply(const std::string& op, const RawCompareOptions& raw) {
   require_reads(op, !raw.logit_range.empty(), "--logit-range", kOptLogitRange);
@@ -141,20 +102,20 @@ HcCompareOptions parse_hc_options(const RawCompareOptions& raw) {
   o.logit_range = given_double("--logit-range", raw.logit_range);
   if (o.logit_range && !(o.logit_range->value > 0.0 && o.logit_range->value <= 100.0))
     throw Error("--logit-range = '" + raw.logit_range + "': must be in (0, 100]");
-  o.streams = stream_values(raw.hc_streams);
-  o.lowrank_path = lowrank_path(raw.lowrank_path);
+  o.streams = parse_named("--streams", raw.hc_streams, kStreamValues, "stream values");
+  o.lowrank_path = parse_named("--path", raw.lowrank_path, kLowRankPaths, "hc-lowrank path");
   return o;
 }
 
 SsmCompareOptions parse_ssm_options(const RawCompareOptions& raw) {
   SsmCompareOptions o;
   o.streams = sequences(raw.ssm_streams);
-  o.path = ssm_path(raw.ssm_path);
-  o.alpha = gate_regime("--alpha", raw.alpha);
-  o.beta = gate_regime("--beta", raw.beta);
+  o.path = parse_named("--path", raw.ssm_path, kSsmPaths, "path", " for --op gdn/ssd");
+  o.alpha = parse_named("--alpha", raw.alpha, kGateRegimes, "gate regime");
+  o.beta = parse_named("--beta", raw.beta, kGateRegimes, "gate regime");
   o.parallel_keys = raw.parallel_keys;
   o.zero_state = raw.zero_state;
-  o.dt = dt_regime(raw.dt);
+  o.dt = parse_named("--dt", raw.dt, kDtRegimes, "dt regime");
   return o;
 }
 

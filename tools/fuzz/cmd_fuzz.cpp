@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,8 +22,9 @@
 #include "bufferlab/properties/generators.h"
 #include "common/commands.h"
 #include "common/parse_number.h"
+#include "common/target_options.h"
 #include "fuzz/fuzz_numeric.h"
-#include "verify/verify_options.h"
+#include "io/json_file.h"
 #include "verify/verify_report.h"
 
 namespace bufferlab::cli {
@@ -167,16 +167,11 @@ std::filesystem::path write_failure(const FuzzCommand& cmd, const fuzz::FuzzOpti
   j["sizing_failures"] = f.result.sizing_failures;
   j["errors"] = f.result.errors;
   j["original"] = fuzz::case_to_json(f.original, opts.sizing);
-  const std::filesystem::path dir(cmd.out_dir);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("--out " + cmd.out_dir + ": cannot create the directory: " + ec.message());
+  const std::filesystem::path dir = create_output_dir("--out", cmd.out_dir);
   const std::filesystem::path path =
       dir / fmt::format("fuzz-seed{}-shard{}of{}-case{}.json", opts.seed, opts.shard_index,
                         opts.shard_count, f.case_index);
-  std::ofstream out(path, std::ios::binary);
-  out << j.dump(2) << "\n";
-  if (!out) throw Error("cannot write " + path.string());
+  write_json_file(path, j);
   return path;
 }
 
@@ -213,6 +208,26 @@ bool given(const FuzzCommand& cmd, const char* option) {
   return cmd.app->get_option(option)->count() > 0;
 }
 
+// When a run stops: --seconds (default 60 without --cases), --cases (0: no limit).
+struct Limits {
+  double seconds = 0;
+  uint64_t max_cases = 0;
+};
+
+Limits limits_of(const FuzzCommand& cmd) {
+  Limits l;
+  const bool has_seconds = cmd.seconds_option->count() > 0;
+  const bool has_cases = cmd.cases_option->count() > 0;
+  l.seconds = has_seconds ? parse_seconds(cmd.seconds) : has_cases ? 0.0 : 60.0;
+  if (has_cases) {
+    l.max_cases = parse_u64("--cases", cmd.cases);
+    if (l.max_cases == 0) throw Error("--cases = 0: give at least one case");
+  }
+  if (l.seconds == 0 && l.max_cases == 0)
+    throw Error("--seconds 0 without --cases: the run would never stop");
+  return l;
+}
+
 // --numeric: the options of the plan fuzz that mean nothing there are refused, as are
 // --backend and --skip without it.
 int run_numeric(const FuzzCommand& cmd) {
@@ -225,15 +240,9 @@ int run_numeric(const FuzzCommand& cmd) {
   opts.family = cmd.numeric;
   opts.backend = cmd.backend;
   if (given(cmd, "--mutant")) opts.mutant = cmd.app->get_option("--mutant")->as<std::string>();
-  const bool has_seconds = cmd.seconds_option->count() > 0;
-  const bool has_cases = cmd.cases_option->count() > 0;
-  opts.seconds = has_seconds ? parse_seconds(cmd.seconds) : has_cases ? 0.0 : 60.0;
-  if (has_cases) {
-    opts.max_cases = parse_u64("--cases", cmd.cases);
-    if (opts.max_cases == 0) throw Error("--cases = 0: give at least one case");
-  }
-  if (opts.seconds == 0 && opts.max_cases == 0)
-    throw Error("--seconds 0 without --cases: the run would never stop");
+  const Limits limits = limits_of(cmd);
+  opts.seconds = limits.seconds;
+  opts.max_cases = limits.max_cases;
   opts.seed = parse_u64("--seed", cmd.seed);
   if (given(cmd, "--skip")) opts.skip = parse_u64("--skip", cmd.skip);
   const Shard shard = shard_of(cmd);
@@ -255,15 +264,9 @@ int run_fuzz(const FuzzCommand& cmd) {
   for (const char* option : {"--backend", "--skip"})
     if (given(cmd, option)) throw Error(std::string(option) + " applies only to --numeric");
   fuzz::FuzzOptions opts;
-  const bool has_seconds = cmd.seconds_option->count() > 0;
-  const bool has_cases = cmd.cases_option->count() > 0;
-  opts.seconds = has_seconds ? parse_seconds(cmd.seconds) : has_cases ? 0.0 : 60.0;
-  if (has_cases) {
-    opts.max_cases = parse_u64("--cases", cmd.cases);
-    if (opts.max_cases == 0) throw Error("--cases = 0: give at least one case");
-  }
-  if (opts.seconds == 0 && opts.max_cases == 0)
-    throw Error("--seconds 0 without --cases: the run would never stop");
+  const Limits limits = limits_of(cmd);
+  opts.seconds = limits.seconds;
+  opts.max_cases = limits.max_cases;
   opts.seed = parse_u64("--seed", cmd.seed);
   check_families(cmd.families);
   opts.families = cmd.families;

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -39,6 +38,7 @@
 #include "compare/compare_table.h"
 #include "fuzz/fuzz_numeric_mhc.h"
 #include "fuzz/fuzz_numeric_ssm.h"
+#include "io/json_file.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -203,6 +203,14 @@ struct DrawnCase {
   std::string compare_options;
 };
 
+// A family runner's outcome as the drawn case's.
+void take(DrawnCase& d, NumericCaseOutcome&& m) {
+  d.description = std::move(m.description);
+  d.check = std::move(m.check);
+  d.check_description = std::move(m.check_description);
+  d.outcome = {m.passed, std::move(m.what), std::move(m.report), std::move(m.agreement)};
+}
+
 DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs) {
   DrawnCase d;
   const rc::Random random(cs);
@@ -213,12 +221,9 @@ DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs)
       SsmFuzzOutcome m = f == NumericFamily::gdn
                              ? run_gdn_fuzz_case(backend, cs, size, backend.kernel_mutant())
                              : run_ssd_fuzz_case(backend, cs, size, backend.kernel_mutant());
-      d.description = std::move(m.description);
-      d.check = std::move(m.check);
-      d.check_description = std::move(m.check_description);
-      d.outcome = {m.passed, std::move(m.what), std::move(m.report), std::move(m.agreement)};
       d.config = std::move(m.config);
       d.compare_options = std::move(m.compare_options);
+      take(d, std::move(m));
     } catch (const std::exception& e) {
       d.check = family;
       d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
@@ -226,10 +231,7 @@ DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs)
   } else if (f == NumericFamily::mhc) {
     try {
       MhcFuzzOutcome m = run_mhc_fuzz_case(backend, cs, size, backend.kernel_mutant());
-      d.description = std::move(m.description);
-      d.check = std::move(m.check);
-      d.check_description = std::move(m.check_description);
-      d.outcome = {m.passed, std::move(m.what), std::move(m.report), std::move(m.agreement)};
+      take(d, std::move(m));
     } catch (const std::exception& e) {
       d.check = "mhc";
       d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
@@ -276,9 +278,7 @@ std::string write_case_config(const std::filesystem::path& failure, const DrawnC
   if (d.config.is_null()) return {};
   std::filesystem::path path = failure;
   path.replace_extension(".config.json");
-  std::ofstream out(path, std::ios::binary);
-  out << d.config.dump(2) << "\n";
-  if (!out) throw Error("cannot write " + path.string());
+  write_json_file(path, d.config);
   return d.compare_options.empty()
              ? std::string()
              : "bufferlab compare --config " + path.string() + " " + d.compare_options;
@@ -303,10 +303,7 @@ std::filesystem::path write_failure(const NumericFuzzOptions& o, uint64_t index,
   j["report"] = d.outcome.report;
   if (d.outcome.agreement) j["agreement"] = report_json(*d.outcome.agreement);
   j["rerun"] = rerun_line(o, index);
-  const std::filesystem::path dir(o.out_dir);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
+  const std::filesystem::path dir = create_output_dir("--out", o.out_dir);
   const std::filesystem::path path =
       dir / fmt::format("fuzz-numeric-{}-seed{}-shard{}of{}-case{}.json", o.family, o.seed,
                         o.shard_index, o.shard_count, index);
@@ -315,9 +312,7 @@ std::filesystem::path write_failure(const NumericFuzzOptions& o, uint64_t index,
     const std::string compare = write_case_config(path, d);
     if (!compare.empty()) j["compare_rerun"] = compare;
   }
-  std::ofstream out(path, std::ios::binary);
-  out << j.dump(2) << "\n";
-  if (!out) throw Error("cannot write " + path.string());
+  write_json_file(path, j);
   return path;
 }
 

@@ -68,14 +68,6 @@ gen::DeepStackRanges fuzz_deep_stack_ranges() {
   return r;
 }
 
-void finish(MhcFuzzOutcome& o, oracle::AgreementReport report) {
-  const auto* bad = report.first_failure();
-  o.passed = report.passed();
-  o.what = bad ? o.check + ": " + bad->name : o.check;
-  o.report = oracle::format_report(report);
-  o.agreement = std::move(report);
-}
-
 // Post cases run out of place in about half the cases (the result must be the same).
 bool post_out_of_place(uint64_t cs) { return (mix(cs ^ 0x0f0f0f0f0f0f0f0full) & 1) != 0; }
 
@@ -164,10 +156,10 @@ MhcFuzzOutcome run_mhc_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant
     if (stack) {
       gen::DeepStackResult r = gen::run_mhc_deep_stack(backend, *stack, bm);
       const std::string summary = gen::summarize(r);
-      finish(o, std::move(r.report));
+      o.finish(std::move(r.report));
       o.report = "deep stack: " + summary + "\n" + o.report;
     } else {
-      finish(o, run_op(backend, *op, post_out_of_place(cs), bm));
+      o.finish(run_op(backend, *op, post_out_of_place(cs), bm));
     }
   } catch (const std::exception& e) {
     o.passed = false;

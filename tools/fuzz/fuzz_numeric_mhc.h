@@ -12,18 +12,13 @@
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/sizing.h"
 #include "bufferlab/oracle/agreement_report.h"
+#include "fuzz/fuzz_outcome.h"
 
 namespace bufferlab::cli {
 
-struct MhcFuzzOutcome {
-  std::string description;  // the case's describe()
-  std::string check;        // pre, post, head, expand, lowrank-split, lowrank-slab, deep-stack
-  std::string check_description;
-  bool passed = true;
-  std::string what;    // "pre: hc_comb column sums" — the check and its first failing comparison
-  std::string report;  // format_report
-  std::optional<oracle::AgreementReport> agreement;
-};
+// check: pre, post, head, expand, lowrank-split, lowrank-slab, deep-stack; what e.g.
+// "pre: hc_comb column sums".
+struct MhcFuzzOutcome : NumericCaseOutcome {};
 
 // Case `case_seed` drawn at RapidCheck size `size`. Without a mutant every op comes up (pre,
 // post in place or out of place, head, expand, low-rank on its split or slab path, the deep

@@ -18,6 +18,7 @@
 #include "bufferlab/oracle/ssd_harness.h"
 #include "bufferlab/oracle/ssd_judge.h"
 #include "bufferlab/properties/ssm_generators.h"
+#include "compare/compare_ops.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -50,37 +51,18 @@ Case draw(const Gen& gen, uint64_t cs, int size, bool mutant, Pred runs_it) {
       fmt::format("no case of seed {} runs the mutant's kernel in {} draws", cs, kMutantDraws));
 }
 
-void finish(SsmFuzzOutcome& o, oracle::AgreementReport report) {
-  const auto* bad = report.first_failure();
-  o.passed = report.passed();
-  o.what = bad ? o.check + ": " + bad->name : o.check;
-  o.report = oracle::format_report(report);
-  o.agreement = std::move(report);
-}
-
 void fail_with(SsmFuzzOutcome& o, const std::exception& e) {
   o.passed = false;
   o.what = o.check + ": error";
   o.report = std::string("error: ") + e.what() + "\n";
 }
 
-const char* regime_option(oracle::GdnGateRegime r) {
-  switch (r) {
-    case oracle::GdnGateRegime::near_zero:
-      return "near-zero";
-    case oracle::GdnGateRegime::near_one:
-      return "near-one";
-    default:
-      return "mixed";
-  }
-}
-
 std::string gdn_compare_options(const gen::GdnCase& c) {
   if (c.profile.value_scale != 1.0) return {};
   std::string o =
       fmt::format("--op gdn --tokens {} --streams {} --seed {} --path {} --alpha {} --beta {}", c.L,
-                  c.sequences, c.seed, gen::to_string(c.path), regime_option(c.profile.alpha),
-                  regime_option(c.profile.beta));
+                  c.sequences, c.seed, gen::to_string(c.path), cli::to_string(c.profile.alpha),
+                  cli::to_string(c.profile.beta));
   if (c.profile.parallel_keys) o += " --parallel-keys";
   if (c.profile.zero_state) o += " --zero-state";
   return o;
@@ -115,7 +97,7 @@ SsmFuzzOutcome run_gdn_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant
     const Workspace ws = oracle::allocate_gdn_footprint(backend, plan);
     const oracle::GdnInputs in = gen::gdn_inputs(c);
     const oracle::GdnRun run = oracle::run_gdn(backend, ws, plan, in);
-    finish(o, oracle::judge_gdn(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
+    o.finish(oracle::judge_gdn(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
   } catch (const std::exception& e) {
     fail_with(o, e);
   }
@@ -147,7 +129,7 @@ SsmFuzzOutcome run_ssd_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant
     const Workspace ws = oracle::allocate_ssd_footprint(backend, plan);
     const oracle::SsdInputs in = gen::ssd_inputs(c);
     const oracle::SsdRun run = oracle::run_ssd(backend, ws, plan, in);
-    finish(o, oracle::judge_ssd(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
+    o.finish(oracle::judge_ssd(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
   } catch (const std::exception& e) {
     fail_with(o, e);
   }

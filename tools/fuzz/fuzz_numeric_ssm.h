@@ -15,17 +15,13 @@
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/sizing.h"
 #include "bufferlab/oracle/agreement_report.h"
+#include "fuzz/fuzz_outcome.h"
 
 namespace bufferlab::cli {
 
-struct SsmFuzzOutcome {
-  std::string description;  // the case's describe() (every field, the seed included)
-  std::string check;        // gdn-chunked, gdn-recurrent, ssd-chunked, ssd-recurrent
-  std::string check_description;
-  bool passed = true;
-  std::string what;    // "gdn-chunked: final state (state)": the check and its first failure
-  std::string report;  // format_report, or the error
-  std::optional<oracle::AgreementReport> agreement;
+// check: gdn-chunked, gdn-recurrent, ssd-chunked, ssd-recurrent; what e.g. "gdn-chunked: final
+// state (state)"; description: every field, the seed included.
+struct SsmFuzzOutcome : NumericCaseOutcome {
   // The case without the fuzz: its model in the normalized (preset-free) config form, and the
   // `bufferlab compare` options that re-run it from a file holding that config (empty when
   // compare cannot express the case: an input scale other than 1).

@@ -22,16 +22,7 @@ void PlanOptions::add_options(CLI::App& command) {
   command.add_option("--max-batch-size", max_batch_size_, "decode sequences per step (>= 1)")
       ->type_name("N")
       ->capture_default_str();
-  command.add_option("--target", target_, "GPU: h200, h100, b200, gb10")
-      ->type_name("NAME")
-      ->capture_default_str();
-  command
-      .add_option("--splitk", splitk_,
-                  "split-K policy: legacy, auto or a split count N "
-                  "(default: the target's)")
-      ->type_name("POLICY");
-  command.add_flag("--q2-dequant", q2_dequant_, "enable the Q2 dequant path (q2_dequant_scratch)");
-  command.add_flag("--q2-mmq", q2_mmq_, "enable the Q2 MMQ path (q2_act_q8)");
+  target_.add_options(command);
   sizing_option_ = command
                        .add_option("--sizing", sizing_,
                                    "spec (the formulas as written) or "
@@ -61,10 +52,7 @@ PlanRequest PlanOptions::request() const {
   r.context.shape.kv_block_size = parse_u64("--kv-block-size", kv_block_size_);
   r.context.shape.max_batch_size = parse_u64("--max-batch-size", max_batch_size_);
   r.context.shape.validate();
-  r.context.target = Target::named(target_);
-  if (!splitk_.empty()) r.context.target.set_splitk(splitk_);
-  r.context.target.q2_dequant = q2_dequant_;
-  r.context.target.q2_mmq = q2_mmq_;
+  r.context.target = target_.target();
   // --mutant alone means "this bug on top of corrected"; with an explicit --sizing spec it
   // is refused by Sizing::validate (mutants are defined relative to corrected).
   const bool has_mutant = mutant_option_->count() > 0;

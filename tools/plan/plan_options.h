@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/model_source.h"
+#include "common/target_options.h"
 #include "plan/plan_request.h"
 
 namespace bufferlab::cli {
@@ -28,10 +29,7 @@ class PlanOptions {
   std::string max_seq_len_ = "32768";
   std::string kv_block_size_ = "16";
   std::string max_batch_size_ = "32";
-  std::string target_ = "h200";
-  std::string splitk_;
-  bool q2_dequant_ = false;
-  bool q2_mmq_ = false;
+  TargetOptions target_;  // --target, --splitk, --q2-dequant, --q2-mmq
   std::string sizing_ = "spec";
   std::string mutant_;
   std::string alignment_ = "256";

@@ -16,9 +16,9 @@
 #include "common/model_source.h"
 #include "common/parse_number.h"
 #include "common/stopwatch.h"
+#include "common/target_options.h"
 #include "io/sizes_file.h"
 #include "verify/plan_steps.h"
-#include "verify/verify_options.h"
 #include "verify/verify_report.h"
 
 namespace bufferlab::cli {

@@ -1,5 +1,5 @@
 // TargetOptions and SizingOptions: declarations and their translation.
-#include "verify/verify_options.h"
+#include "common/target_options.h"
 
 #include "bufferlab/core/error.h"
 

@@ -1,6 +1,6 @@
-// Options shared by `verify` and `fuzz`: the target flags (--target, --splitk, --q2-dequant,
-// --q2-mmq) and the sizing flags (--sizing, default corrected, and --mutant). `plan` keeps
-// its own set (its --sizing defaults to spec and it has layout flags verify has no use for).
+// Options shared by `verify`, `fuzz` and `plan`: the target flags (--target, --splitk,
+// --q2-dequant, --q2-mmq; all three) and the sizing flags (--sizing, default corrected, and
+// --mutant; verify and fuzz — `plan`'s --sizing defaults to spec, plan_options.h).
 #pragma once
 
 #include <string>
