@@ -6,11 +6,7 @@
 // hc-lowrank runs the path the engine would (numerics §4, buffers.md §4.7): the split path for
 // T <= 64 tokens, the slab GEMM path in slabs of <= 2048 rows above; --path forces one where
 // it is legal (split only for T <= 64).
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -38,7 +34,7 @@ oracle::BoundModel bounds_of(const Backend& backend) {
 struct HcRun {
   ModelConfig config;
   oracle::HcInputProfile profile;
-  std::string streams = "normal";
+  std::string streams = "normal";  // --streams, as the report and dump name it
 };
 
 HcRun hc_run(const CompareSetup& s, const std::string& op) {
