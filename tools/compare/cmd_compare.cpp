@@ -150,7 +150,7 @@ std::unique_ptr<Backend> open_backend(const CompareCommand& c) {
   }
 }
 
-void run_op_compare(const CompareCommand& c, const CompareOpEntry& op) {
+void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
   const uint64_t tokens = parse_u64("--tokens", c.tokens);
   if (tokens == 0) throw Error("--tokens 0: a pass needs at least one token");
   CompareSetup s;
@@ -166,10 +166,12 @@ void run_op_compare(const CompareCommand& c, const CompareOpEntry& op) {
   s.hash = c.hash;
   s.dump_dir = c.dump_dir;
   s.mutant = c.mutant;
-  s.hc = c.hc;
-  s.ssm = c.ssm;
   std::unique_ptr<Backend> backend = open_backend(c);
   if (!backend) return;
+  // Parsed once the run is set up (model, tokens, backend): a bad value is reported where the
+  // runners reported it before they took typed options.
+  c.hc = s.hc = parse_hc_options(c.raw);
+  c.ssm = s.ssm = parse_ssm_options(c.raw);
   const CompareResult r = op.runner(*backend, s);
   const bool agree = r.report.passed() && r.findings.empty();
   if (c.json) {
@@ -255,8 +257,6 @@ void run_compare(CompareCommand& c) {
     throw Error("--op: unknown op '" + c.op + "' (known: " + compare_op_names(", ") + ")");
   require_mutant_applies(c, *entry);
   require_options_apply(c.op, c.raw);
-  c.hc = parse_hc_options(c.raw);
-  c.ssm = parse_ssm_options(c.raw);
   if (entry->runner != nullptr) return run_op_compare(c, *entry);
   run_rmsnorm_compare(c, *entry);
 }
