@@ -1,18 +1,26 @@
-// Runs the real `bufferlab` program (BUFFERLAB_CLI_PATH) for end-to-end tests, and a
+// Runs the real `bufferlab` program (BUFFERLAB_CLI_PATH) for end-to-end tests, or the same
+// command in-process through the library bufferlab_cli (run_cli_in_process: link it), and a
 // GoogleTest fixture giving each test a fresh temporary directory.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+namespace bufferlab::cli {
+int run_cli(int argc, const char* const* argv);  // tools/common/app.h (bufferlab_cli)
+}  // namespace bufferlab::cli
 
 namespace bufferlab::testing {
 
@@ -55,6 +63,67 @@ inline CliRun run_cli(const std::vector<std::string>& args,
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.err = read_file(err_path);
+  return r;
+}
+
+// Everything written to stdout and stderr (C stdio, iostreams, CLI11) between construction and
+// finish() goes to two files in `dir`, as a child process's output would.
+class CapturedOutput {
+ public:
+  explicit CapturedOutput(const std::filesystem::path& dir)
+      : out_path_(dir / "stdout.txt"), err_path_(dir / "stderr.txt") {
+    flush_all();
+    saved_out_ = dup(STDOUT_FILENO);
+    saved_err_ = dup(STDERR_FILENO);
+    redirect(out_path_, STDOUT_FILENO);
+    redirect(err_path_, STDERR_FILENO);
+  }
+  CapturedOutput(const CapturedOutput&) = delete;
+  CapturedOutput& operator=(const CapturedOutput&) = delete;
+  ~CapturedOutput() { restore(); }
+
+  void finish(CliRun& r) {
+    restore();
+    r.out = read_file(out_path_);
+    r.err = read_file(err_path_);
+  }
+
+ private:
+  static void flush_all() {
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(stdout);
+    std::fflush(stderr);
+  }
+  static void redirect(const std::filesystem::path& path, int fd) {
+    const int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(file, fd);
+    close(file);
+  }
+  void restore() {
+    if (saved_out_ < 0) return;
+    flush_all();
+    dup2(saved_out_, STDOUT_FILENO);
+    dup2(saved_err_, STDERR_FILENO);
+    close(saved_out_);
+    close(saved_err_);
+    saved_out_ = saved_err_ = -1;
+  }
+
+  std::filesystem::path out_path_, err_path_;
+  int saved_out_ = -1, saved_err_ = -1;
+};
+
+// Runs `bufferlab ARGS...` in this process (the library bufferlab_cli, argv[0] the program's
+// path as run_cli gives it); stdout and stderr go through files in `scratch_dir`.
+inline CliRun run_cli_in_process(const std::vector<std::string>& args,
+                                 const std::filesystem::path& scratch_dir) {
+  std::vector<const char*> argv{BUFFERLAB_CLI_PATH};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  CliRun r;
+  CapturedOutput captured(scratch_dir);
+  r.exit_code = bufferlab::cli::run_cli(static_cast<int>(argv.size()), argv.data());
+  captured.finish(r);
   return r;
 }
 

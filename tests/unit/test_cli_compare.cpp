@@ -29,12 +29,15 @@ struct CompareRun {
 
 class CliCompare : public bufferlab::testing::TempDirTest {
  protected:
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
   // `bufferlab compare ARGS` with ARGS split at spaces (the tests pass no spaced values).
   CompareRun run_compare(const std::string& args) {
     std::vector<std::string> argv{"compare"};
     std::istringstream words(args);
     for (std::string w; words >> w;) argv.push_back(w);
-    const auto r = bufferlab::testing::run_cli(argv, dir_);
+    const auto r = (in_process_ ? bufferlab::testing::run_cli_in_process(argv, dir_)
+                                : bufferlab::testing::run_cli(argv, dir_));
     return {r.exit_code, r.out + r.err};
   }
 };
@@ -66,6 +69,7 @@ TEST_F(CliCompare, CudaSkipsWithAReasonOrAgrees) {
 }
 
 TEST_F(CliCompare, BadInputExitsTwoWithError) {
+  in_process_ = true;
   for (const char* args :
        {"--op rmsnorm --preset no-such-model", "--op nope --preset tiny-dense",
         "--op rmsnorm --preset tiny-dense --variant nope",
@@ -189,6 +193,7 @@ TEST_F(CliCompare, KernelMutantsAreCaughtWithTheirFinding) {
 }
 
 TEST_F(CliCompare, MoeOpsRefuseBadInput) {
+  in_process_ = true;
   for (const char* args :
        {"--op topk --preset tiny-dense --tokens 4", "--op experts --preset tiny-dense --tokens 4",
         "--op topk --preset tiny-moe --path fp16", "--op topk --preset tiny-moe --pattern nope",

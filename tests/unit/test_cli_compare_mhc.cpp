@@ -26,11 +26,14 @@ struct CompareRun {
 
 class CliCompareMhc : public bufferlab::testing::TempDirTest {
  protected:
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
   CompareRun run_compare(const std::string& args) {
     std::vector<std::string> argv{"compare"};
     std::istringstream words(args);
     for (std::string w; words >> w;) argv.push_back(w);
-    const auto r = bufferlab::testing::run_cli(argv, dir_);
+    const auto r = (in_process_ ? bufferlab::testing::run_cli_in_process(argv, dir_)
+                                : bufferlab::testing::run_cli(argv, dir_));
     return {r.exit_code, r.out + r.err, r.out};
   }
 };
@@ -109,6 +112,7 @@ TEST_F(CliCompareMhc, SkcolWithZeroHcEpsSaysItIsInvisible) {
 }
 
 TEST_F(CliCompareMhc, BadInputExitsTwoWithError) {
+  in_process_ = true;
   for (const char* args : {
            "--op hc-pre --preset tiny-dense --tokens 4",        // hc_mult = 0
            "--op hc-post --preset tiny-moe --tokens 4",         // hc_mult = 0

@@ -29,11 +29,14 @@ struct CompareRun {
 
 class CliCompareSsm : public bufferlab::testing::TempDirTest {
  protected:
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
   CompareRun run_compare(const std::string& args) {
     std::vector<std::string> argv{"compare"};
     std::istringstream words(args);
     for (std::string w; words >> w;) argv.push_back(w);
-    const auto r = bufferlab::testing::run_cli(argv, dir_);
+    const auto r = (in_process_ ? bufferlab::testing::run_cli_in_process(argv, dir_)
+                                : bufferlab::testing::run_cli(argv, dir_));
     return {r.exit_code, r.out + r.err, r.out};
   }
 };
@@ -126,6 +129,7 @@ TEST_F(CliCompareSsm, SizingMutantB15IsABoundsFindingOnTheFlaScratch) {
 }
 
 TEST_F(CliCompareSsm, BadInputExitsTwoWithError) {
+  in_process_ = true;
   // A GDN config with kd = 64: the recurrence only.
   const fs::path small_heads = dir_ / "gdn64.json";
   {

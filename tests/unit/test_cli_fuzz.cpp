@@ -46,9 +46,12 @@ class ScopedEnv {
 
 class CliFuzz : public bufferlab::testing::TempDirTest {
  protected:
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
   bufferlab::testing::CliRun run(std::vector<std::string> args) {
     args.insert(args.begin(), "fuzz");
-    return bufferlab::testing::run_cli(args, dir_);
+    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
+                        : bufferlab::testing::run_cli(args, dir_));
   }
 
   void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
@@ -109,6 +112,7 @@ TEST_F(CliFuzz, MutantB9IsCaughtAndSavedAsAReplayableCase) {
 }
 
 TEST_F(CliFuzz, ShardOptionErrorsExitTwo) {
+  in_process_ = true;
   expect_error({"--cases", "1", "--shard", "2/2"}, "--shard");
   expect_error({"--cases", "1", "--shard", "0/0"}, "--shard");
   expect_error({"--cases", "1", "--shard", "1"}, "--shard");
@@ -140,6 +144,7 @@ TEST_F(CliFuzz, GoogleTestShardingVariablesChooseTheShard) {
 }
 
 TEST_F(CliFuzz, BadOptionsExitTwo) {
+  in_process_ = true;
   expect_error({"--cases", "1", "--shard", "0/1", "--family", "transformer-xl"}, "transformer-xl");
   expect_error({"--seconds", "-1", "--shard", "0/1"}, "--seconds");
   expect_error({"--seconds", "0", "--shard", "0/1"}, "--seconds");

@@ -20,9 +20,12 @@ using nlohmann::json;
 
 class CliFuzzNumeric : public bufferlab::testing::TempDirTest {
  protected:
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
   bufferlab::testing::CliRun run(std::vector<std::string> args) {
     args.insert(args.begin(), "fuzz");
-    return bufferlab::testing::run_cli(args, dir_);
+    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
+                        : bufferlab::testing::run_cli(args, dir_));
   }
 
   std::string out_dir() const { return (dir_ / "out").string(); }
@@ -153,6 +156,7 @@ TEST_F(CliFuzzNumeric, MutantB13IsCaughtAndReplays) {
 }
 
 TEST_F(CliFuzzNumeric, BadOptionsExitTwo) {
+  in_process_ = true;
   expect_error({"--numeric", "attention", "--cases", "1"}, "attention");
   expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B9"}, "B9");
   expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B99"}, "B99");

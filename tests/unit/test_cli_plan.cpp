@@ -1,6 +1,7 @@
 // End-to-end tests of the `bufferlab` program's presets / config / plan commands: they run
-// the real binary (BUFFERLAB_CLI_PATH) and check its output against spec/buffers.md — the
-// §6 reference numbers are written here by hand, not computed by the library under test.
+// the CLI in-process (bufferlab_cli, as the binary would) and check its output against
+// spec/buffers.md — the §6 reference numbers are written here by hand, not computed by the library
+// under test.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -30,7 +31,7 @@ using RunResult = bufferlab::testing::CliRun;
 class CliTest : public bufferlab::testing::TempDirTest {
  protected:
   RunResult run(const std::vector<std::string>& args) {
-    return bufferlab::testing::run_cli(args, dir_);
+    return bufferlab::testing::run_cli_in_process(args, dir_);
   }
 
   json run_json(const std::vector<std::string>& args) {

@@ -18,9 +18,12 @@ using nlohmann::json;
 
 class CliSinkhorn : public bufferlab::testing::TempDirTest {
  protected:
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
   bufferlab::testing::CliRun run(std::vector<std::string> args) {
     args.insert(args.begin(), "sinkhorn");
-    return bufferlab::testing::run_cli(args, dir_);
+    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
+                        : bufferlab::testing::run_cli(args, dir_));
   }
 
   void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
@@ -94,6 +97,7 @@ TEST_F(CliSinkhorn, NanTraceExitsOneNamingTheCase) {
 }
 
 TEST_F(CliSinkhorn, BadOptionsExitTwo) {
+  in_process_ = true;
   expect_error({"--range", "0", "--iters", "5"}, "--range = 0");
   expect_error({"--range", "-1", "--iters", "5"}, "--range = -1");
   expect_error({"--range", "inf", "--iters", "5"}, "--range = inf");

@@ -20,8 +20,11 @@ using nlohmann::json;
 
 class CliVerify : public bufferlab::testing::TempDirTest {
  protected:
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
   bufferlab::testing::CliRun run(const std::vector<std::string>& args) {
-    return bufferlab::testing::run_cli(args, dir_);
+    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
+                        : bufferlab::testing::run_cli(args, dir_));
   }
 
   // Runs verify --json; checks the exit code matches the report's verdict.
@@ -132,6 +135,7 @@ TEST_F(CliVerify, OnePassPrintsItsStepsAndFindings) {
 }
 
 TEST_F(CliVerify, MutantWithSpecSizingIsAnError) {
+  in_process_ = true;
   expect_error({"verify", "--preset", "tiny-dense", "--mutant", "B1", "--sizing", "spec"}, "B1");
   expect_error({"verify", "--preset", "tiny-dense", "--mutant", "B99"}, "B99");
   expect_error({"verify", "--preset", "tiny-dense", "--sizing", "tight"}, "tight");
@@ -204,6 +208,7 @@ TEST_F(CliVerify, SizesFileWithAShrunkBufferReportsItsSmallestPass) {
 }
 
 TEST_F(CliVerify, BadSizesFilesAreErrorsNamingTheField) {
+  in_process_ = true;
   const std::vector<std::string> base = {"verify", "--preset", "tiny-dense", "--max-batch-tokens",
                                          "64"};
   json p = plan_of(run({"plan", "--preset", "tiny-dense", "--max-batch-tokens", "64", "--sizing",

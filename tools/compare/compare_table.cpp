@@ -1,0 +1,264 @@
+// The compare table (compare_table.h): one entry per `bufferlab compare` op.
+#include "compare/compare_table.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "bufferlab/core/ops/embedding.h"
+#include "bufferlab/core/ops/ffn.h"
+#include "bufferlab/core/ops/fused_add_rmsnorm.h"
+#include "bufferlab/core/ops/gdn.h"
+#include "bufferlab/core/ops/mamba2.h"
+#include "bufferlab/core/ops/mhc.h"
+#include "bufferlab/core/ops/moe.h"
+
+namespace bufferlab::cli {
+namespace {
+
+// A chain stage naming a real descriptor type (a typo fails to compile).
+#define BUFFERLAB_STAGE(Type, stage) \
+  ChainStage { (static_cast<void>(sizeof(Type)), #Type), stage }
+
+constexpr ChainStage kRmsNormChain[] = {BUFFERLAB_STAGE(FusedAddRmsNormOp, "")};
+constexpr ChainStage kRouterChain[] = {BUFFERLAB_STAGE(MoeRouterOp, "")};
+constexpr ChainStage kTopKChain[] = {BUFFERLAB_STAGE(MoeRouterOp, ""),
+                                     BUFFERLAB_STAGE(MoeTopKOp, "")};
+constexpr ChainStage kExpertsChain[] = {
+    BUFFERLAB_STAGE(MoeGatherOp, ""),         BUFFERLAB_STAGE(MoeExpertGemmOp, "gate"),
+    BUFFERLAB_STAGE(MoeExpertGemmOp, "up"),   BUFFERLAB_STAGE(SwigluOp, ""),
+    BUFFERLAB_STAGE(MoeExpertGemmOp, "down"), BUFFERLAB_STAGE(MoeCombineOp, "")};
+constexpr ChainStage kLmHeadChain[] = {BUFFERLAB_STAGE(LmHeadOp, "")};
+constexpr ChainStage kHcPreChain[] = {BUFFERLAB_STAGE(HcPreOp, "")};
+constexpr ChainStage kHcPostChain[] = {BUFFERLAB_STAGE(HcPostOp, "")};
+constexpr ChainStage kHcHeadChain[] = {BUFFERLAB_STAGE(HcHeadOp, "")};
+constexpr ChainStage kHcExpandChain[] = {BUFFERLAB_STAGE(HcExpandOp, "")};
+constexpr ChainStage kHcLowRankChain[] = {
+    BUFFERLAB_STAGE(HcLowRankSplitOp, "norm"),     BUFFERLAB_STAGE(HcLowRankSplitOp, "down"),
+    BUFFERLAB_STAGE(HcLowRankSplitOp, "collapse"), BUFFERLAB_STAGE(HcLowRankSlabOp, "norm"),
+    BUFFERLAB_STAGE(HcLowRankSlabOp, "down"),      BUFFERLAB_STAGE(HcLowRankSlabOp, "inject"),
+    BUFFERLAB_STAGE(HcLowRankSlabOp, "up"),        BUFFERLAB_STAGE(HcLowRankSlabOp, "collapse")};
+constexpr ChainStage kGdnChain[] = {
+    BUFFERLAB_STAGE(GdnConvOp, ""),        BUFFERLAB_STAGE(GdnGatesOp, ""),
+    BUFFERLAB_STAGE(GdnChunkOp, "wu"),     BUFFERLAB_STAGE(GdnChunkOp, "state"),
+    BUFFERLAB_STAGE(GdnChunkOp, "output"), BUFFERLAB_STAGE(GdnRecurrentOp, ""),
+    BUFFERLAB_STAGE(GdnGatedNormOp, "")};
+constexpr ChainStage kSsdChain[] = {
+    BUFFERLAB_STAGE(Mamba2ConvOp, ""),      BUFFERLAB_STAGE(SsdChunkOp, "cumsum"),
+    BUFFERLAB_STAGE(SsdChunkOp, "bmm"),     BUFFERLAB_STAGE(SsdChunkOp, "scan"),
+    BUFFERLAB_STAGE(Mamba2RecurrentOp, ""), BUFFERLAB_STAGE(Mamba2GatedNormOp, "")};
+
+#undef BUFFERLAB_STAGE
+
+constexpr Mutant kRouterMutants[] = {Mutant::B14};
+constexpr Mutant kTopKMutants[] = {Mutant::B14, Mutant::M_TIE};
+constexpr Mutant kHcPreMutants[] = {Mutant::M_SKCOL};
+constexpr Mutant kHcPostMutants[] = {Mutant::B13};
+constexpr Mutant kGdnMutants[] = {Mutant::M_GDNCARRY};
+constexpr Mutant kGdnSizingMutants[] = {Mutant::B15};
+constexpr Mutant kSsdMutants[] = {Mutant::M_SSDSTATE};
+
+constexpr uint32_t kRoutingOptions = kOptRouterPath | kOptPattern | kOptHash;
+constexpr uint32_t kSsmOptions = kOptSequences | kOptSsmPath | kOptZeroState;
+
+constexpr CompareOpEntry kCompareOps[] = {
+    {"rmsnorm",
+     nullptr,
+     kRmsNormChain,
+     kOptVariant,
+     {},
+     {},
+     NumericFamily::none,
+     "fused residual add + RMSNorm, y = r * rsqrt(mean(r^2) + eps) * (1 + w)"},
+    {"router",
+     compare_router,
+     kRouterChain,
+     kRoutingOptions,
+     kRouterMutants,
+     {},
+     NumericFamily::routing,
+     "router GEMM logits = x Wg^T on --path (MoE models)"},
+    {"topk",
+     compare_topk,
+     kTopKChain,
+     kRoutingOptions,
+     kTopKMutants,
+     {},
+     NumericFamily::routing,
+     "router -> top-k selection on --path: ids + weights in scratch, judged on the\n"
+     "stored logits (tie-stability bounds, exact ties to the lower index) and, for the\n"
+     "chain, against the oracle keys of the exact logits of the router's stored inputs;\n"
+     "prints the first token whose selection differs from the oracle's"},
+    {"experts",
+     compare_experts,
+     kExpertsChain,
+     0,
+     {},
+     {},
+     NumericFamily::experts,
+     "routed experts: gather -> gate -> up -> SwiGLU -> down -> combine on seeded\n"
+     "routing, every stage judged on its stored inputs (only the selected experts get\n"
+     "weights)"},
+    {"lm-head",
+     compare_lm_head,
+     kLmHeadChain,
+     0,
+     {},
+     {},
+     NumericFamily::none,
+     "LM head: logits rows = x W_vocab^T (one row per token)"},
+    {"hc-pre",
+     compare_hc_pre,
+     kHcPreChain,
+     kOptLogitRange | kOptStreamValues | kOptHcEps,
+     kHcPreMutants,
+     {},
+     NumericFamily::mhc,
+     "mHC pre step, Sinkhorn form: post, comb (Sinkhorn) and the block input (mHC models\n"
+     "with hc_lowrank = 0); comb logits of spread --logit-range"},
+    {"hc-post",
+     compare_hc_post,
+     kHcPostChain,
+     kOptLogitRange | kOptStreamValues,
+     kHcPostMutants,
+     {},
+     NumericFamily::mhc,
+     "mHC post step, in place on hc_streams (Sinkhorn or low-rank form)"},
+    {"hc-head",
+     compare_hc_head,
+     kHcHeadChain,
+     kOptStreamValues | kOptHcEps,
+     {},
+     {},
+     NumericFamily::mhc,
+     "mHC head before the final norm: hidden_states = sum_i pre_i x_i"},
+    {"hc-expand",
+     compare_hc_expand,
+     kHcExpandChain,
+     0,
+     {},
+     {},
+     NumericFamily::mhc,
+     "mHC expand: every stream = the embedding row (exact)"},
+    {"hc-lowrank",
+     compare_hc_lowrank,
+     kHcLowRankChain,
+     kOptStreamValues | kOptLowRankPath,
+     {},
+     {},
+     NumericFamily::mhc,
+     "mHC low-rank pre step (hc_lowrank > 0), stage by stage: norm -> down -> collapse\n"
+     "(split path, T <= 64) or norm -> down -> inject -> up -> collapse in slabs of\n"
+     "<= 2048 rows (slab GEMM path, T > 64); --path split|slab forces one (split: T <= 64)"},
+    {"gdn", compare_gdn, kGdnChain, kSsmOptions | kOptAlpha | kOptBeta | kOptParallelKeys,
+     kGdnMutants, kGdnSizingMutants, NumericFamily::gdn,
+     "Gated DeltaNet (GDN models): conv1d -> gates -> chunked core wu -> state -> output\n"
+     "(kd = vd = 128) or the token recurrence -> gated norm, over --streams N\n"
+     "co-dispatched sequences of --tokens each, every stage judged on its stored inputs"},
+    {"ssd",
+     compare_ssd,
+     kSsdChain,
+     kSsmOptions | kOptDt,
+     kSsdMutants,
+     {},
+     NumericFamily::ssd,
+     "Mamba-2 (Mamba models): conv1d -> chunked SSD cumsum -> bmm -> scan per sequence\n"
+     "(one after another) or the recurrence -> gated norm"},
+};
+
+constexpr NumericFamilyInfo kNumericFamilies[] = {
+    {NumericFamily::routing, "routing", "routing"},
+    {NumericFamily::experts, "experts", "expert"},
+    {NumericFamily::mhc, "mhc", "mHC"},
+    {NumericFamily::gdn, "gdn", "GDN"},
+    {NumericFamily::ssd, "ssd", "SSD"},
+};
+
+// "a, b and c".
+std::string and_list(const std::vector<std::string_view>& items) {
+  std::string s;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) s += i + 1 == items.size() ? " and " : ", ";
+    s += items[i];
+  }
+  return s;
+}
+
+}  // namespace
+
+bool CompareOpEntry::accepts(Mutant m) const {
+  return std::ranges::find(kernel_mutants, m) != kernel_mutants.end() ||
+         std::ranges::find(sizing_mutants, m) != sizing_mutants.end();
+}
+
+std::span<const CompareOpEntry> compare_ops() { return kCompareOps; }
+
+const CompareOpEntry* find_compare_op(std::string_view name) {
+  for (const CompareOpEntry& e : kCompareOps)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::string compare_op_names(std::string_view separator) {
+  std::string s;
+  for (const CompareOpEntry& e : kCompareOps) {
+    if (!s.empty()) s += separator;
+    s += e.name;
+  }
+  return s;
+}
+
+std::string compare_ops_reading(uint32_t options) {
+  std::vector<std::string_view> names;
+  for (const CompareOpEntry& e : kCompareOps)
+    if ((e.options & options) != 0) names.push_back(e.name);
+  return and_list(names);
+}
+
+std::string compare_ops_help() {
+  std::string s = "ops:\n";
+  for (const CompareOpEntry& e : kCompareOps) {
+    std::string help(e.help);
+    for (size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at + 13))
+      help.replace(at, 1, "\n            ");
+    s += fmt::format("  {:<9} {}\n", e.name, help);
+  }
+  return s;
+}
+
+std::span<const NumericFamilyInfo> numeric_families() { return kNumericFamilies; }
+
+const NumericFamilyInfo* find_numeric_family(std::string_view name) {
+  for (const NumericFamilyInfo& f : kNumericFamilies)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<Mutant> compare_kernel_mutants() {
+  std::vector<Mutant> out;
+  for (const NumericFamilyInfo& f : kNumericFamilies) {
+    std::vector<Mutant> family;
+    for (const CompareOpEntry& e : kCompareOps)
+      if (e.family == f.family)
+        for (Mutant m : e.kernel_mutants)
+          if (std::ranges::find(family, m) == family.end()) family.push_back(m);
+    std::ranges::sort(family);
+    out.insert(out.end(), family.begin(), family.end());
+  }
+  return out;
+}
+
+NumericFamily family_of_kernel_mutant(Mutant m) {
+  for (const CompareOpEntry& e : kCompareOps)
+    if (std::ranges::find(e.kernel_mutants, m) != e.kernel_mutants.end()) return e.family;
+  return NumericFamily::none;
+}
+
+std::string compare_ops_accepting(Mutant m) {
+  std::string s;
+  for (const CompareOpEntry& e : kCompareOps)
+    if (e.accepts(m)) s += (s.empty() ? "" : ", ") + std::string(e.name);
+  return s;
+}
+
+}  // namespace bufferlab::cli

@@ -1,0 +1,172 @@
+// One case of `bufferlab fuzz --numeric mhc` (fuzz_numeric_mhc.h): the op drawn from the case
+// seed, the case from the mHC generators, the run through the oracle's harness and its judge.
+#include "fuzz/fuzz_numeric_mhc.h"
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bufferlab/core/ops/mhc.h"
+#include "bufferlab/oracle/mhc.h"
+#include "bufferlab/oracle/mhc_harness.h"
+#include "bufferlab/oracle/mhc_judge.h"
+#include "bufferlab/properties/mhc_deep_stack.h"
+#include "bufferlab/properties/mhc_generators.h"
+
+namespace bufferlab::cli {
+namespace {
+
+enum class MhcCheck { pre, post, head, expand, lowrank, deep_stack };
+
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Without a mutant, in sixteenths: pre 4, post 3, low-rank 4, head 2, expand 1, deep stack 2.
+MhcCheck mhc_check(uint64_t cs, Mutant mutant) {
+  if (mutant == Mutant::B13) return MhcCheck::deep_stack;
+  if (mutant == Mutant::M_SKCOL) return MhcCheck::pre;
+  static constexpr MhcCheck kDraw[16] = {
+      MhcCheck::pre,     MhcCheck::pre,     MhcCheck::pre,        MhcCheck::pre,
+      MhcCheck::post,    MhcCheck::post,    MhcCheck::post,       MhcCheck::lowrank,
+      MhcCheck::lowrank, MhcCheck::lowrank, MhcCheck::lowrank,    MhcCheck::head,
+      MhcCheck::head,    MhcCheck::expand,  MhcCheck::deep_stack, MhcCheck::deep_stack};
+  return kDraw[mix(cs ^ 0x3c3c3c3c3c3c3c3cull) % 16];
+}
+
+gen::HcOpKind kind_of(MhcCheck c) {
+  switch (c) {
+    case MhcCheck::post:
+      return gen::HcOpKind::post;
+    case MhcCheck::head:
+      return gen::HcOpKind::head;
+    case MhcCheck::expand:
+      return gen::HcOpKind::expand;
+    case MhcCheck::lowrank:
+      return gen::HcOpKind::lowrank;
+    default:
+      return gen::HcOpKind::pre;
+  }
+}
+
+// The deep stack at the fuzz's range: wider than the CI property's (hc ≤ 4, h ≤ 32), under
+// ~2^27 oracle multiply-adds per case (40 layers · rows · (2 + hc)·hc · hc·h, three passes).
+gen::DeepStackRanges fuzz_deep_stack_ranges() {
+  gen::DeepStackRanges r;
+  r.max_hc = 8;
+  r.max_h = 128;
+  r.max_rows = 8;
+  r.max_iters = 50;
+  r.max_logit_range = 4.0;
+  return r;
+}
+
+// Post cases run out of place in about half the cases (the result must be the same).
+bool post_out_of_place(uint64_t cs) { return (mix(cs ^ 0x0f0f0f0f0f0f0f0full) & 1) != 0; }
+
+std::string check_name(const gen::HcCase& c, uint64_t cs) {
+  if (c.kind == gen::HcOpKind::post)
+    return post_out_of_place(cs) ? "post-out-of-place" : "post-in-place";
+  if (c.kind == gen::HcOpKind::lowrank) return std::string("lowrank-") + oracle::to_string(c.path);
+  return to_string(c.kind);
+}
+
+oracle::AgreementReport run_op(Backend& b, const gen::HcCase& c, bool out_of_place,
+                               const oracle::BoundModel& bm) {
+  const std::string name = b.name();
+  switch (c.kind) {
+    case gen::HcOpKind::pre: {
+      HcPreOp op = HcPreOp::make(c.config, c.rows);
+      const uint64_t pool = oracle::place_hc_weights(op);
+      const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
+      const oracle::HcPreInputs in = gen::hc_pre_inputs(c);
+      return oracle::judge_hc_pre(op, in, oracle::run_hc_pre(b, ws, op, in), name, c.seed, bm);
+    }
+    case gen::HcOpKind::post: {
+      HcPostOp op = HcPostOp::make(c.config, c.rows);
+      const uint64_t pool = out_of_place ? oracle::place_hc_post_out_of_place(op) : 0;
+      const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
+      const oracle::HcPostInputs in = gen::hc_post_inputs(c);
+      return oracle::judge_hc_post(op, in, oracle::run_hc_post(b, ws, op, in), name, c.seed, bm);
+    }
+    case gen::HcOpKind::head: {
+      HcHeadOp op = HcHeadOp::make(c.config, c.rows);
+      const uint64_t pool = oracle::place_hc_weights(op);
+      const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
+      const oracle::HcHeadInputs in = gen::hc_head_inputs(c);
+      return oracle::judge_hc_head(op, in, oracle::run_hc_head(b, ws, op, in), name, c.seed, bm);
+    }
+    case gen::HcOpKind::expand: {
+      const HcExpandOp op = HcExpandOp::make(c.config, c.rows);
+      const Workspace ws = oracle::allocate_hc_footprint(b, op, 0);
+      const std::vector<uint16_t> in = gen::hc_expand_input(c);
+      return oracle::judge_hc_expand(op, in, oracle::run_hc_expand(b, ws, op, in), name, c.seed);
+    }
+    case gen::HcOpKind::lowrank: {
+      const oracle::HcLowRankPlan plan = oracle::plan_hc_lowrank(c.config, c.rows, c.path);
+      const Workspace ws = oracle::allocate_hc_footprint(b, plan);
+      const oracle::HcLowRankInputs in = gen::hc_lowrank_inputs(c);
+      return oracle::judge_hc_lowrank(oracle::run_hc_lowrank(b, ws, plan, in), in, name, c.seed,
+                                      bm);
+    }
+  }
+  return {};
+}
+
+const char* description_of(const std::string& check) {
+  if (check == "pre") return "hc_pre (Sinkhorn form), judge_hc_pre";
+  if (check == "post-in-place") return "hc_post in place on hc_streams, judge_hc_post";
+  if (check == "post-out-of-place") return "hc_post out of place, judge_hc_post";
+  if (check == "head") return "hc_head, judge_hc_head";
+  if (check == "expand") return "hc_expand, judge_hc_expand";
+  if (check == "lowrank-split") return "low-rank pre, split path (FP32), judge_hc_lowrank";
+  if (check == "lowrank-slab") return "low-rank pre, slab path (BF16 GEMMs), judge_hc_lowrank";
+  return "40 layers hc_pre -> host block -> hc_post in place against the FP64 oracle stack, "
+         "the derived deep-stack bound";
+}
+
+}  // namespace
+
+MhcFuzzOutcome run_mhc_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant mutant) {
+  const rc::Random random(cs);
+  const oracle::BoundModel bm =
+      backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+  const MhcCheck check = mhc_check(cs, mutant);
+  MhcFuzzOutcome o;
+  std::optional<gen::DeepStackCase> stack;
+  std::optional<gen::HcCase> op;
+  if (check == MhcCheck::deep_stack) {
+    stack = gen::deep_stack_case(fuzz_deep_stack_ranges())(random, size).value();
+    o.description = stack->describe();
+    o.check = "deep-stack";
+  } else {
+    op = gen::hc_case(kind_of(check), gen::full_hc_ranges())(random, size).value();
+    o.description = op->describe();
+    o.check = check_name(*op, cs);
+  }
+  o.check_description = description_of(o.check);
+  try {
+    if (stack) {
+      gen::DeepStackResult r = gen::run_mhc_deep_stack(backend, *stack, bm);
+      const std::string summary = gen::summarize(r);
+      o.finish(std::move(r.report));
+      o.report = "deep stack: " + summary + "\n" + o.report;
+    } else {
+      o.finish(run_op(backend, *op, post_out_of_place(cs), bm));
+    }
+  } catch (const std::exception& e) {
+    o.passed = false;
+    o.what = o.check + ": error";
+    o.report = std::string("error: ") + e.what() + "\n";
+  }
+  return o;
+}
+
+}  // namespace bufferlab::cli

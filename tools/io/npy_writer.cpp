@@ -1,0 +1,78 @@
+// NPY v1.0 writer.
+#include "io/npy_writer.h"
+
+#include <bit>
+#include <fstream>
+
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
+
+namespace bufferlab::cli {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the NPY descriptors below say little-endian ('<'); raw data is written as is");
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicBytes = 6;
+constexpr size_t kPreambleBytes = kMagicBytes + 2 + 2;  // magic, version 1.0, header length
+constexpr size_t kHeaderAlignment = 64;
+
+std::string shape_tuple(const std::vector<uint64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");  // a 1-tuple needs its comma in Python
+}
+
+template <class T>
+void write_file(const std::string& path, const std::string& descr, std::span<const T> data,
+                const std::vector<uint64_t>& shape) {
+  Size elements = 1;
+  for (uint64_t d : shape) elements = elements * d;
+  if (elements.value() != data.size())
+    throw Error("npy " + path + ": " + std::to_string(data.size()) + " elements for shape " +
+                shape_tuple(shape));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::string header = npy_header(descr, shape);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size_bytes()));
+  if (!out) throw Error("cannot write " + path);
+}
+
+}  // namespace
+
+std::string npy_header(const std::string& descr, const std::vector<uint64_t>& shape) {
+  std::string dict =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape_tuple(shape) + ", }";
+  // Spaces, then a newline, so that preamble + dict ends on a 64-byte boundary.
+  const size_t unpadded = kPreambleBytes + dict.size() + 1;
+  dict.append((kHeaderAlignment - unpadded % kHeaderAlignment) % kHeaderAlignment, ' ');
+  dict += '\n';
+  if (dict.size() > 0xFFFF) throw Error("npy header of " + std::to_string(dict.size()) + " bytes");
+  std::string header(kMagic, kMagicBytes);
+  header += '\x01';
+  header += '\x00';
+  header += static_cast<char>(dict.size() & 0xFF);
+  header += static_cast<char>(dict.size() >> 8);
+  return header + dict;
+}
+
+void write_npy(const std::string& path, std::span<const uint16_t> data,
+               const std::vector<uint64_t>& shape) {
+  write_file(path, "<u2", data, shape);
+}
+void write_npy(const std::string& path, std::span<const float> data,
+               const std::vector<uint64_t>& shape) {
+  write_file(path, "<f4", data, shape);
+}
+void write_npy(const std::string& path, std::span<const double> data,
+               const std::vector<uint64_t>& shape) {
+  write_file(path, "<f8", data, shape);
+}
+void write_npy(const std::string& path, std::span<const uint32_t> data,
+               const std::vector<uint64_t>& shape) {
+  write_file(path, "<u4", data, shape);
+}
+
+}  // namespace bufferlab::cli

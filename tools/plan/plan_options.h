@@ -1,0 +1,42 @@
+// The options that choose one plan — model (--preset | --config), run shape, target,
+// sizing / mutant, alignment and redzone — with the defaults of spec/buffers.md §2, turned
+// into a validated PlanRequest. `plan` uses them; other commands can reuse them.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/model_source.h"
+#include "common/target_options.h"
+#include "plan/plan_request.h"
+
+namespace bufferlab::cli {
+
+class PlanOptions {
+ public:
+  void add_options(CLI::App& command);
+
+  // Parses and checks every option; throws bufferlab::Error naming the bad one.
+  PlanRequest request() const;
+
+  bool max_batch_tokens_given() const { return max_batch_tokens_option_->count() > 0; }
+
+ private:
+  ModelSource model_;
+  // Integers are kept as text and parsed by parse_u64 (see parse_number.h for why).
+  std::string max_batch_tokens_ = "8192";
+  std::string max_seq_len_ = "32768";
+  std::string kv_block_size_ = "16";
+  std::string max_batch_size_ = "32";
+  TargetOptions target_;  // --target, --splitk, --q2-dequant, --q2-mmq
+  std::string sizing_ = "spec";
+  std::string mutant_;
+  std::string alignment_ = "256";
+  std::string redzone_ = "0";
+  CLI::Option* max_batch_tokens_option_ = nullptr;
+  CLI::Option* sizing_option_ = nullptr;
+  CLI::Option* mutant_option_ = nullptr;
+};
+
+}  // namespace bufferlab::cli
