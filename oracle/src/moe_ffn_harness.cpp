@@ -68,6 +68,29 @@ Layout ffn_footprint_layout(const ExpertChain& c) {
   return ffn_footprint_layout(all);
 }
 
+GatherRun run_moe_gather(Backend& backend, const Workspace& ws, const MoeGatherOp& op,
+                         const GatherInputs& in) {
+  backend.poison(ws);
+  upload_exact(backend, ws, op.input, in.input);
+  upload_exact(backend, ws, op.ids, in.ids);
+  GatherRun r{stored_gather(backend, ws, op), {}};
+  execute(backend, ws, op);
+  r.out = read_bf16(backend, ws, op.gathered);
+  return r;
+}
+
+ExpertGemmRun run_moe_expert_gemm(Backend& backend, const Workspace& ws, const MoeExpertGemmOp& op,
+                                  const ExpertGemmInputs& in) {
+  backend.poison(ws);
+  upload_exact(backend, ws, op.input, in.input);
+  upload_exact(backend, ws, op.ids, in.ids);
+  upload_exact(backend, ws, op.weight, in.weight);
+  ExpertGemmRun r{stored_expert(backend, ws, op), {}};
+  execute(backend, ws, op);
+  r.out = read_bf16(backend, ws, op.output);
+  return r;
+}
+
 SwigluRun run_swiglu(Backend& backend, const Workspace& ws, const SwigluOp& op,
                      const SwigluInputs& in) {
   backend.poison(ws);

@@ -23,6 +23,10 @@ Layout ffn_footprint_layout(const ExpertChain& chain);
 
 // Each run poisons the arena, uploads `in`, reads the inputs back, executes, synchronizes and
 // downloads the output. `ws` must hold the op's footprint and weight pool.
+GatherRun run_moe_gather(Backend& backend, const Workspace& ws, const MoeGatherOp& op,
+                         const GatherInputs& in);
+ExpertGemmRun run_moe_expert_gemm(Backend& backend, const Workspace& ws, const MoeExpertGemmOp& op,
+                                  const ExpertGemmInputs& in);
 SwigluRun run_swiglu(Backend& backend, const Workspace& ws, const SwigluOp& op,
                      const SwigluInputs& in);
 // x (in.input) is uploaded when the op reads it or combines in place of it (latent MoE).
