@@ -49,19 +49,3 @@ else()
   target_link_libraries(bufferlab_fmt INTERFACE fmt::fmt-header-only)
   message(STATUS "BufferLab: {fmt} ${fmt_VERSION} header-only")
 endif()
-
-# bufferlab_use_compiled_fmt(target...): replaces fmt::fmt-header-only by bufferlab_fmt in
-# the link libraries of targets whose CMakeLists.txt still names the header-only target.
-# Mixing both would define fmt's functions inline in some TUs and out of line in others.
-function(bufferlab_use_compiled_fmt)
-  foreach(_t IN LISTS ARGN)
-    if(NOT TARGET ${_t})
-      continue()
-    endif()
-    get_target_property(_libs ${_t} LINK_LIBRARIES)
-    if(_libs)
-      list(TRANSFORM _libs REPLACE "^fmt::fmt-header-only$" "bufferlab_fmt")
-      set_property(TARGET ${_t} PROPERTY LINK_LIBRARIES ${_libs})
-    endif()
-  endforeach()
-endfunction()

@@ -42,7 +42,7 @@ function(bufferlab_apply_precompiled_headers)
     HEADERS ${BUFFERLAB_PCH_STD} <fmt/format.h> <nlohmann/json.hpp> <rapidcheck.h>)
   bufferlab_precompile_headers(TARGETS bufferlab_cpu
     HEADERS ${BUFFERLAB_PCH_STD} <Eigen/Core>)
-  bufferlab_precompile_headers(TARGETS bufferlab
+  bufferlab_precompile_headers(TARGETS bufferlab_cli
     HEADERS ${BUFFERLAB_PCH_STD} <fmt/format.h> <nlohmann/json.hpp> <CLI/CLI.hpp>)
   # Test executables share flags (bufferlab_test_support): one PCH for all of them.
   bufferlab_precompile_headers(TARGETS bufferlab_unit_tests bufferlab_property_tests

@@ -7,7 +7,7 @@ Usage: bench_roofline_summary.py moe|mhc|gdn-ssd BENCH_JSON
 
   moe      BM_CudaMoe{Router,TopK,ExpertGemm,LmHead,Gemm} (bench_cuda_moe.cu), in that order
   mhc      BM_CudaMhc* (bench_cuda_mhc.cu); post split by its form (post-sinkhorn, post-lowrank)
-  gdn-ssd  BM_Cuda{Gdn,Ssd}{Chunked,Recurrent} (bench_cuda_gdn_ssd.cu), plus the range of the
+  gdn-ssd  BM_Cuda{Gdn,Ssd}{Chunked,Recurrent} (bench_cuda_gdn_mamba2.cu), plus the range of the
            chunked benchmarks' speedup_vs_recurrent
 
 Fails (no output) when the JSON is missing or unreadable; gpu-check.sh prints its fallback.

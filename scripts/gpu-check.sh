@@ -173,7 +173,7 @@ for tool in memcheck racecheck; do
   # Fewer property cases and the small shapes only: the sanitizer slows kernels ~100x.
   RC_PARAMS="max_success=10" run_stage "$tool" 75 "$OUT/sanitizer-$tool.log" \
     "${OURS[@]}" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 "$TEST_BIN" \
-    --gtest_filter='*/rows1_*:*/rows5_*:CudaRmsNorm.NonFinite*:CudaRmsNorm.Property*:CudaMoe.*:CudaMhcSetup.*:MhcSinkhornKernel.ColumnsSum*:MhcPreKernel.NonFinite*:MhcPreKernel.Huge*:MhcPreKernel.Batched*:MhcPreKernel.Refuses*:MhcExpandKernel.*:MhcPostKernel.BothForms*:MhcLowRankKernel.NonFinite*:MhcLowRankKernel.Huge*:MhcErrorsKernel.*:CudaGdn*:CudaSsd*'
+    --gtest_filter='*/rows1_*:*/rows5_*:RmsNormKernel.NonFinite*:RmsNormKernel.Property*:MoeRoutingKernel.*:MoeFfnKernel.*:CudaMoe.*:CudaMhcSetup.*:MhcSinkhornKernel.ColumnsSum*:MhcPreKernel.NonFinite*:MhcPreKernel.Huge*:MhcPreKernel.Batched*:MhcPreKernel.Refuses*:MhcExpandKernel.*:MhcPostKernel.BothForms*:MhcLowRankKernel.NonFinite*:MhcLowRankKernel.Huge*:MhcErrorsKernel.*:GdnKernel*:Mamba2Kernel*:CudaGdn.*:CudaSsd.*-MoeFfnKernel.PropertyChain*'
   summary_line=$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | sed 's/=* *//')
   if grep -qiE 'unable to|not supported|insufficient permission|failed to (initialize|launch)' "$OUT/sanitizer-$tool.log" &&
     [ -z "$summary_line" ]; then
@@ -215,7 +215,7 @@ else
   fi
 fi
 
-# 4b. GPU benchmarks of the GDN and Mamba-2 SSD cores (bench_cuda_gdn_ssd.cu): chunked vs the
+# 4b. GPU benchmarks of the GDN and Mamba-2 SSD cores (bench_cuda_gdn_mamba2.cu): chunked vs the
 #     recurrence on the same inputs, each against the roofline (4.3 TB/s, FP32 peak).
 if [ ! -x "$BENCH_BIN" ]; then
   record cuda-bench-ssm FAIL 0 "$BENCH_BIN missing"
@@ -295,9 +295,9 @@ torch_stage torch-moe 100 15 scripts/torch_moe.py
 #     bench_cuda_mhc.cu, our times from cuda-bench.json).
 torch_stage torch-mhc 60 10 scripts/torch_mhc.py
 
-# 5d. The GDN and SSD cores (scripts/torch_gdn_ssd.py: per-token loops and chunked forms in
-#     eager PyTorch on the shapes of bench_cuda_gdn_ssd.cu, our times from cuda-bench-ssm.json).
-torch_stage torch-gdn-ssd 60 10 scripts/torch_gdn_ssd.py
+# 5d. The GDN and SSD cores (scripts/torch_gdn_mamba2.py: per-token loops and chunked forms in
+#     eager PyTorch on the shapes of bench_cuda_gdn_mamba2.cu, our times from cuda-bench-ssm.json).
+torch_stage torch-gdn-ssd 60 10 scripts/torch_gdn_mamba2.py
 
 echo
 echo "logs: $OUT   total $(($(date +%s) - START)) s of a ${BUDGET_S} s budget"

@@ -3,9 +3,9 @@
 // roundings, and this machine's copy bandwidth (an OpenMP memcpy of the stream bytes). Not
 // pass/fail.
 //
-//   BM_MhcPreCpu           Backend::hc_pre (Sinkhorn form, 20 iterations)
+//   BM_MhcPreCpu           Backend::mhc_pre (Sinkhorn form, 20 iterations)
 //   BM_MhcPostCpu          Backend::hc_post, Sinkhorn form, in place on the streams
-//   BM_MhcHeadCpu          Backend::hc_head
+//   BM_MhcHeadCpu          Backend::mhc_head
 //   BM_MhcLowRankSplitCpu  the split path's three stages (norm, down, collapse), T = 64
 //   BM_MhcLowRankSlabCpu   one GEMM-path slab's five stages (norm, down, inject, up,
 //                          collapse), T = 2048
@@ -57,7 +57,7 @@ using bench::first_call_or_skip;
 using bench::parallel_memcpy;
 using bench::seconds_per_call;
 
-constexpr uint64_t kHc = 4, kHidden = 2048, kRank = 16;
+constexpr uint64_t kMhc = 4, kHidden = 2048, kRank = 16;
 
 // ---------------------------------------------------------------- inputs and workspaces
 
@@ -88,7 +88,7 @@ ModelConfig config(uint64_t r = 0) {
   ModelConfig c;
   c.hidden_size = kHidden;
   c.vocab_size = 16;
-  c.hc_mult = kHc;
+  c.hc_mult = kMhc;
   c.hc_lowrank = r;
   c.hc_sinkhorn_iters = 20;
   c.hc_eps = 1e-6;
@@ -108,7 +108,7 @@ double copy_seconds(uint64_t bytes) {
   });
 }
 
-uint64_t stream_bytes(uint64_t tokens) { return tokens * kHc * kHidden * 4; }
+uint64_t stream_bytes(uint64_t tokens) { return tokens * kMhc * kHidden * 4; }
 
 void report(benchmark::State& state, uint64_t tokens, double own, double naive) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * stream_bytes(tokens)));
@@ -171,8 +171,8 @@ void naive_sinkhorn(float* c, uint64_t hc, uint64_t iters, float eps) {
   cols(0.0f);
 }
 
-void naive_pre(const Workspace& ws, const HcPreOp& op) {
-  const HcPreOp::Bound b = op.bind(ws);
+void naive_pre(const Workspace& ws, const MhcPreOp& op) {
+  const MhcPreOp::Bound b = op.bind(ws);
   const auto& s = op.shape();
   const uint64_t hc = s.hc, h = s.h, K = hc * h;
   const float eps = static_cast<float>(op.rms_eps), hc_eps = static_cast<float>(op.hc_eps);
@@ -195,8 +195,8 @@ void naive_pre(const Workspace& ws, const HcPreOp& op) {
   }
 }
 
-void naive_head(const Workspace& ws, const HcHeadOp& op) {
-  const HcHeadOp::Bound b = op.bind(ws);
+void naive_head(const Workspace& ws, const MhcHeadOp& op) {
+  const MhcHeadOp::Bound b = op.bind(ws);
   const auto& s = op.shape();
   const uint64_t hc = s.hc, h = s.h, K = hc * h;
   std::vector<float> pre(hc);
@@ -214,11 +214,11 @@ void naive_head(const Workspace& ws, const HcHeadOp& op) {
 }
 
 // In place: each column's hc inputs are loaded before any output of it is written.
-void naive_post(const Workspace& ws, const HcPostOp& op) {
-  const HcPostOp::Bound b = op.bind(ws);
+void naive_post(const Workspace& ws, const MhcPostOp& op) {
+  const MhcPostOp::Bound b = op.bind(ws);
   const auto& s = op.shape();
   const uint64_t hc = s.hc, h = s.h;
-  float x[kMaxHcMult];
+  float x[kMaxMhcMult];
   for (uint64_t t = 0; t < s.rows; ++t)
     for (uint64_t d = 0; d < h; ++d) {
       for (uint64_t i = 0; i < hc; ++i) x[i] = b.streams[(t * hc + i) * h + d];
@@ -247,9 +247,9 @@ void naive_norm(const float* x, const float* w, uint64_t hc, uint64_t h, float e
 // ---------------------------------------------------------------- Sinkhorn form
 
 struct PreSetup {
-  HcPreOp pre;
-  HcPostOp post;
-  HcHeadOp head;
+  MhcPreOp pre;
+  MhcPostOp post;
+  MhcHeadOp head;
   std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
 };
 
@@ -261,26 +261,26 @@ PreSetup& pre_setup(uint64_t tokens) {
   if (s) return *s;
   s = std::make_unique<PreSetup>();
   const ModelConfig c = config();
-  s->pre = HcPreOp::make(c, tokens);
-  s->post = HcPostOp::make(c, tokens);
-  s->head = HcHeadOp::make(c, tokens);
+  s->pre = MhcPreOp::make(c, tokens);
+  s->post = MhcPostOp::make(c, tokens);
+  s->head = MhcHeadOp::make(c, tokens);
   const uint64_t pool = oracle::place_in_pool(
       {&s->pre.fn, &s->pre.scale, &s->pre.bias, &s->head.fn, &s->head.scale, &s->head.bias});
   s->rig.emplace(
       testing::cpu_backend(),
       std::vector<std::vector<Access>>{s->pre.accesses(), s->post.accesses(), s->head.accesses()},
       pool);
-  const uint64_t K = kHc * kHidden, m = s->pre.shape().mix;
+  const uint64_t K = kMhc * kHidden, m = s->pre.shape().mix;
   const auto fn_scale = static_cast<float>(std::sqrt(3.0 / static_cast<double>(K)));
   s->rig->put(s->pre.streams, f32_values(tokens * K, 1, 1.0f));
   s->rig->put(s->pre.fn, f32_values(m * K, 2, fn_scale));
   s->rig->put(s->pre.scale, std::vector<float>{0.8f, 1.1f, 1.5f});
   s->rig->put(s->pre.bias, f32_values(m, 3, 0.5f));
-  s->rig->put(s->head.fn, f32_values(kHc * K, 4, fn_scale));
+  s->rig->put(s->head.fn, f32_values(kMhc * K, 4, fn_scale));
   s->rig->put(s->head.scale, std::vector<float>{0.9f});
-  s->rig->put(s->head.bias, f32_values(kHc, 5, 0.5f));
-  s->rig->put(s->post.post, f32_values(tokens * kHc, 6, 0.5f, 1.0f));
-  s->rig->put(s->post.comb, std::vector<float>(tokens * kHc * kHc, 1.0f / kHc));
+  s->rig->put(s->head.bias, f32_values(kMhc, 5, 0.5f));
+  s->rig->put(s->post.post, f32_values(tokens * kMhc, 6, 0.5f, 1.0f));
+  s->rig->put(s->post.comb, std::vector<float>(tokens * kMhc * kMhc, 1.0f / kMhc));
   s->rig->put(s->post.block_out, bf16_values(tokens * kHidden, 7, 0.01f));
   return *s;
 }
@@ -288,7 +288,7 @@ PreSetup& pre_setup(uint64_t tokens) {
 void BM_MhcPreCpu(benchmark::State& state) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->hc_pre(s.rig->ws, s.pre)); };
+  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->mhc_pre(s.rig->ws, s.pre)); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   static std::map<uint64_t, double> naive_cache;
@@ -301,7 +301,7 @@ void BM_MhcPreCpu(benchmark::State& state) {
 void BM_MhcPostCpu(benchmark::State& state) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { s.rig->backend->hc_post(s.rig->ws, s.post); };
+  auto ours = [&] { s.rig->backend->mhc_post(s.rig->ws, s.post); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   static std::map<uint64_t, double> naive_cache;
@@ -314,7 +314,7 @@ void BM_MhcPostCpu(benchmark::State& state) {
 void BM_MhcHeadCpu(benchmark::State& state) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->hc_head(s.rig->ws, s.head)); };
+  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->mhc_head(s.rig->ws, s.head)); };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
   static std::map<uint64_t, double> naive_cache;
@@ -334,12 +334,12 @@ BENCHMARK(BM_MhcHeadCpu)->Apply(token_shapes);
 
 // ---------------------------------------------------------------- low-rank form
 
-using SplitStage = HcLowRankSplitOp::Stage;
-using SlabStage = HcLowRankSlabOp::Stage;
+using SplitStage = MhcLowRankSplitOp::Stage;
+using SlabStage = MhcLowRankSlabOp::Stage;
 
 struct SplitSetup {
-  std::vector<HcLowRankSplitOp> ops;  // norm, down, collapse
-  std::optional<testing::Rig> rig;    // holds the ops' footprint, poisoned
+  std::vector<MhcLowRankSplitOp> ops;  // norm, down, collapse
+  std::optional<testing::Rig> rig;     // holds the ops' footprint, poisoned
 };
 
 SplitSetup& split_setup(uint64_t tokens) {
@@ -349,8 +349,8 @@ SplitSetup& split_setup(uint64_t tokens) {
   s = std::make_unique<SplitSetup>();
   const ModelConfig c = config(kRank);
   for (SplitStage st : {SplitStage::norm, SplitStage::down, SplitStage::collapse})
-    s->ops.push_back(HcLowRankSplitOp::make(st, c, tokens));
-  HcLowRankSplitOp& t = s->ops[0];
+    s->ops.push_back(MhcLowRankSplitOp::make(st, c, tokens));
+  MhcLowRankSplitOp& t = s->ops[0];
   const uint64_t pool = oracle::place_in_pool({&t.norm_w, &t.w_down_inject, &t.w_up});
   for (auto& op : s->ops) {
     op.norm_w = t.norm_w;
@@ -361,18 +361,18 @@ SplitSetup& split_setup(uint64_t tokens) {
                  std::vector<std::vector<Access>>{s->ops[0].accesses(), s->ops[1].accesses(),
                                                   s->ops[2].accesses()},
                  pool);
-  const uint64_t K = kHc * kHidden;
+  const uint64_t K = kMhc * kHidden;
   s->rig->put(t.streams, f32_values(tokens * K, 11, 2.0f));
   s->rig->put(t.norm_w, f32_values(K, 12, 0.3f));
-  s->rig->put(t.w_down_inject, f32_values((kRank + kHc) * K, 13, 0.02f));
+  s->rig->put(t.w_down_inject, f32_values((kRank + kMhc) * K, 13, 0.02f));
   s->rig->put(t.w_up, f32_values(K * kRank, 14, 0.4f));
   return *s;
 }
 
 void naive_split(SplitSetup& s) {
-  const uint64_t T = s.ops[0].shape().rows, hc = kHc, h = kHidden, r = kRank, K = hc * h;
-  const HcLowRankSplitOp::Bound n = s.ops[0].bind(s.rig->ws), d = s.ops[1].bind(s.rig->ws),
-                                c = s.ops[2].bind(s.rig->ws);
+  const uint64_t T = s.ops[0].shape().rows, hc = kMhc, h = kHidden, r = kRank, K = hc * h;
+  const MhcLowRankSplitOp::Bound n = s.ops[0].bind(s.rig->ws), d = s.ops[1].bind(s.rig->ws),
+                                 c = s.ops[2].bind(s.rig->ws);
   const float hcf = static_cast<float>(hc), eps = static_cast<float>(s.ops[0].rms_eps);
   for (uint64_t t = 0; t < T; ++t) {
     float* normed = n.normed + t * K;
@@ -403,7 +403,7 @@ void BM_MhcLowRankSplitCpu(benchmark::State& state) {
   SplitSetup& s = split_setup(tokens);
   auto ours = [&] {
     for (const auto& op : s.ops)
-      benchmark::DoNotOptimize(s.rig->backend->hc_lowrank_split(s.rig->ws, op));
+      benchmark::DoNotOptimize(s.rig->backend->mhc_lowrank_split(s.rig->ws, op));
   };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();
@@ -420,8 +420,8 @@ BENCHMARK(BM_MhcLowRankSplitCpu)
     ->UseRealTime();
 
 struct SlabSetup {
-  std::vector<HcLowRankSlabOp> ops;  // norm, down, inject, up, collapse of slab 0
-  std::optional<testing::Rig> rig;   // holds the ops' footprint, poisoned
+  std::vector<MhcLowRankSlabOp> ops;  // norm, down, inject, up, collapse of slab 0
+  std::optional<testing::Rig> rig;    // holds the ops' footprint, poisoned
 };
 
 SlabSetup& slab_setup(uint64_t tokens) {
@@ -432,8 +432,8 @@ SlabSetup& slab_setup(uint64_t tokens) {
   const ModelConfig c = config(kRank);
   for (SlabStage st :
        {SlabStage::norm, SlabStage::down, SlabStage::inject, SlabStage::up, SlabStage::collapse})
-    s->ops.push_back(HcLowRankSlabOp::make(st, c, tokens, 0, tokens));
-  HcLowRankSlabOp& t = s->ops[0];
+    s->ops.push_back(MhcLowRankSlabOp::make(st, c, tokens, 0, tokens));
+  MhcLowRankSlabOp& t = s->ops[0];
   const uint64_t pool = oracle::place_in_pool({&t.norm_w, &t.w_down, &t.w_inject, &t.w_up});
   for (auto& op : s->ops) {
     op.norm_w = t.norm_w;
@@ -446,19 +446,19 @@ SlabSetup& slab_setup(uint64_t tokens) {
                                                   s->ops[2].accesses(), s->ops[3].accesses(),
                                                   s->ops[4].accesses()},
                  pool);
-  const uint64_t K = kHc * kHidden;
+  const uint64_t K = kMhc * kHidden;
   s->rig->put(t.streams, f32_values(tokens * K, 21, 2.0f));
   s->rig->put(t.norm_w, f32_values(K, 22, 0.3f));
   s->rig->put(t.w_down, bf16_values(kRank * K, 23, 0.02f));
-  s->rig->put(t.w_inject, bf16_values(kHc * K, 24, 0.02f));
+  s->rig->put(t.w_inject, bf16_values(kMhc * K, 24, 0.02f));
   s->rig->put(t.w_up, bf16_values(K * kRank, 25, 0.4f));
   return *s;
 }
 
 // The same stages one element at a time: BF16 operands widened per multiply, FP32 sums.
 void naive_slab(SlabSetup& s) {
-  const uint64_t T = s.ops[0].shape().rows, hc = kHc, h = kHidden, r = kRank, K = hc * h;
-  HcLowRankSlabOp::Bound b[5];
+  const uint64_t T = s.ops[0].shape().rows, hc = kMhc, h = kHidden, r = kRank, K = hc * h;
+  MhcLowRankSlabOp::Bound b[5];
   for (int i = 0; i < 5; ++i) b[i] = s.ops[static_cast<size_t>(i)].bind(s.rig->ws);
   const float hcf = static_cast<float>(hc), eps = static_cast<float>(s.ops[0].rms_eps);
   auto f = bf16_bits_to_f32;
@@ -498,7 +498,7 @@ void BM_MhcLowRankSlabCpu(benchmark::State& state) {
   SlabSetup& s = slab_setup(tokens);
   auto ours = [&] {
     for (const auto& op : s.ops)
-      benchmark::DoNotOptimize(s.rig->backend->hc_lowrank_slab(s.rig->ws, op));
+      benchmark::DoNotOptimize(s.rig->backend->mhc_lowrank_slab(s.rig->ws, op));
   };
   if (!first_call_or_skip(state, ours)) return;
   for (auto _ : state) ours();

@@ -44,7 +44,7 @@ namespace {
 
 using namespace bench;  // NOLINT(google-build-using-namespace): the shared rig
 
-constexpr uint64_t kHc = 4;
+constexpr uint64_t kMhc = 4;
 constexpr uint64_t kRank = 32;
 
 // Every access of `op`, appended (a chain's workspace holds all its stages).
@@ -95,7 +95,7 @@ uint64_t arg(const benchmark::State& state, int i) { return static_cast<uint64_t
 ModelConfig mhc_config(uint64_t h, uint64_t r) {
   ModelConfig c;
   c.hidden_size = h;
-  c.hc_mult = kHc;
+  c.hc_mult = kMhc;
   c.hc_lowrank = r;
   return c;
 }
@@ -114,9 +114,9 @@ void BM_CudaMhcPre(benchmark::State& state) {
   with_device(state, [&](Device& d) {
     const uint64_t T = arg(state, 0), h = arg(state, 1);
     const ModelConfig c = mhc_config(h, 0);
-    HcPreOp op = HcPreOp::make(c, T);
+    MhcPreOp op = MhcPreOp::make(c, T);
     const uint64_t pool = oracle::place_in_pool({&op.fn, &op.scale, &op.bias});
-    HcPreOp big = HcPreOp::make(c, kMaxTokens);
+    MhcPreOp big = MhcPreOp::make(c, kMaxTokens);
     big.fn = op.fn;
     big.scale = op.scale;
     big.bias = op.bias;
@@ -130,7 +130,7 @@ void BM_CudaMhcPre(benchmark::State& state) {
     const Cost cost{u(op.streams.bytes() + op.fn.bytes() + op.bias.bytes() + op.post.bytes() +
                       op.comb.bytes() + op.block_in.bytes()),
                     2.0 * u(T) * u(s.mix) * u(s.hc * s.h)};
-    run_timed(state, d, cost, [&] { benchmark::DoNotOptimize(d.backend->hc_pre(d.ws, op)); });
+    run_timed(state, d, cost, [&] { benchmark::DoNotOptimize(d.backend->mhc_pre(d.ws, op)); });
   });
 }
 
@@ -138,9 +138,9 @@ void BM_CudaMhcHead(benchmark::State& state) {
   with_device(state, [&](Device& d) {
     const uint64_t T = arg(state, 0), h = arg(state, 1);
     const ModelConfig c = mhc_config(h, 0);
-    HcHeadOp op = HcHeadOp::make(c, T);
+    MhcHeadOp op = MhcHeadOp::make(c, T);
     const uint64_t pool = oracle::place_in_pool({&op.fn, &op.scale, &op.bias});
-    HcHeadOp big = HcHeadOp::make(c, kMaxTokens);
+    MhcHeadOp big = MhcHeadOp::make(c, kMaxTokens);
     big.fn = op.fn;
     big.scale = op.scale;
     big.bias = op.bias;
@@ -153,7 +153,7 @@ void BM_CudaMhcHead(benchmark::State& state) {
     const auto& s = op.shape();
     const Cost cost{u(op.streams.bytes() + op.fn.bytes() + op.bias.bytes() + op.output.bytes()),
                     2.0 * u(T) * u(s.hc) * u(s.hc * s.h)};
-    run_timed(state, d, cost, [&] { benchmark::DoNotOptimize(d.backend->hc_head(d.ws, op)); });
+    run_timed(state, d, cost, [&] { benchmark::DoNotOptimize(d.backend->mhc_head(d.ws, op)); });
   });
 }
 
@@ -172,8 +172,8 @@ void BM_CudaMhcPost(benchmark::State& state, bool lowrank) {
   with_device(state, [&](Device& d) {
     const uint64_t T = arg(state, 0), h = arg(state, 1);
     const ModelConfig c = mhc_config(h, lowrank ? kRank : 0);
-    const HcPostOp op = HcPostOp::make(c, T);
-    const HcPostOp big = HcPostOp::make(c, kMaxTokens);
+    const MhcPostOp op = MhcPostOp::make(c, T);
+    const MhcPostOp big = MhcPostOp::make(c, kMaxTokens);
     use_workspace(
         d, std::string("post/") + (lowrank ? "lowrank/" : "sinkhorn/") + std::to_string(h),
         big.accesses(), 0, [&] {
@@ -182,13 +182,13 @@ void BM_CudaMhcPost(benchmark::State& state, bool lowrank) {
           // comb = 1/hc everywhere: doubly stochastic, so repeated in-place calls
           // keep the streams bounded (they grow at most linearly in the calls).
           if (!lowrank)
-            upload_tiled(d, big.comb, std::vector<float>(big.comb.elements(), 1.0f / kHc));
+            upload_tiled(d, big.comb, std::vector<float>(big.comb.elements(), 1.0f / kMhc));
           upload_tiled(d, big.block_out, bf16_tile(big.block_out.elements(), 10, 1.0f));
         });
     const uint64_t comb = lowrank ? 0 : op.comb.bytes();
     const Cost cost{u(2 * op.streams.bytes() + op.post.bytes() + comb + op.block_out.bytes()),
-                    2.0 * u(T) * u(kHc) * u(h) * (lowrank ? 1.0 : u(kHc) + 1.0)};
-    run_timed(state, d, cost, [&] { d.backend->hc_post(d.ws, op); });
+                    2.0 * u(T) * u(kMhc) * u(h) * (lowrank ? 1.0 : u(kMhc) + 1.0)};
+    run_timed(state, d, cost, [&] { d.backend->mhc_post(d.ws, op); });
   });
 }
 
@@ -199,12 +199,12 @@ void BM_CudaMhcExpand(benchmark::State& state) {
   with_device(state, [&](Device& d) {
     const uint64_t T = arg(state, 0), h = arg(state, 1);
     const ModelConfig c = mhc_config(h, 0);
-    const HcExpandOp op = HcExpandOp::make(c, T);
-    const HcExpandOp big = HcExpandOp::make(c, kMaxTokens);
+    const MhcExpandOp op = MhcExpandOp::make(c, T);
+    const MhcExpandOp big = MhcExpandOp::make(c, kMaxTokens);
     use_workspace(d, "expand/" + std::to_string(h), big.accesses(), 0,
                   [&] { upload_tiled(d, big.input, bf16_tile(big.input.elements(), 11, 1.0f)); });
     const Cost cost{u(op.input.bytes() + op.streams.bytes()), 0.0};
-    run_timed(state, d, cost, [&] { d.backend->hc_expand(d.ws, op); });
+    run_timed(state, d, cost, [&] { d.backend->mhc_expand(d.ws, op); });
   });
 }
 
@@ -216,12 +216,12 @@ void BM_CudaMhcLowRankSplit(benchmark::State& state) {
   with_device(state, [&](Device& d) {
     const uint64_t T = arg(state, 0), h = arg(state, 1);
     const ModelConfig c = mhc_config(h, kRank);
-    using Stage = HcLowRankSplitOp::Stage;
-    HcLowRankSplitOp norm = HcLowRankSplitOp::make(Stage::norm, c, T);
-    HcLowRankSplitOp down = HcLowRankSplitOp::make(Stage::down, c, T);
-    HcLowRankSplitOp collapse = HcLowRankSplitOp::make(Stage::collapse, c, T);
+    using Stage = MhcLowRankSplitOp::Stage;
+    MhcLowRankSplitOp norm = MhcLowRankSplitOp::make(Stage::norm, c, T);
+    MhcLowRankSplitOp down = MhcLowRankSplitOp::make(Stage::down, c, T);
+    MhcLowRankSplitOp collapse = MhcLowRankSplitOp::make(Stage::collapse, c, T);
     const uint64_t pool = oracle::place_in_pool({&norm.norm_w, &norm.w_down_inject, &norm.w_up});
-    for (HcLowRankSplitOp* op : {&down, &collapse}) {
+    for (MhcLowRankSplitOp* op : {&down, &collapse}) {
       op->norm_w = norm.norm_w;
       op->w_down_inject = norm.w_down_inject;
       op->w_up = norm.w_up;
@@ -234,14 +234,14 @@ void BM_CudaMhcLowRankSplit(benchmark::State& state) {
       upload_tiled(d, norm.w_down_inject, f32_tile(norm.w_down_inject.elements(), 14, 0.02f));
       upload_tiled(d, norm.w_up, f32_tile(norm.w_up.elements(), 15, 0.2f));
     });
-    const uint64_t W = kHc * h;
+    const uint64_t W = kMhc * h;
     const Cost cost{u(norm.streams.bytes() + norm.norm_w.bytes() + norm.w_down_inject.bytes() +
                       norm.w_up.bytes() + collapse.block_in.bytes() + down.post.bytes()),
-                    2.0 * u(T) * u(W) * u(kRank + kHc) + 2.0 * u(T) * u(W) * u(kRank)};
+                    2.0 * u(T) * u(W) * u(kRank + kMhc) + 2.0 * u(T) * u(W) * u(kRank)};
     run_timed(state, d, cost, [&] {
-      benchmark::DoNotOptimize(d.backend->hc_lowrank_split(d.ws, norm));
-      d.backend->hc_lowrank_split(d.ws, down);
-      d.backend->hc_lowrank_split(d.ws, collapse);
+      benchmark::DoNotOptimize(d.backend->mhc_lowrank_split(d.ws, norm));
+      d.backend->mhc_lowrank_split(d.ws, down);
+      d.backend->mhc_lowrank_split(d.ws, collapse);
     });
   });
 }
@@ -259,14 +259,14 @@ void BM_CudaMhcLowRankSlab(benchmark::State& state) {
   with_device(state, [&](Device& d) {
     const uint64_t T = arg(state, 0), h = arg(state, 1);
     const ModelConfig c = mhc_config(h, kRank);
-    using Stage = HcLowRankSlabOp::Stage;
-    std::vector<HcLowRankSlabOp> ops;
+    using Stage = MhcLowRankSlabOp::Stage;
+    std::vector<MhcLowRankSlabOp> ops;
     for (Stage s : {Stage::norm, Stage::down, Stage::inject, Stage::up, Stage::collapse})
-      ops.push_back(HcLowRankSlabOp::make(s, c, T, 0, T));
-    HcLowRankSlabOp& first = ops[0];
+      ops.push_back(MhcLowRankSlabOp::make(s, c, T, 0, T));
+    MhcLowRankSlabOp& first = ops[0];
     const uint64_t pool =
         oracle::place_in_pool({&first.norm_w, &first.w_down, &first.w_inject, &first.w_up});
-    for (HcLowRankSlabOp& op : ops) {
+    for (MhcLowRankSlabOp& op : ops) {
       op.norm_w = first.norm_w;
       op.w_down = first.w_down;
       op.w_inject = first.w_inject;
@@ -281,14 +281,14 @@ void BM_CudaMhcLowRankSlab(benchmark::State& state) {
       upload_tiled(d, first.w_inject, bf16_tile(first.w_inject.elements(), 19, 0.02f));
       upload_tiled(d, first.w_up, bf16_tile(first.w_up.elements(), 20, 0.2f));
     });
-    const uint64_t W = kHc * h;
+    const uint64_t W = kMhc * h;
     // Compulsory: streams in, weights, block input and post out (intermediates are scratch).
     const Cost cost{u(first.streams.bytes() + first.norm_w.bytes() + first.w_down.bytes() +
                       first.w_inject.bytes() + first.w_up.bytes() + ops[4].block_in.bytes() +
                       ops[4].post.bytes()),
-                    2.0 * u(T) * u(W) * u(2 * kRank + kHc), kBf16FlopsPerS};
+                    2.0 * u(T) * u(W) * u(2 * kRank + kMhc), kBf16FlopsPerS};
     run_timed(state, d, cost, [&] {
-      for (const auto& op : ops) benchmark::DoNotOptimize(d.backend->hc_lowrank_slab(d.ws, op));
+      for (const auto& op : ops) benchmark::DoNotOptimize(d.backend->mhc_lowrank_slab(d.ws, op));
     });
   });
 }

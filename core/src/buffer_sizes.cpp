@@ -16,7 +16,7 @@ constexpr uint64_t kMetaBase = 32768;
 constexpr uint64_t kVerifyRowCap = 160;
 constexpr uint64_t kOneMiB = uint64_t{1} << 20;
 constexpr uint64_t kGdnChunk = 64;
-constexpr uint64_t kSsdChunk = 64;
+constexpr uint64_t kMamba2Chunk = 64;
 constexpr uint64_t kQsaSlabRows = 2048;
 
 Size floor256(Size x) { return max(x, Size(256)); }
@@ -245,11 +245,11 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
     return Size(nt) * nv * per_region;
   });
   const bool ssd = c.mamba_num_heads > 0 && c.ssm_state_size > 0;
-  const uint64_t nc = ssd ? cdiv(m, kSsdChunk) + 1 : 0;
+  const uint64_t nc = ssd ? cdiv(m, kMamba2Chunk) + 1 : 0;
   s.ssd_scratch = field("ssd_scratch", [&] {
     if (!ssd) return Size(0);
     const uint64_t H = c.mamba_num_heads, G = std::max<uint64_t>(c.n_groups, 1);
-    return Size(2) * H * nc * kSsdChunk * 4 + Size(nc) * G * kSsdChunk * kSsdChunk * 4;
+    return Size(2) * H * nc * kMamba2Chunk * 4 + Size(nc) * G * kMamba2Chunk * kMamba2Chunk * 4;
   });
   s.o_latent = field("o_latent", [&] {  // F2: the FP8 grouped-O GEMM writes m_pad rows
     return floor256(Size(fix ? m_pad : m) * c.o_groups * c.o_lora_rank * 2);
@@ -333,7 +333,7 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
                              .splitk_splits = q.splits,
                              .splitk_slots = q.slots,
                              .gdn_chunks = nt,
-                             .ssd_chunks = nc,
+                             .mamba2_chunks = nc,
                              .expert_width = expert_width.value(),
                              .staging_cu_seqlens = !sizing.is(Mutant::B3)};
   return s;

@@ -49,7 +49,7 @@ nlohmann::json plan_json(const BufferSizes& sizes, const Layout& layout, const P
         {"splitk_splits", p.splitk_splits},
         {"splitk_slots", p.splitk_slots},
         {"gdn_chunks", p.gdn_chunks},
-        {"ssd_chunks", p.ssd_chunks}}},
+        {"ssd_chunks", p.mamba2_chunks}}},
       {"buffers", buffers},
       {"total_bytes", sizes.total_bytes()},
       {"arena_bytes", layout.arena_bytes()},

@@ -150,7 +150,7 @@ double pre_weight_error(double mix, double e_mix, double s, double b, double hc_
 
 }  // namespace
 
-// --- hc_pre ---------------------------------------------------------------------------------
+// --- mhc_pre ---------------------------------------------------------------------------------
 //
 // post_i = 2σ(z), z = mix_(hc+i)·s1 + b: 2·e_σ (×2 is exact), FP32 store = the computed value.
 // block_in: block_in_bounds with e_pre,i = pre_weight_error.
@@ -161,8 +161,8 @@ double pre_weight_error(double mix, double e_mix, double s, double b, double hc_
 // FP32 (1) and its add (1; adding eps > 0 to p can only shrink a relative error of p): a
 // relative θ ≤ γ_(2·exp_ulps+hc+2), i.e. |log(1 + θ)| ≤ −log(1 − θ). The oracle's FP64 K errs
 // by the same with u64.
-HcPreBounds hc_pre_bounds(const HcPreOp& op, const HcPreInputs& in, const HcPreReference& ref,
-                          const BoundModel& bm) {
+MhcPreBounds mhc_pre_bounds(const MhcPreOp& op, const MhcPreInputs& in, const MhcPreReference& ref,
+                            const BoundModel& bm) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h, K = mul(hc, h), mix = s.mix;
   const std::string p = op.params();
@@ -175,7 +175,7 @@ HcPreBounds hc_pre_bounds(const HcPreOp& op, const HcPreInputs& in, const HcPreR
       -std::log1p(-gamma(2.0 * bm.exp_ulps + static_cast<double>(hc) + 2.0, u)) -
       std::log1p(-gamma(2.0 * bm.exp_ulps + static_cast<double>(hc) + 2.0, kU64));
 
-  HcPreBounds b;
+  MhcPreBounds b;
   b.post.assign(mul(rows, hc), 0.0);
   b.block_in.assign(mul(rows, h), 0.0);
   b.comb_log_error.assign(rows, 0.0);
@@ -235,8 +235,8 @@ namespace {
 bool subnormal(float c) { return fp32_subnormal(c); }
 }  // namespace
 
-SinkhornClassCheck sinkhorn_class_check(const HcPreOp& op, std::span<const float> comb,
-                                        const HcPreReference& ref, const HcPreBounds& bounds,
+SinkhornClassCheck sinkhorn_class_check(const MhcPreOp& op, std::span<const float> comb,
+                                        const MhcPreReference& ref, const MhcPreBounds& bounds,
                                         const BoundModel& bm) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc;
@@ -291,8 +291,8 @@ SinkhornClassCheck sinkhorn_class_check(const HcPreOp& op, std::span<const float
 // |ô − o| ≤ γ_(hc+1)·(|post_j·b| + Σ_i|comb_ij·x_i|) + (2·hc + 1)·2^-150, plus the oracle's
 // γ_(hc+1)(u64)·the same sum. Low-rank form: x + post·b: γ_2·(|x| + |post·b|) + 2·2^-150.
 // The FP32 store is the computed value.
-std::vector<double> hc_post_bounds(const HcPostOp& op, const HcPostInputs& in,
-                                   const BoundModel& bm) {
+std::vector<double> mhc_post_bounds(const MhcPostOp& op, const MhcPostInputs& in,
+                                    const BoundModel& bm) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h;
   const std::string p = op.params();
@@ -320,17 +320,17 @@ std::vector<double> hc_post_bounds(const HcPostOp& op, const HcPostInputs& in,
   return out;
 }
 
-std::string hc_post_bounds_formula() {
+std::string mhc_post_bounds_formula() {
   return "gamma_(hc+1)(u)*(|post_j*b| + sum_i |comb_ij*x_i|) (Sinkhorn form) or "
          "gamma_2(u)*(|x| + |post*b|) (low-rank form), + FP64 oracle and underflow terms";
 }
 
-// --- hc_head --------------------------------------------------------------------------------
+// --- mhc_head --------------------------------------------------------------------------------
 //
 // As the pre step's block input: mix rows = the hc rows of fn [hc, hc·h] (mix_error),
 // p_i = σ(mix_i·s0 + b_i) + hc_eps (pre_weight_error), y = Σ p_i·x_i (block_in_bounds).
-std::vector<double> hc_head_bounds(const HcHeadOp& op, const HcHeadInputs& in,
-                                   const HcHeadReference& ref, const BoundModel& bm) {
+std::vector<double> mhc_head_bounds(const MhcHeadOp& op, const MhcHeadInputs& in,
+                                    const MhcHeadReference& ref, const BoundModel& bm) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h, K = mul(hc, h);
   const std::string p = op.params();
@@ -353,7 +353,7 @@ std::vector<double> hc_head_bounds(const HcHeadOp& op, const HcHeadInputs& in,
   return out;
 }
 
-std::string hc_head_bounds_formula() {
+std::string mhc_head_bounds_formula() {
   return "mix: gamma_(2n+8)(u)*r*sum|fn*x|; pre: sigma' <= 1/4 + gamma_(2*exp_ulps+2); "
          "y: sum_i e_pre*|x| + gamma_hc*sum pre*|x| + ulp_bf16";
 }
@@ -380,8 +380,8 @@ double dot_error(double abs_sum, uint64_t K, double u) {
   return (gamma(k, u) + gamma(k, kU64)) * abs_sum + k * kUnderflowPerOp;
 }
 
-double finish(double value, double e, HcLowRankPath path) {
-  return path == HcLowRankPath::slab ? stored_bf16(value, e) : e;
+double finish(double value, double e, MhcLowRankPath path) {
+  return path == MhcLowRankPath::slab ? stored_bf16(value, e) : e;
 }
 
 // Relative error count of the per-stream norm n = ((x·2^-e)·rs)·(1 + w): rs as in the mix
@@ -416,35 +416,35 @@ double collapse_error(const double* gate, const double* e_gate, const double* n,
 
 }  // namespace
 
-HcStageBounds hc_lowrank_norm_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                     std::span<const float> norm_w, HcLowRankPath path,
-                                     const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_norm_bounds(const MhcLowRankDims& d, std::span<const double> normed,
+                                       std::span<const float> norm_w, MhcLowRankPath path,
+                                       const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
   require_size("hc_lowrank_norm_bounds", "normed", normed.size(), mul(d.rows, W));
   require_size("hc_lowrank_norm_bounds", "norm_w", norm_w.size(), W);
-  HcStageBounds b;
+  MhcStageBounds b;
   b.bound.resize(normed.size());
   for (uint64_t k = 0; k < normed.size(); ++k) {
     const double n = normed[k];
     b.bound[k] = finish(n, norm_error(n, norm_w[k % W], d.h, bm.fp32_u), path);
   }
   b.formula = fmt::format("gamma_(h+10)(u)*|n| (h = {}){}", d.h,
-                          path == HcLowRankPath::slab ? " + ulp_bf16" : "");
+                          path == MhcLowRankPath::slab ? " + ulp_bf16" : "");
   return b;
 }
 
 // low = silu(g/hc), g = W_down·normed: e_g = γ_K·Σ|W·n| (K = hc·h; FP32 products on the
 // split path with u = fp32_u, exact BF16 products on the slab path with u = gemm_u), the
 // scaling (scaled_error), silu (silu_error); slab: + the BF16 store.
-HcStageBounds hc_lowrank_down_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                     std::span<const double> w_down, HcLowRankPath path,
-                                     const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_down_bounds(const MhcLowRankDims& d, std::span<const double> normed,
+                                       std::span<const double> w_down, MhcLowRankPath path,
+                                       const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
   require_size("hc_lowrank_down_bounds", "normed", normed.size(), mul(d.rows, W));
   require_size("hc_lowrank_down_bounds", "w_down", w_down.size(), mul(d.r, W));
-  const double u = path == HcLowRankPath::slab ? bm.gemm_u : bm.fp32_u;
+  const double u = path == MhcLowRankPath::slab ? bm.gemm_u : bm.fp32_u;
   const std::vector<double> abs = abs_products(d.rows, W, d.r, normed, w_down);
-  HcStageBounds b;
+  MhcStageBounds b;
   b.bound.resize(abs.size());
   for (uint64_t t = 0; t < d.rows; ++t)
     for (uint64_t k = 0; k < d.r; ++k) {
@@ -457,18 +457,18 @@ HcStageBounds hc_lowrank_down_bounds(const HcLowRankDims& d, std::span<const dou
     }
   b.formula = fmt::format(
       "silu' <= 1.1 on (gamma_K(u)*sum|W_down*n|)/hc, K = {}, + gamma_(2*exp_ulps+3) silu{}", W,
-      path == HcLowRankPath::slab ? " + ulp_bf16" : "");
+      path == MhcLowRankPath::slab ? " + ulp_bf16" : "");
   return b;
 }
 
-HcStageBounds hc_lowrank_inject_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                       std::span<const double> w_inject, const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_inject_bounds(const MhcLowRankDims& d, std::span<const double> normed,
+                                         std::span<const double> w_inject, const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
   require_size("hc_lowrank_inject_bounds", "normed", normed.size(), mul(d.rows, W));
   require_size("hc_lowrank_inject_bounds", "w_inject", w_inject.size(), mul(d.hc, W));
-  const std::vector<double> v = hc_lowrank_inject(d, normed, w_inject);
+  const std::vector<double> v = mhc_lowrank_inject(d, normed, w_inject);
   const std::vector<double> abs = abs_products(d.rows, W, d.hc, normed, w_inject);
-  HcStageBounds b;
+  MhcStageBounds b;
   b.bound.resize(v.size());
   for (size_t k = 0; k < v.size(); ++k)
     b.bound[k] = stored_bf16(v[k], dot_error(abs[k], W, bm.gemm_u));
@@ -476,12 +476,12 @@ HcStageBounds hc_lowrank_inject_bounds(const HcLowRankDims& d, std::span<const d
   return b;
 }
 
-HcStageBounds hc_lowrank_up_bounds(const HcLowRankDims& d, std::span<const double> low,
-                                   std::span<const double> w_up, const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_up_bounds(const MhcLowRankDims& d, std::span<const double> low,
+                                     std::span<const double> w_up, const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
-  const std::vector<double> v = hc_lowrank_up(d, low, w_up);
+  const std::vector<double> v = mhc_lowrank_up(d, low, w_up);
   const std::vector<double> abs = abs_products(d.rows, d.r, W, low, w_up);
-  HcStageBounds b;
+  MhcStageBounds b;
   b.bound.resize(v.size());
   for (size_t k = 0; k < v.size(); ++k)
     b.bound[k] = stored_bf16(v[k], dot_error(abs[k], d.r, bm.gemm_u));
@@ -492,15 +492,16 @@ HcStageBounds hc_lowrank_up_bounds(const HcLowRankDims& d, std::span<const doubl
 // Split collapse: up = W_up·low computed inside in FP32 (γ_r(fp32_u)·Σ|W_up·low|), the gate
 // σ(up) within sigma_error, y = (1/hc)·Σ gate·n (collapse_error, n exact: the stored input),
 // then the BF16 store.
-HcStageBounds hc_lowrank_split_collapse_bounds(const HcLowRankDims& d,
-                                               std::span<const double> normed,
-                                               std::span<const double> low,
-                                               std::span<const double> w_up, const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_split_collapse_bounds(const MhcLowRankDims& d,
+                                                 std::span<const double> normed,
+                                                 std::span<const double> low,
+                                                 std::span<const double> w_up,
+                                                 const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
-  const std::vector<double> up = hc_lowrank_up(d, low, w_up);
+  const std::vector<double> up = mhc_lowrank_up(d, low, w_up);
   const std::vector<double> abs = abs_products(d.rows, d.r, W, low, w_up);
-  const std::vector<double> y = hc_lowrank_collapse(d, normed, up);
-  HcStageBounds b;
+  const std::vector<double> y = mhc_lowrank_collapse(d, normed, up);
+  MhcStageBounds b;
   b.bound.resize(y.size());
   std::vector<double> gate(d.hc), e_gate(d.hc), zero(W, 0.0);
   for (uint64_t t = 0; t < d.rows; ++t)
@@ -522,13 +523,13 @@ HcStageBounds hc_lowrank_split_collapse_bounds(const HcLowRankDims& d,
 }
 
 // Slab collapse: gate = σ(up_pre) on the stored BF16 up_pre (only σ's rounding), then as above.
-HcStageBounds hc_lowrank_slab_collapse_bounds(const HcLowRankDims& d,
-                                              std::span<const double> normed,
-                                              std::span<const double> up_pre,
-                                              const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_slab_collapse_bounds(const MhcLowRankDims& d,
+                                                std::span<const double> normed,
+                                                std::span<const double> up_pre,
+                                                const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
-  const std::vector<double> y = hc_lowrank_collapse(d, normed, up_pre);
-  HcStageBounds b;
+  const std::vector<double> y = mhc_lowrank_collapse(d, normed, up_pre);
+  MhcStageBounds b;
   b.bound.resize(y.size());
   std::vector<double> gate(d.hc), e_gate(d.hc), zero(W, 0.0);
   for (uint64_t t = 0; t < d.rows; ++t)
@@ -550,12 +551,14 @@ HcStageBounds hc_lowrank_slab_collapse_bounds(const HcLowRankDims& d,
 
 // Split post: inj = W_inject·normed in FP32 (γ_K(fp32_u)), z = inj/hc (scaled_error),
 // post = 2σ(z): 2·sigma_error.
-HcStageBounds hc_lowrank_split_post_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                           std::span<const double> w_inject, const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_split_post_bounds(const MhcLowRankDims& d,
+                                             std::span<const double> normed,
+                                             std::span<const double> w_inject,
+                                             const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
-  const std::vector<double> inj = hc_lowrank_inject(d, normed, w_inject);
+  const std::vector<double> inj = mhc_lowrank_inject(d, normed, w_inject);
   const std::vector<double> abs = abs_products(d.rows, W, d.hc, normed, w_inject);
-  HcStageBounds b;
+  MhcStageBounds b;
   b.bound.resize(inj.size());
   for (size_t k = 0; k < inj.size(); ++k) {
     const double z = inj[k] / static_cast<double>(d.hc);
@@ -569,10 +572,10 @@ HcStageBounds hc_lowrank_split_post_bounds(const HcLowRankDims& d, std::span<con
   return b;
 }
 
-HcStageBounds hc_lowrank_slab_post_bounds(const HcLowRankDims& d, std::span<const double> inj_pre,
-                                          const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_slab_post_bounds(const MhcLowRankDims& d,
+                                            std::span<const double> inj_pre, const BoundModel& bm) {
   require_size("hc_lowrank_slab_post_bounds", "inj_pre", inj_pre.size(), mul(d.rows, d.hc));
-  HcStageBounds b;
+  MhcStageBounds b;
   b.bound.resize(inj_pre.size());
   for (size_t k = 0; k < inj_pre.size(); ++k) {
     const double z = inj_pre[k] / static_cast<double>(d.hc);
@@ -624,8 +627,8 @@ double product_error(const float* w, const double* x, const double* e_x, uint64_
 }
 
 // e_y for every block_in element of one path.
-std::vector<double> path_error(const HcLowRankDims& d, const std::vector<double>& n,
-                               const HcLowRankWeights& w, const std::vector<double>& low,
+std::vector<double> path_error(const MhcLowRankDims& d, const std::vector<double>& n,
+                               const MhcLowRankWeights& w, const std::vector<double>& low,
                                const std::vector<double>& up, const PathModel& pm,
                                const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
@@ -668,20 +671,20 @@ std::vector<double> path_error(const HcLowRankDims& d, const std::vector<double>
 
 }  // namespace
 
-HcStageBounds hc_lowrank_path_bounds(const HcLowRankDims& d, std::span<const float> streams,
-                                     const HcLowRankWeights& w, const BoundModel& bm) {
+MhcStageBounds mhc_lowrank_path_bounds(const MhcLowRankDims& d, std::span<const float> streams,
+                                       const MhcLowRankWeights& w, const BoundModel& bm) {
   const uint64_t W = mul(d.hc, d.h);
   require_size("hc_lowrank_path_bounds", "w_down", w.w_down.size(), mul(d.r, W));
   require_size("hc_lowrank_path_bounds", "w_up", w.w_up.size(), mul(W, d.r));
-  const std::vector<double> n = hc_lowrank_norm(d, streams, w.norm_w);
-  const std::vector<double> low = hc_lowrank_down(d, n, widen(w.w_down));
-  const std::vector<double> up = hc_lowrank_up(d, low, widen(w.w_up));
-  const std::vector<double> y = hc_lowrank_collapse(d, n, up);
+  const std::vector<double> n = mhc_lowrank_norm(d, streams, w.norm_w);
+  const std::vector<double> low = mhc_lowrank_down(d, n, widen(w.w_down));
+  const std::vector<double> up = mhc_lowrank_up(d, low, widen(w.w_up));
+  const std::vector<double> y = mhc_lowrank_collapse(d, n, up);
   const std::vector<double> e_split =
       path_error(d, n, w, low, up, PathModel{0.0, 0.0, bm.fp32_u}, bm);
   const std::vector<double> e_slab =
       path_error(d, n, w, low, up, PathModel{kBf16Unit, kBf16Unit, bm.gemm_u}, bm);
-  HcStageBounds b;
+  MhcStageBounds b;
   b.bound.resize(y.size());
   for (size_t k = 0; k < y.size(); ++k) {
     const double e = std::max(e_split[k], e_slab[k]);

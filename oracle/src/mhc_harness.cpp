@@ -25,7 +25,7 @@ void append(std::vector<T>& to, const std::vector<T>& part) {
   to.insert(to.end(), part.begin(), part.end());
 }
 
-void append_scratch(Backend& b, const Workspace& ws, const TensorRef& t, HcScratch& to) {
+void append_scratch(Backend& b, const Workspace& ws, const TensorRef& t, MhcScratch& to) {
   if (t.dtype == DType::bf16)
     append(to.bf16, read_back<uint16_t>(b, ws, t));
   else
@@ -42,27 +42,27 @@ void require_pool(const Workspace& ws, uint64_t bytes, const std::string& what) 
 
 }  // namespace
 
-uint64_t place_hc_weights(HcPreOp& op) { return place_in_pool({&op.fn, &op.scale, &op.bias}); }
-uint64_t place_hc_weights(HcHeadOp& op) { return place_in_pool({&op.fn, &op.scale, &op.bias}); }
+uint64_t place_mhc_weights(MhcPreOp& op) { return place_in_pool({&op.fn, &op.scale, &op.bias}); }
+uint64_t place_mhc_weights(MhcHeadOp& op) { return place_in_pool({&op.fn, &op.scale, &op.bias}); }
 
-uint64_t place_hc_post_out_of_place(HcPostOp& op, uint64_t start) {
+uint64_t place_mhc_post_out_of_place(MhcPostOp& op, uint64_t start) {
   op.out = pool_tensor(op.streams.shape, DType::f32);
   return place_in_pool({&op.out}, start);
 }
 
-Layout hc_footprint_layout(const std::vector<Access>& accesses) {
+Layout mhc_footprint_layout(const std::vector<Access>& accesses) {
   return detail::footprint_of(accesses);
 }
 
-HcPreOutputs run_hc_pre(Backend& backend, const Workspace& ws, const HcPreOp& op,
-                        const HcPreInputs& in) {
+MhcPreOutputs run_mhc_pre(Backend& backend, const Workspace& ws, const MhcPreOp& op,
+                          const MhcPreInputs& in) {
   backend.poison(ws);
   upload_exact(backend, ws, op.streams, in.streams);
   upload_exact(backend, ws, op.fn, in.fn);
   upload_exact(backend, ws, op.scale, in.scale);
   upload_exact(backend, ws, op.bias, in.bias);
-  HcPreOutputs out;
-  out.diagnostics = backend.hc_pre(ws, op);
+  MhcPreOutputs out;
+  out.diagnostics = backend.mhc_pre(ws, op);
   backend.synchronize();
   out.post = read_back<float>(backend, ws, op.post);
   out.comb = read_back<float>(backend, ws, op.comb);
@@ -70,69 +70,70 @@ HcPreOutputs run_hc_pre(Backend& backend, const Workspace& ws, const HcPreOp& op
   return out;
 }
 
-std::vector<float> run_hc_post(Backend& backend, const Workspace& ws, const HcPostOp& op,
-                               const HcPostInputs& in) {
+std::vector<float> run_mhc_post(Backend& backend, const Workspace& ws, const MhcPostOp& op,
+                                const MhcPostInputs& in) {
   backend.poison(ws);
   if (op.out.space == Space::weights) backend.fill(ws, op.out, kPoisonByte);
   upload_exact(backend, ws, op.post, in.post);
   if (!op.shape().lowrank) upload_exact(backend, ws, op.comb, in.comb);
   upload_exact(backend, ws, op.block_out, in.block_out);
   upload_exact(backend, ws, op.streams, in.streams);
-  backend.hc_post(ws, op);
+  backend.mhc_post(ws, op);
   backend.synchronize();
   return read_back<float>(backend, ws, op.out);
 }
 
-HcHeadOutputs run_hc_head(Backend& backend, const Workspace& ws, const HcHeadOp& op,
-                          const HcHeadInputs& in) {
+MhcHeadOutputs run_mhc_head(Backend& backend, const Workspace& ws, const MhcHeadOp& op,
+                            const MhcHeadInputs& in) {
   backend.poison(ws);
   upload_exact(backend, ws, op.streams, in.streams);
   upload_exact(backend, ws, op.fn, in.fn);
   upload_exact(backend, ws, op.scale, in.scale);
   upload_exact(backend, ws, op.bias, in.bias);
-  HcHeadOutputs out;
-  out.diagnostics = backend.hc_head(ws, op);
+  MhcHeadOutputs out;
+  out.diagnostics = backend.mhc_head(ws, op);
   backend.synchronize();
   out.output = read_back<uint16_t>(backend, ws, op.output);
   return out;
 }
 
-std::vector<float> run_hc_expand(Backend& backend, const Workspace& ws, const HcExpandOp& op,
-                                 std::span<const uint16_t> input) {
+std::vector<float> run_mhc_expand(Backend& backend, const Workspace& ws, const MhcExpandOp& op,
+                                  std::span<const uint16_t> input) {
   backend.poison(ws);
   upload_exact(backend, ws, op.input, std::vector<uint16_t>(input.begin(), input.end()));
-  backend.hc_expand(ws, op);
+  backend.mhc_expand(ws, op);
   backend.synchronize();
   return read_back<float>(backend, ws, op.streams);
 }
 
 // --- low-rank ---------------------------------------------------------------------------------
 
-std::vector<Access> HcLowRankPlan::accesses() const {
+std::vector<Access> MhcLowRankPlan::accesses() const {
   std::vector<Access> all = {{streams, AccessKind::read, "@hc"}};
   for (const auto& op : split) append(all, op.accesses());
   for (const auto& op : slab) append(all, op.accesses());
   return all;
 }
 
-HcLowRankPlan plan_hc_lowrank(const ModelConfig& c, uint64_t rows, HcLowRankPath path, uint64_t m) {
+MhcLowRankPlan plan_mhc_lowrank(const ModelConfig& c, uint64_t rows, MhcLowRankPath path,
+                                uint64_t m) {
   if (c.hc_lowrank == 0) throw Error("plan_hc_lowrank: the config has hc_lowrank = 0");
   if (rows == 0) throw Error("plan_hc_lowrank: rows = 0");
   if (m == 0) m = rows;
   if (m < rows)
     throw Error(fmt::format("plan_hc_lowrank: m = {} below the pass's {} rows", m, rows));
-  if (path == HcLowRankPath::split && !HcSplitCarve::takes_split_path(rows))
+  if (path == MhcLowRankPath::split && !MhcSplitCarve::takes_split_path(rows))
     throw Error(fmt::format("plan_hc_lowrank: the split path runs T <= {} rows, not {}",
-                            HcSplitCarve::kMaxRows, rows));
-  HcLowRankPlan p;
+                            MhcSplitCarve::kMaxRows, rows));
+  MhcLowRankPlan p;
   p.path = path;
   p.dims = {rows, c.hc_mult, c.hidden_size, c.hc_lowrank, c.rms_norm_eps};
   p.m = m;
   p.streams = arena_tensor(BufferId::hc_streams, 0, {rows, c.hc_mult, c.hidden_size}, DType::f32);
-  if (path == HcLowRankPath::split) {
-    using S = HcLowRankSplitOp::Stage;
+  if (path == MhcLowRankPath::split) {
+    using S = MhcLowRankSplitOp::Stage;
     for (S s : {S::norm, S::down, S::collapse})
-      p.split.push_back(HcLowRankSplitOp::make(s, c, rows));
+      p.split.push_back(MhcLowRankSplitOp::make(s, c, rows));
     p.pool_bytes = place_in_pool({&p.split[0].norm_w, &p.split[1].w_down_inject, &p.split[2].w_up});
     for (auto& op : p.split) {
       op.norm_w = p.split[0].norm_w;
@@ -141,11 +142,11 @@ HcLowRankPlan plan_hc_lowrank(const ModelConfig& c, uint64_t rows, HcLowRankPath
     }
     return p;
   }
-  using S = HcLowRankSlabOp::Stage;
-  for (const HcSlab& slab : hc_gemm_slabs(rows))  // the plans' slabs (core ops/mhc.h)
+  using S = MhcLowRankSlabOp::Stage;
+  for (const MhcSlab& slab : mhc_gemm_slabs(rows))  // the plans' slabs (core ops/mhc.h)
     for (S s : {S::norm, S::down, S::inject, S::up, S::collapse})
-      p.slab.push_back(HcLowRankSlabOp::make(s, c, m, slab.row0, slab.rows));
-  HcLowRankSlabOp& first = p.slab[0];
+      p.slab.push_back(MhcLowRankSlabOp::make(s, c, m, slab.row0, slab.rows));
+  MhcLowRankSlabOp& first = p.slab[0];
   p.pool_bytes = place_in_pool({&first.norm_w, &first.w_down, &first.w_inject, &first.w_up});
   for (auto& op : p.slab) {
     op.norm_w = first.norm_w;
@@ -156,16 +157,16 @@ HcLowRankPlan plan_hc_lowrank(const ModelConfig& c, uint64_t rows, HcLowRankPath
   return p;
 }
 
-std::vector<double> HcScratch::values() const {
+std::vector<double> MhcScratch::values() const {
   return f32.empty() ? widen_bf16(bf16) : widen(f32);
 }
 
 namespace {
 
-void upload_weights(Backend& b, const Workspace& ws, const HcLowRankPlan& p,
-                    const HcLowRankWeights& w) {
-  if (p.path == HcLowRankPath::split) {
-    const HcLowRankSplitOp& op = p.split[0];
+void upload_weights(Backend& b, const Workspace& ws, const MhcLowRankPlan& p,
+                    const MhcLowRankWeights& w) {
+  if (p.path == MhcLowRankPath::split) {
+    const MhcLowRankSplitOp& op = p.split[0];
     std::vector<float> down_inject = w.w_down;
     append(down_inject, w.w_inject);
     upload_exact(b, ws, op.norm_w, w.norm_w);
@@ -173,26 +174,27 @@ void upload_weights(Backend& b, const Workspace& ws, const HcLowRankPlan& p,
     upload_exact(b, ws, op.w_up, w.w_up);
     return;
   }
-  const HcLowRankSlabOp& op = p.slab[0];
-  const HcLowRankSlabWeights sw = slab_weights(w);
+  const MhcLowRankSlabOp& op = p.slab[0];
+  const MhcLowRankSlabWeights sw = slab_weights(w);
   upload_exact(b, ws, op.norm_w, w.norm_w);
   upload_exact(b, ws, op.w_down, sw.w_down);
   upload_exact(b, ws, op.w_inject, sw.w_inject);
   upload_exact(b, ws, op.w_up, sw.w_up);
 }
 
-void run_split_stage(Backend& b, const Workspace& ws, const HcLowRankSplitOp& op, HcLowRankRun& r) {
-  using S = HcLowRankSplitOp::Stage;
+void run_split_stage(Backend& b, const Workspace& ws, const MhcLowRankSplitOp& op,
+                     MhcLowRankRun& r) {
+  using S = MhcLowRankSplitOp::Stage;
   switch (op.stage) {
     case S::norm:
       r.norm.streams = read_back<float>(b, ws, op.streams);
-      r.diagnostics.nonfinite_tokens += b.hc_lowrank_split(ws, op).nonfinite_tokens;
+      r.diagnostics.nonfinite_tokens += b.mhc_lowrank_split(ws, op).nonfinite_tokens;
       b.synchronize();
       append_scratch(b, ws, op.normed, r.norm.normed);
       return;
     case S::down:
       append_scratch(b, ws, op.normed, r.down.normed);
-      b.hc_lowrank_split(ws, op);
+      b.mhc_lowrank_split(ws, op);
       b.synchronize();
       append_scratch(b, ws, op.low, r.down.low);
       r.down.post = read_back<float>(b, ws, op.post);
@@ -200,38 +202,38 @@ void run_split_stage(Backend& b, const Workspace& ws, const HcLowRankSplitOp& op
     case S::collapse:
       append_scratch(b, ws, op.normed, r.collapse.normed);
       append_scratch(b, ws, op.low, r.collapse.low);
-      b.hc_lowrank_split(ws, op);
+      b.mhc_lowrank_split(ws, op);
       b.synchronize();
       r.collapse.block_in = read_back<uint16_t>(b, ws, op.block_in);
       return;
   }
 }
 
-void run_slab_stage(Backend& b, const Workspace& ws, const HcLowRankSlabOp& op, HcLowRankRun& r) {
-  using S = HcLowRankSlabOp::Stage;
+void run_slab_stage(Backend& b, const Workspace& ws, const MhcLowRankSlabOp& op, MhcLowRankRun& r) {
+  using S = MhcLowRankSlabOp::Stage;
   switch (op.stage) {
     case S::norm: {
       append(r.norm.streams, read_back<float>(b, ws, op.streams));
-      r.diagnostics.nonfinite_tokens += b.hc_lowrank_slab(ws, op).nonfinite_tokens;
+      r.diagnostics.nonfinite_tokens += b.mhc_lowrank_slab(ws, op).nonfinite_tokens;
       b.synchronize();
       append_scratch(b, ws, op.normed, r.norm.normed);
       return;
     }
     case S::down:
       append_scratch(b, ws, op.normed, r.down.normed);
-      b.hc_lowrank_slab(ws, op);
+      b.mhc_lowrank_slab(ws, op);
       b.synchronize();
       append_scratch(b, ws, op.low, r.down.low);
       return;
     case S::inject:
       append_scratch(b, ws, op.normed, r.inject.normed);
-      b.hc_lowrank_slab(ws, op);
+      b.mhc_lowrank_slab(ws, op);
       b.synchronize();
       append_scratch(b, ws, op.inj_pre, r.inject.inj_pre);
       return;
     case S::up:
       append_scratch(b, ws, op.low, r.up.low);
-      b.hc_lowrank_slab(ws, op);
+      b.mhc_lowrank_slab(ws, op);
       b.synchronize();
       append_scratch(b, ws, op.up_pre, r.up.up_pre);
       return;
@@ -239,7 +241,7 @@ void run_slab_stage(Backend& b, const Workspace& ws, const HcLowRankSlabOp& op, 
       append_scratch(b, ws, op.normed, r.collapse.normed);
       append_scratch(b, ws, op.up_pre, r.collapse.up_pre);
       append_scratch(b, ws, op.inj_pre, r.collapse.inj_pre);
-      b.hc_lowrank_slab(ws, op);
+      b.mhc_lowrank_slab(ws, op);
       b.synchronize();
       append(r.collapse.block_in, read_back<uint16_t>(b, ws, op.block_in));
       append(r.collapse.post, read_back<float>(b, ws, op.post));
@@ -249,13 +251,13 @@ void run_slab_stage(Backend& b, const Workspace& ws, const HcLowRankSlabOp& op, 
 
 }  // namespace
 
-HcLowRankRun run_hc_lowrank(Backend& backend, const Workspace& ws, const HcLowRankPlan& plan,
-                            const HcLowRankInputs& in) {
+MhcLowRankRun run_mhc_lowrank(Backend& backend, const Workspace& ws, const MhcLowRankPlan& plan,
+                              const MhcLowRankInputs& in) {
   require_pool(ws, plan.pool_bytes, "run_hc_lowrank");
   backend.poison(ws);
   upload_exact(backend, ws, plan.streams, in.streams);
   upload_weights(backend, ws, plan, in.weights);
-  HcLowRankRun r;
+  MhcLowRankRun r;
   r.path = plan.path;
   r.dims = plan.dims;
   for (const auto& op : plan.split) run_split_stage(backend, ws, op, r);

@@ -45,14 +45,14 @@ void check_range(double L) {
 
 }  // namespace
 
-std::vector<float> generate_hc_streams(uint64_t rows, uint64_t hc, uint64_t h, uint64_t seed,
-                                       const HcInputProfile& p) {
+std::vector<float> generate_mhc_streams(uint64_t rows, uint64_t hc, uint64_t h, uint64_t seed,
+                                        const MhcInputProfile& p) {
   const uint64_t n = mul(rows, mul(hc, h));
   SplitMix64 rng = rng_for(seed, kStreams);
   std::vector<float> x(n, 0.0f);
-  if (p.magnitude == HcStreamMagnitude::normal) x = normal_f32(rng, n, p.scale);
-  if (p.magnitude == HcStreamMagnitude::huge) x = normal_f32(rng, n, p.huge_scale);
-  for (const HcNonFinite& bad : p.nonfinite) {
+  if (p.magnitude == MhcStreamMagnitude::normal) x = normal_f32(rng, n, p.scale);
+  if (p.magnitude == MhcStreamMagnitude::huge) x = normal_f32(rng, n, p.huge_scale);
+  for (const MhcNonFinite& bad : p.nonfinite) {
     if (bad.token >= rows || bad.stream >= hc || bad.dim >= h)
       throw Error(
           fmt::format("non-finite stream value at (token {}, stream {}, dim {}) outside "
@@ -65,12 +65,12 @@ std::vector<float> generate_hc_streams(uint64_t rows, uint64_t hc, uint64_t h, u
   return x;
 }
 
-HcPreInputs generate_hc_pre_inputs(const HcPreOp& op, uint64_t seed, const HcInputProfile& p) {
+MhcPreInputs generate_mhc_pre_inputs(const MhcPreOp& op, uint64_t seed, const MhcInputProfile& p) {
   check_range(p.logit_range);
   const auto& s = op.shape();
   const uint64_t hc = s.hc, K = mul(hc, s.h);
-  HcPreInputs in;
-  in.streams = generate_hc_streams(s.rows, hc, s.h, seed, p);
+  MhcPreInputs in;
+  in.streams = generate_mhc_streams(s.rows, hc, s.h, seed, p);
   SplitMix64 fn_rng = rng_for(seed, kFn);
   in.fn = normal_f32(fn_rng, mul(s.mix, K), 1.0 / std::sqrt(static_cast<double>(K)));
   in.scale = {1.0f, 1.0f, static_cast<float>(0.02 * p.logit_range)};
@@ -80,12 +80,13 @@ HcPreInputs generate_hc_pre_inputs(const HcPreOp& op, uint64_t seed, const HcInp
   return in;
 }
 
-HcPostInputs generate_hc_post_inputs(const HcPostOp& op, uint64_t seed, const HcInputProfile& p) {
+MhcPostInputs generate_mhc_post_inputs(const MhcPostOp& op, uint64_t seed,
+                                       const MhcInputProfile& p) {
   check_range(p.logit_range);
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h;
-  HcPostInputs in;
-  in.streams = generate_hc_streams(rows, hc, h, seed, p);
+  MhcPostInputs in;
+  in.streams = generate_mhc_streams(rows, hc, h, seed, p);
   SplitMix64 post_rng = rng_for(seed, kPost);
   in.post.resize(mul(rows, hc));
   for (float& v : in.post) v = static_cast<float>(2.0 / (1.0 + std::exp(-post_rng.normalish())));
@@ -106,11 +107,12 @@ HcPostInputs generate_hc_post_inputs(const HcPostOp& op, uint64_t seed, const Hc
   return in;
 }
 
-HcHeadInputs generate_hc_head_inputs(const HcHeadOp& op, uint64_t seed, const HcInputProfile& p) {
+MhcHeadInputs generate_mhc_head_inputs(const MhcHeadOp& op, uint64_t seed,
+                                       const MhcInputProfile& p) {
   const auto& s = op.shape();
   const uint64_t K = mul(s.hc, s.h);
-  HcHeadInputs in;
-  in.streams = generate_hc_streams(s.rows, s.hc, s.h, seed, p);
+  MhcHeadInputs in;
+  in.streams = generate_mhc_streams(s.rows, s.hc, s.h, seed, p);
   SplitMix64 fn_rng = rng_for(seed, kFn);
   in.fn = normal_f32(fn_rng, mul(s.hc, K), 1.0 / std::sqrt(static_cast<double>(K)));
   in.scale = {1.0f};
@@ -119,21 +121,21 @@ HcHeadInputs generate_hc_head_inputs(const HcHeadOp& op, uint64_t seed, const Hc
   return in;
 }
 
-std::vector<uint16_t> generate_hc_expand_input(const HcExpandOp& op, uint64_t seed) {
+std::vector<uint16_t> generate_mhc_expand_input(const MhcExpandOp& op, uint64_t seed) {
   SplitMix64 rng = rng_for(seed, kStreams);
   std::vector<uint16_t> in(mul(op.shape().rows, op.shape().h));
   for (uint16_t& b : in) b = f32_to_bf16_bits(static_cast<float>(rng.normalish()));
   return in;
 }
 
-HcLowRankWeights generate_hc_lowrank_weights(uint64_t hc, uint64_t h, uint64_t r, uint64_t seed) {
+MhcLowRankWeights generate_mhc_lowrank_weights(uint64_t hc, uint64_t h, uint64_t r, uint64_t seed) {
   if (hc == 0 || h == 0 || r == 0)
     throw Error(
         fmt::format("low-rank weights: hc = {}, h = {}, r = {} must be positive", hc, h, r));
   const uint64_t K = mul(hc, h);
   const double wide = static_cast<double>(hc) / std::sqrt(static_cast<double>(K));
   SplitMix64 rng = rng_for(seed, kWeights);
-  HcLowRankWeights w;
+  MhcLowRankWeights w;
   w.norm_w = normal_f32(rng, K, 0.25);
   w.w_down = normal_f32(rng, mul(r, K), wide);
   w.w_inject = normal_f32(rng, mul(hc, K), wide);
@@ -141,10 +143,10 @@ HcLowRankWeights generate_hc_lowrank_weights(uint64_t hc, uint64_t h, uint64_t r
   return w;
 }
 
-HcLowRankInputs generate_hc_lowrank_inputs(const HcLowRankDims& d, uint64_t seed,
-                                           const HcInputProfile& p) {
-  return {generate_hc_streams(d.rows, d.hc, d.h, seed, p),
-          generate_hc_lowrank_weights(d.hc, d.h, d.r, seed)};
+MhcLowRankInputs generate_mhc_lowrank_inputs(const MhcLowRankDims& d, uint64_t seed,
+                                             const MhcInputProfile& p) {
+  return {generate_mhc_streams(d.rows, d.hc, d.h, seed, p),
+          generate_mhc_lowrank_weights(d.hc, d.h, d.r, seed)};
 }
 
 }  // namespace bufferlab::oracle

@@ -59,8 +59,8 @@ ElementBounds bounds_of(const std::vector<double>& b, std::string formula) {
 // --- Sinkhorn comb properties -------------------------------------------------------------
 
 // Finite tokens: every entry finite and ≥ 0. Non-finite tokens: every entry NaN (written).
-TensorComparison comb_entries(const HcPreOp& op, std::span<const float> comb,
-                              const HcPreReference& ref) {
+TensorComparison comb_entries(const MhcPreOp& op, std::span<const float> comb,
+                              const MhcPreReference& ref) {
   const uint64_t rows = op.shape().rows, hc = op.shape().hc;
   TensorComparison c =
       property("hc_comb entries >= 0", rows, hc * hc,
@@ -84,8 +84,8 @@ TensorComparison comb_entries(const HcPreOp& op, std::span<const float> comb,
 }
 
 // Column sums of each finite token's comb, summed in FP64: within (hc + 1)·2^-24 of 1.
-TensorComparison comb_column_sums(const HcPreOp& op, std::span<const float> comb,
-                                  const HcPreReference& ref) {
+TensorComparison comb_column_sums(const MhcPreOp& op, std::span<const float> comb,
+                                  const MhcPreReference& ref) {
   const uint64_t rows = op.shape().rows, hc = op.shape().hc;
   const double tol = col_sum_tolerance_fp32(hc);
   TensorComparison c = property(
@@ -110,8 +110,8 @@ TensorComparison comb_column_sums(const HcPreOp& op, std::span<const float> comb
 
 // Row sums of each finite token's comb within the Birkhoff–Hopf bound of the oracle's K for
 // an FP32 backend (u = fp32_u) whose K is within comb_log_error of the oracle's.
-TensorComparison comb_row_sums(const HcPreOp& op, std::span<const float> comb,
-                               const HcPreReference& ref, const HcPreBounds& bounds,
+TensorComparison comb_row_sums(const MhcPreOp& op, std::span<const float> comb,
+                               const MhcPreReference& ref, const MhcPreBounds& bounds,
                                const BoundModel& bm) {
   const uint64_t rows = op.shape().rows, hc = op.shape().hc;
   TensorComparison c = property(
@@ -138,8 +138,8 @@ TensorComparison comb_row_sums(const HcPreOp& op, std::span<const float> comb,
   return c;
 }
 
-TensorComparison comb_class(const HcPreOp& op, std::span<const float> comb,
-                            const HcPreReference& ref, const HcPreBounds& bounds,
+TensorComparison comb_class(const MhcPreOp& op, std::span<const float> comb,
+                            const MhcPreReference& ref, const MhcPreBounds& bounds,
                             const BoundModel& bm) {
   const uint64_t rows = op.shape().rows, hc = op.shape().hc;
   const SinkhornClassCheck k = sinkhorn_class_check(op, comb, ref, bounds, bm);
@@ -175,12 +175,12 @@ TensorComparison count_check(uint64_t got, uint64_t want) {
 
 }  // namespace
 
-AgreementReport judge_hc_pre(const HcPreOp& op, const HcPreInputs& in, const HcPreOutputs& out,
-                             const std::string& backend, uint64_t seed, const BoundModel& bm) {
+AgreementReport judge_mhc_pre(const MhcPreOp& op, const MhcPreInputs& in, const MhcPreOutputs& out,
+                              const std::string& backend, uint64_t seed, const BoundModel& bm) {
   const uint64_t hc = op.shape().hc, h = op.shape().h;
   AgreementReport r{"hc_pre", op.params(), backend, seed, {}, {}};
-  const HcPreReference ref = hc_pre(op, in, Mode::faithful);
-  const HcPreBounds b = hc_pre_bounds(op, in, ref, bm);
+  const MhcPreReference ref = mhc_pre(op, in, Mode::faithful);
+  const MhcPreBounds b = mhc_pre_bounds(op, in, ref, bm);
   require_size(op.params(), "comb output", out.comb.size(), ref.comb.size());
 
   r.checks.push_back(at(compare_f32_bounded("hc_post", out.post, ref.post, hc,
@@ -197,7 +197,7 @@ AgreementReport judge_hc_pre(const HcPreOp& op, const HcPreInputs& in, const HcP
   r.checks.push_back(comb_class(op, out.comb, ref, b, bm));
   r.checks.push_back(count_check(out.diagnostics.nonfinite_tokens, ref.nonfinite_tokens));
 
-  const HcPreReference exact = hc_pre(op, in, Mode::exact);
+  const MhcPreReference exact = mhc_pre(op, in, Mode::exact);
   r.reported.push_back(compare_f64("norm_output (exact-faithful)", ref.block_in, exact.block_in, h,
                                    Tolerance{}, /*asserted=*/false));
   r.reported.push_back(compare_f32("hc_comb (backend vs FP64 Sinkhorn)", out.comb, ref.comb,
@@ -205,44 +205,45 @@ AgreementReport judge_hc_pre(const HcPreOp& op, const HcPreInputs& in, const HcP
   return r;
 }
 
-AgreementReport judge_hc_post(const HcPostOp& op, const HcPostInputs& in,
-                              std::span<const float> out, const std::string& backend, uint64_t seed,
-                              const BoundModel& bm) {
+AgreementReport judge_mhc_post(const MhcPostOp& op, const MhcPostInputs& in,
+                               std::span<const float> out, const std::string& backend,
+                               uint64_t seed, const BoundModel& bm) {
   const uint64_t hc = op.shape().hc, h = op.shape().h;
   AgreementReport r{"hc_post", op.params(), backend, seed, {}, {}};
-  const std::vector<double> want = hc_post(op, in);
-  const std::vector<double> bound = hc_post_bounds(op, in, bm);
+  const std::vector<double> want = mhc_post(op, in);
+  const std::vector<double> bound = mhc_post_bounds(op, in, bm);
   r.checks.push_back(at(compare_f32_bounded("hc_streams (post)", out, want, mul(hc, h),
-                                            bounds_of(bound, hc_post_bounds_formula())),
+                                            bounds_of(bound, mhc_post_bounds_formula())),
                         "stream", h, "dim"));
   return r;
 }
 
-AgreementReport judge_hc_head(const HcHeadOp& op, const HcHeadInputs& in, const HcHeadOutputs& out,
-                              const std::string& backend, uint64_t seed, const BoundModel& bm) {
+AgreementReport judge_mhc_head(const MhcHeadOp& op, const MhcHeadInputs& in,
+                               const MhcHeadOutputs& out, const std::string& backend, uint64_t seed,
+                               const BoundModel& bm) {
   const uint64_t h = op.shape().h;
   AgreementReport r{"hc_head", op.params(), backend, seed, {}, {}};
-  const HcHeadReference ref = hc_head(op, in, Mode::faithful);
-  const std::vector<double> bound = hc_head_bounds(op, in, ref, bm);
+  const MhcHeadReference ref = mhc_head(op, in, Mode::faithful);
+  const std::vector<double> bound = mhc_head_bounds(op, in, ref, bm);
   r.checks.push_back(at(compare_bf16_bounded("hidden_states (head)", out.output, ref.output, h,
-                                             bounds_of(bound, hc_head_bounds_formula())),
+                                             bounds_of(bound, mhc_head_bounds_formula())),
                         "dim", 0, ""));
   r.checks.push_back(count_check(out.diagnostics.nonfinite_tokens, ref.nonfinite_tokens));
-  const HcHeadReference exact = hc_head(op, in, Mode::exact);
+  const MhcHeadReference exact = mhc_head(op, in, Mode::exact);
   r.reported.push_back(compare_f64("hidden_states (exact-faithful)", ref.output, exact.output, h,
                                    Tolerance{}, /*asserted=*/false));
   return r;
 }
 
-AgreementReport judge_hc_expand(const HcExpandOp& op, std::span<const uint16_t> input,
-                                std::span<const float> streams, const std::string& backend,
-                                uint64_t seed) {
+AgreementReport judge_mhc_expand(const MhcExpandOp& op, std::span<const uint16_t> input,
+                                 std::span<const float> streams, const std::string& backend,
+                                 uint64_t seed) {
   const uint64_t hc = op.shape().hc, h = op.shape().h;
   AgreementReport r{"hc_expand", op.params(), backend, seed, {}, {}};
   Tolerance exact;
   exact.formula = "exact: a BF16 value widens to FP32 without rounding";
   r.checks.push_back(
-      at(compare_f32("hc_streams (expand)", streams, hc_expand(op, input), mul(hc, h), exact),
+      at(compare_f32("hc_streams (expand)", streams, mhc_expand(op, input), mul(hc, h), exact),
          "stream", h, "dim"));
   return r;
 }
@@ -256,16 +257,16 @@ std::vector<double> rounded(std::vector<double> v) {
 }
 
 // A stored scratch tensor against oracle values under per-element bounds.
-TensorComparison scratch_check(std::string name, const HcScratch& got,
+TensorComparison scratch_check(std::string name, const MhcScratch& got,
                                const std::vector<double>& want, uint64_t cols,
-                               const HcStageBounds& b) {
+                               const MhcStageBounds& b) {
   const ElementBounds eb = bounds_of(b.bound, b.formula);
   return got.bf16.empty() ? compare_f32_bounded(std::move(name), got.f32, want, cols, eb)
                           : compare_bf16_bounded(std::move(name), got.bf16, want, cols, eb);
 }
 
 // What a stage read equals what the producing stage stored, bit for bit (NaN meets NaN).
-TensorComparison intact(std::string name, const HcScratch& stored, const HcScratch& read,
+TensorComparison intact(std::string name, const MhcScratch& stored, const MhcScratch& read,
                         uint64_t cols) {
   Tolerance exact;
   exact.formula = "exact: the stage reads what the previous stage stored";
@@ -276,11 +277,11 @@ TensorComparison intact(std::string name, const HcScratch& stored, const HcScrat
 
 }  // namespace
 
-AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs& in,
-                                 const std::string& backend, uint64_t seed, const BoundModel& bm) {
-  const HcLowRankDims& d = run.dims;
+AgreementReport judge_mhc_lowrank(const MhcLowRankRun& run, const MhcLowRankInputs& in,
+                                  const std::string& backend, uint64_t seed, const BoundModel& bm) {
+  const MhcLowRankDims& d = run.dims;
   const uint64_t W = mul(d.hc, d.h);
-  const bool slab = run.path == HcLowRankPath::slab;
+  const bool slab = run.path == MhcLowRankPath::slab;
   AgreementReport r{"hc_lowrank",
                     fmt::format("hc_lowrank_{}(rows={},hc={},h={},r={})", to_string(run.path),
                                 d.rows, d.hc, d.h, d.r),
@@ -288,32 +289,33 @@ AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs&
                     seed,
                     {},
                     {}};
-  const HcLowRankSlabWeights sw = slab_weights(in.weights);
+  const MhcLowRankSlabWeights sw = slab_weights(in.weights);
   const std::vector<double> w_down = slab ? widen_bf16(sw.w_down) : widen(in.weights.w_down);
   const std::vector<double> w_inject = slab ? widen_bf16(sw.w_inject) : widen(in.weights.w_inject);
   const std::vector<double> w_up = slab ? widen_bf16(sw.w_up) : widen(in.weights.w_up);
   auto stored = [&](std::vector<double> v) { return slab ? rounded(std::move(v)) : v; };
-  const HcLowRankPath path = run.path;
+  const MhcLowRankPath path = run.path;
 
   // norm, on the streams it read.
   uint64_t nonfinite = 0;
-  const std::vector<double> n = hc_lowrank_norm(d, run.norm.streams, in.weights.norm_w, &nonfinite);
+  const std::vector<double> n =
+      mhc_lowrank_norm(d, run.norm.streams, in.weights.norm_w, &nonfinite);
   r.checks.push_back(at(scratch_check("hc_normed (norm)", run.norm.normed, stored(n), W,
-                                      hc_lowrank_norm_bounds(d, n, in.weights.norm_w, path, bm)),
+                                      mhc_lowrank_norm_bounds(d, n, in.weights.norm_w, path, bm)),
                         "stream", d.h, "dim"));
 
   // down (split: and post), on the normed it read.
   const std::vector<double> dn = run.down.normed.values();
   r.checks.push_back(intact("hc_normed intact (down input)", run.norm.normed, run.down.normed, W));
   r.checks.push_back(
-      at(scratch_check("hc_low (down)", run.down.low, stored(hc_lowrank_down(d, dn, w_down)), d.r,
-                       hc_lowrank_down_bounds(d, dn, w_down, path, bm)),
+      at(scratch_check("hc_low (down)", run.down.low, stored(mhc_lowrank_down(d, dn, w_down)), d.r,
+                       mhc_lowrank_down_bounds(d, dn, w_down, path, bm)),
          "k", 0, ""));
   if (!slab) {
-    const HcStageBounds pb = hc_lowrank_split_post_bounds(d, dn, w_inject, bm);
+    const MhcStageBounds pb = mhc_lowrank_split_post_bounds(d, dn, w_inject, bm);
     r.checks.push_back(
         at(compare_f32_bounded("hc_post (down)", run.down.post,
-                               hc_lowrank_post(d, hc_lowrank_inject(d, dn, w_inject)), d.hc,
+                               mhc_lowrank_post(d, mhc_lowrank_inject(d, dn, w_inject)), d.hc,
                                bounds_of(pb.bound, pb.formula)),
            "stream", 0, ""));
   } else {
@@ -321,14 +323,14 @@ AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs&
     r.checks.push_back(
         intact("hc_normed intact (inject input)", run.norm.normed, run.inject.normed, W));
     r.checks.push_back(at(scratch_check("hc_inj_pre (inject)", run.inject.inj_pre,
-                                        stored(hc_lowrank_inject(d, in_n, w_inject)), d.hc,
-                                        hc_lowrank_inject_bounds(d, in_n, w_inject, bm)),
+                                        stored(mhc_lowrank_inject(d, in_n, w_inject)), d.hc,
+                                        mhc_lowrank_inject_bounds(d, in_n, w_inject, bm)),
                           "stream", 0, ""));
     const std::vector<double> up_low = run.up.low.values();
     r.checks.push_back(intact("hc_low intact (up input)", run.down.low, run.up.low, d.r));
     r.checks.push_back(
-        at(scratch_check("hc_up_pre (up)", run.up.up_pre, stored(hc_lowrank_up(d, up_low, w_up)), W,
-                         hc_lowrank_up_bounds(d, up_low, w_up, bm)),
+        at(scratch_check("hc_up_pre (up)", run.up.up_pre, stored(mhc_lowrank_up(d, up_low, w_up)),
+                         W, mhc_lowrank_up_bounds(d, up_low, w_up, bm)),
            "stream", d.h, "dim"));
   }
 
@@ -340,10 +342,10 @@ AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs&
     const std::vector<double> cl = run.collapse.low.values();
     r.checks.push_back(
         intact("hc_low intact (collapse input)", run.down.low, run.collapse.low, d.r));
-    const HcStageBounds cb = hc_lowrank_split_collapse_bounds(d, cn, cl, w_up, bm);
+    const MhcStageBounds cb = mhc_lowrank_split_collapse_bounds(d, cn, cl, w_up, bm);
     r.checks.push_back(
         at(compare_bf16_bounded("norm_output (collapse)", run.collapse.block_in,
-                                rounded(hc_lowrank_collapse(d, cn, hc_lowrank_up(d, cl, w_up))),
+                                rounded(mhc_lowrank_collapse(d, cn, mhc_lowrank_up(d, cl, w_up))),
                                 d.h, bounds_of(cb.bound, cb.formula)),
            "dim", 0, ""));
   } else {
@@ -353,14 +355,14 @@ AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs&
         intact("hc_up_pre intact (collapse input)", run.up.up_pre, run.collapse.up_pre, W));
     r.checks.push_back(intact("hc_inj_pre intact (collapse input)", run.inject.inj_pre,
                               run.collapse.inj_pre, d.hc));
-    const HcStageBounds cb = hc_lowrank_slab_collapse_bounds(d, cn, cu, bm);
+    const MhcStageBounds cb = mhc_lowrank_slab_collapse_bounds(d, cn, cu, bm);
     r.checks.push_back(at(compare_bf16_bounded("norm_output (collapse)", run.collapse.block_in,
-                                               rounded(hc_lowrank_collapse(d, cn, cu)), d.h,
+                                               rounded(mhc_lowrank_collapse(d, cn, cu)), d.h,
                                                bounds_of(cb.bound, cb.formula)),
                           "dim", 0, ""));
-    const HcStageBounds pb = hc_lowrank_slab_post_bounds(d, ci, bm);
+    const MhcStageBounds pb = mhc_lowrank_slab_post_bounds(d, ci, bm);
     r.checks.push_back(
-        at(compare_f32_bounded("hc_post (collapse)", run.collapse.post, hc_lowrank_post(d, ci),
+        at(compare_f32_bounded("hc_post (collapse)", run.collapse.post, mhc_lowrank_post(d, ci),
                                d.hc, bounds_of(pb.bound, pb.formula)),
            "stream", 0, ""));
   }
@@ -368,9 +370,9 @@ AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs&
 
   // The whole chain from the original inputs (reported): faithful vs the backend, exact vs
   // faithful.
-  const HcLowRankReference faithful =
+  const MhcLowRankReference faithful =
       hc_lowrank(d.rows, d.hc, d.h, d.r, d.rms_eps, in.streams, in.weights, slab, Mode::faithful);
-  const HcLowRankReference exact =
+  const MhcLowRankReference exact =
       hc_lowrank(d.rows, d.hc, d.h, d.r, d.rms_eps, in.streams, in.weights, slab, Mode::exact);
   r.reported.push_back(compare_bf16("norm_output (backend vs chain oracle)", run.collapse.block_in,
                                     faithful.block_in, d.h, Tolerance{}, /*asserted=*/false));
@@ -379,13 +381,13 @@ AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs&
   return r;
 }
 
-TensorComparison compare_hc_lowrank_paths(const HcLowRankDims& dims, const HcLowRankInputs& in,
-                                          std::span<const uint16_t> split_block_in,
-                                          std::span<const uint16_t> slab_block_in,
-                                          const BoundModel& bm) {
+TensorComparison compare_mhc_lowrank_paths(const MhcLowRankDims& dims, const MhcLowRankInputs& in,
+                                           std::span<const uint16_t> split_block_in,
+                                           std::span<const uint16_t> slab_block_in,
+                                           const BoundModel& bm) {
   require_size("compare_hc_lowrank_paths", "slab block_in", slab_block_in.size(),
                mul(dims.rows, dims.h));
-  const HcStageBounds b = hc_lowrank_path_bounds(dims, in.streams, in.weights, bm);
+  const MhcStageBounds b = mhc_lowrank_path_bounds(dims, in.streams, in.weights, bm);
   return at(compare_bf16_bounded("norm_output split vs slab", split_block_in,
                                  widen_bf16(slab_block_in), dims.h, bounds_of(b.bound, b.formula)),
             "dim", 0, "");

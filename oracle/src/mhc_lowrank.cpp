@@ -14,7 +14,7 @@ using namespace mhc_detail;
 
 namespace {
 
-std::string describe(const HcLowRankDims& d) {
+std::string describe(const MhcLowRankDims& d) {
   return "hc_lowrank(rows=" + std::to_string(d.rows) + ",hc=" + std::to_string(d.hc) +
          ",h=" + std::to_string(d.h) + ",r=" + std::to_string(d.r) + ")";
 }
@@ -53,7 +53,7 @@ std::vector<double> widen_bf16(std::span<const uint16_t> v) {
   return out;
 }
 
-HcLowRankSlabWeights slab_weights(const HcLowRankWeights& w) {
+MhcLowRankSlabWeights slab_weights(const MhcLowRankWeights& w) {
   auto bits = [](const std::vector<float>& v) {
     std::vector<uint16_t> out(v.size());
     for (size_t k = 0; k < v.size(); ++k) out[k] = f32_to_bf16_bits(v[k]);
@@ -62,8 +62,8 @@ HcLowRankSlabWeights slab_weights(const HcLowRankWeights& w) {
   return {bits(w.w_down), bits(w.w_inject), bits(w.w_up)};
 }
 
-std::vector<double> hc_lowrank_norm(const HcLowRankDims& d, std::span<const float> streams,
-                                    std::span<const float> norm_w, uint64_t* nonfinite) {
+std::vector<double> mhc_lowrank_norm(const MhcLowRankDims& d, std::span<const float> streams,
+                                     std::span<const float> norm_w, uint64_t* nonfinite) {
   const uint64_t W = mul(d.hc, d.h);
   const std::string p = describe(d);
   require_size(p, "streams", streams.size(), mul(d.rows, W));
@@ -90,8 +90,8 @@ std::vector<double> hc_lowrank_norm(const HcLowRankDims& d, std::span<const floa
   return out;
 }
 
-std::vector<double> hc_lowrank_down(const HcLowRankDims& d, std::span<const double> normed,
-                                    std::span<const double> w_down) {
+std::vector<double> mhc_lowrank_down(const MhcLowRankDims& d, std::span<const double> normed,
+                                     std::span<const double> w_down) {
   const uint64_t W = mul(d.hc, d.h);
   const std::string p = describe(d);
   require_size(p, "normed", normed.size(), mul(d.rows, W));
@@ -101,8 +101,8 @@ std::vector<double> hc_lowrank_down(const HcLowRankDims& d, std::span<const doub
   return low;
 }
 
-std::vector<double> hc_lowrank_inject(const HcLowRankDims& d, std::span<const double> normed,
-                                      std::span<const double> w_inject) {
+std::vector<double> mhc_lowrank_inject(const MhcLowRankDims& d, std::span<const double> normed,
+                                       std::span<const double> w_inject) {
   const uint64_t W = mul(d.hc, d.h);
   const std::string p = describe(d);
   require_size(p, "normed", normed.size(), mul(d.rows, W));
@@ -110,8 +110,8 @@ std::vector<double> hc_lowrank_inject(const HcLowRankDims& d, std::span<const do
   return gemm_rows(d.rows, W, d.hc, normed, w_inject);
 }
 
-std::vector<double> hc_lowrank_up(const HcLowRankDims& d, std::span<const double> low,
-                                  std::span<const double> w_up) {
+std::vector<double> mhc_lowrank_up(const MhcLowRankDims& d, std::span<const double> low,
+                                   std::span<const double> w_up) {
   const uint64_t W = mul(d.hc, d.h);
   const std::string p = describe(d);
   require_size(p, "low", low.size(), mul(d.rows, d.r));
@@ -119,8 +119,8 @@ std::vector<double> hc_lowrank_up(const HcLowRankDims& d, std::span<const double
   return gemm_rows(d.rows, d.r, W, low, w_up);
 }
 
-std::vector<double> hc_lowrank_collapse(const HcLowRankDims& d, std::span<const double> normed,
-                                        std::span<const double> up_pre) {
+std::vector<double> mhc_lowrank_collapse(const MhcLowRankDims& d, std::span<const double> normed,
+                                         std::span<const double> up_pre) {
   const uint64_t W = mul(d.hc, d.h);
   const std::string p = describe(d);
   require_size(p, "normed", normed.size(), mul(d.rows, W));
@@ -138,7 +138,7 @@ std::vector<double> hc_lowrank_collapse(const HcLowRankDims& d, std::span<const 
   return y;
 }
 
-std::vector<double> hc_lowrank_post(const HcLowRankDims& d, std::span<const double> inj_pre) {
+std::vector<double> mhc_lowrank_post(const MhcLowRankDims& d, std::span<const double> inj_pre) {
   require_size(describe(d), "inj_pre", inj_pre.size(), mul(d.rows, d.hc));
   std::vector<double> post(inj_pre.size());
   for (size_t k = 0; k < post.size(); ++k)
@@ -146,10 +146,10 @@ std::vector<double> hc_lowrank_post(const HcLowRankDims& d, std::span<const doub
   return post;
 }
 
-HcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r, double rms_eps,
-                              std::span<const float> streams, const HcLowRankWeights& w,
-                              bool slab_precision, Mode mode) {
-  const HcLowRankDims d{rows, hc, h, r, rms_eps};
+MhcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r, double rms_eps,
+                               std::span<const float> streams, const MhcLowRankWeights& w,
+                               bool slab_precision, Mode mode) {
+  const MhcLowRankDims d{rows, hc, h, r, rms_eps};
   if (hc == 0 || h == 0 || r == 0) throw Error(describe(d) + ": hc, h and r must be positive");
   // The slab path stores BF16 intermediates (rounded in faithful mode) and reads BF16 weights.
   const bool store_bf16 = slab_precision && mode == Mode::faithful;
@@ -158,14 +158,14 @@ HcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r
     return slab_precision ? bf16_rounded(v) : widen(v);
   };
 
-  HcLowRankReference ref;
-  ref.normed = stored(hc_lowrank_norm(d, streams, w.norm_w, &ref.nonfinite_tokens));
-  ref.low = stored(hc_lowrank_down(d, ref.normed, weight(w.w_down)));
-  ref.inj_pre = stored(hc_lowrank_inject(d, ref.normed, weight(w.w_inject)));
-  ref.up_pre = stored(hc_lowrank_up(d, ref.low, weight(w.w_up)));
-  ref.block_in = hc_lowrank_collapse(d, ref.normed, ref.up_pre);
+  MhcLowRankReference ref;
+  ref.normed = stored(mhc_lowrank_norm(d, streams, w.norm_w, &ref.nonfinite_tokens));
+  ref.low = stored(mhc_lowrank_down(d, ref.normed, weight(w.w_down)));
+  ref.inj_pre = stored(mhc_lowrank_inject(d, ref.normed, weight(w.w_inject)));
+  ref.up_pre = stored(mhc_lowrank_up(d, ref.low, weight(w.w_up)));
+  ref.block_in = mhc_lowrank_collapse(d, ref.normed, ref.up_pre);
   if (mode == Mode::faithful) ref.block_in = rounded(std::move(ref.block_in));
-  ref.post = hc_lowrank_post(d, ref.inj_pre);
+  ref.post = mhc_lowrank_post(d, ref.inj_pre);
   return ref;
 }
 

@@ -76,8 +76,8 @@ void fill_nan(double* p, uint64_t n) {
 
 }  // namespace
 
-HcPreReference hc_pre(const HcPreOp& op, const HcPreInputs& in, Mode mode,
-                      bool final_exact_column) {
+MhcPreReference mhc_pre(const MhcPreOp& op, const MhcPreInputs& in, Mode mode,
+                        bool final_exact_column) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h, K = mul(hc, h);
   const std::string p = op.params();
@@ -88,7 +88,7 @@ HcPreReference hc_pre(const HcPreOp& op, const HcPreInputs& in, Mode mode,
   require_size(p, "scale", in.scale.size(), 3);
   require_size(p, "bias", in.bias.size(), s.mix);
 
-  HcPreReference ref;
+  MhcPreReference ref;
   ref.mix.assign(mul(rows, s.mix), 0.0);
   ref.pre.assign(mul(rows, hc), 0.0);
   ref.post.assign(mul(rows, hc), 0.0);
@@ -127,7 +127,7 @@ HcPreReference hc_pre(const HcPreOp& op, const HcPreInputs& in, Mode mode,
   return ref;
 }
 
-std::vector<double> hc_post(const HcPostOp& op, const HcPostInputs& in) {
+std::vector<double> mhc_post(const MhcPostOp& op, const MhcPostInputs& in) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h;
   const std::string p = op.params();
@@ -158,7 +158,7 @@ std::vector<double> hc_post(const HcPostOp& op, const HcPostInputs& in) {
   return out;
 }
 
-HcHeadReference hc_head(const HcHeadOp& op, const HcHeadInputs& in, Mode mode) {
+MhcHeadReference mhc_head(const MhcHeadOp& op, const MhcHeadInputs& in, Mode mode) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h, K = mul(hc, h);
   const std::string p = op.params();
@@ -167,7 +167,7 @@ HcHeadReference hc_head(const HcHeadOp& op, const HcHeadInputs& in, Mode mode) {
   require_size(p, "fn", in.fn.size(), mul(hc, K));
   require_size(p, "scale", in.scale.size(), 1);
   require_size(p, "bias", in.bias.size(), hc);
-  HcHeadReference ref;
+  MhcHeadReference ref;
   ref.mix.assign(mul(rows, hc), 0.0);
   ref.pre.assign(mul(rows, hc), 0.0);
   ref.output.assign(mul(rows, h), 0.0);
@@ -191,7 +191,7 @@ HcHeadReference hc_head(const HcHeadOp& op, const HcHeadInputs& in, Mode mode) {
   return ref;
 }
 
-std::vector<double> hc_expand(const HcExpandOp& op, std::span<const uint16_t> input) {
+std::vector<double> mhc_expand(const MhcExpandOp& op, std::span<const uint16_t> input) {
   const auto& s = op.shape();
   require_size(op.params(), "input", input.size(), mul(s.rows, s.h));
   std::vector<double> out(mul(s.rows, mul(s.hc, s.h)));

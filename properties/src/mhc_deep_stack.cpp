@@ -3,7 +3,7 @@
 //
 // ---- The bound -------------------------------------------------------------------------------
 // x: the oracle's streams (FP64), x̂: the backend's (FP32); E_l ≥ |x̂ − x| per element after l
-// layers. E_0 = 0: hc_expand copies BF16 values, exact in FP32 and FP64. u = bm.fp32_u, u64 =
+// layers. E_0 = 0: mhc_expand copies BF16 values, exact in FP32 and FP64. u = bm.fp32_u, u64 =
 // 2^-53, γ_n(u) = n·u/(1 − n·u), ulp(v) the BF16 spacing at |v|. Per token, n = hc·h:
 //
 // 1. Mix (numerics §3 steps 1–2). ρ(x) = sqrt(Σx²/n + eps) is the 2-norm of (x/√n, √eps), so
@@ -26,7 +26,7 @@
 // 5. Comb (step 4): |log(Ĉ_ij / C_ij)| ≤ λ, the Sinkhorn's elementwise forward error derived at
 //    sinkhorn_log_error() below, for the backend (its K̂ within k_b of the exact K(x) in log:
 //    2·max Δl (log-softmax is 2-Lipschitz in the max norm, Δl the logits' Δz with s2) + the
-//    FP32 softmax's relative γ_(2·exp_ulps+hc+2), as oracle hc_pre_bounds) plus the same for the
+//    FP32 softmax's relative γ_(2·exp_ulps+hc+2), as oracle mhc_pre_bounds) plus the same for the
 //    oracle's FP64 comb against the exact one.
 // 6. Post (step 6). x'_jd = q_j·b_d + Σ_i C_ij·x_id. With m_d the midpoint of x_·d over the
 //    streams,
@@ -68,7 +68,7 @@ namespace {
 using oracle::gamma;
 
 constexpr double kU64 = 0x1p-53;
-constexpr double kRmsEps = 1e-6, kHcEps = 1e-6;
+constexpr double kRmsEps = 1e-6, kMhcEps = 1e-6;
 constexpr double kUnderflow = 0x1p-149;
 constexpr double kSigmoidAbs = 0x1p-126;
 
@@ -91,22 +91,22 @@ ModelConfig stack_config(const DeepStackCase& dc) {
   config.vocab_size = 16;
   config.hc_mult = dc.hc;
   config.hc_sinkhorn_iters = dc.iters;
-  config.hc_eps = kHcEps;
+  config.hc_eps = kMhcEps;
   config.rms_norm_eps = kRmsEps;
   return config;
 }
 
 // One layer's weights: the pre step's fn / scale / bias and the block's diagonal c.
 struct Layer {
-  oracle::HcPreInputs pre;  // streams unused (the stack's are uploaded)
-  std::vector<float> c;     // [h], in (block_gain/hc)·[3/4, 1)
+  oracle::MhcPreInputs pre;  // streams unused (the stack's are uploaded)
+  std::vector<float> c;      // [h], in (block_gain/hc)·[3/4, 1)
 };
 
-Layer make_layer(const DeepStackCase& dc, const HcPreOp& op, uint64_t l) {
+Layer make_layer(const DeepStackCase& dc, const MhcPreOp& op, uint64_t l) {
   const uint64_t seed = layer_seed(dc.seed, l);
-  oracle::HcInputProfile profile;
+  oracle::MhcInputProfile profile;
   profile.logit_range = dc.logit_range;
-  Layer layer{oracle::generate_hc_pre_inputs(op, seed, profile), {}};
+  Layer layer{oracle::generate_mhc_pre_inputs(op, seed, profile), {}};
   const auto mix = static_cast<float>(dc.mix_scale);
   layer.pre.scale = {mix, mix, static_cast<float>(dc.comb_scale * dc.logit_range)};
   for (uint64_t i = 0; i < 2 * dc.hc; ++i) layer.pre.bias[i] += static_cast<float>(dc.weight_bias);
@@ -196,7 +196,7 @@ double sinkhorn_log_error(const SinkhornShape& s, double k, double u) {
 
 // ---- the FP64 oracle of one layer, and the bound --------------------------------------------
 
-// The pre step of one token on FP64 streams (numerics §3 steps 1–5, as oracle::hc_pre; the
+// The pre step of one token on FP64 streams (numerics §3 steps 1–5, as oracle::mhc_pre; the
 // oracle's own entry point takes FP32 streams), with the block input before its BF16 store.
 struct TokenPre {
   std::vector<double> mix, p, q, K, C, Y;
@@ -204,7 +204,7 @@ struct TokenPre {
 
 double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
-TokenPre pre_token(const Dims& d, const oracle::HcPreInputs& w, const double* x) {
+TokenPre pre_token(const Dims& d, const oracle::MhcPreInputs& w, const double* x) {
   TokenPre o;
   double sum_sq = 0.0;
   for (uint64_t k = 0; k < d.n; ++k) sum_sq += x[k] * x[k];
@@ -217,14 +217,14 @@ TokenPre pre_token(const Dims& d, const oracle::HcPreInputs& w, const double* x)
   }
   const double s0 = w.scale[0], s1 = w.scale[1], s2 = w.scale[2];
   for (uint64_t i = 0; i < d.hc; ++i) {
-    o.p.push_back(sigmoid(o.mix[i] * s0 + w.bias[i]) + kHcEps);
+    o.p.push_back(sigmoid(o.mix[i] * s0 + w.bias[i]) + kMhcEps);
     o.q.push_back(2.0 * sigmoid(o.mix[d.hc + i] * s1 + w.bias[d.hc + i]));
   }
   std::vector<double> logits(d.hc * d.hc);
   for (uint64_t k = 0; k < d.hc * d.hc; ++k)
     logits[k] = o.mix[2 * d.hc + k] * s2 + w.bias[2 * d.hc + k];
-  o.K = oracle::sinkhorn_kernel(logits, d.hc, kHcEps);
-  o.C = oracle::sinkhorn(o.K, d.hc, d.iters, kHcEps);
+  o.K = oracle::sinkhorn_kernel(logits, d.hc, kMhcEps);
+  o.C = oracle::sinkhorn(o.K, d.hc, d.iters, kMhcEps);
   o.Y.assign(d.h, 0.0);
   for (uint64_t c = 0; c < d.h; ++c)
     for (uint64_t i = 0; i < d.hc; ++i) o.Y[c] += o.p[i] * x[i * d.h + c];
@@ -277,7 +277,7 @@ double affine_err(const BoundContext& ctx, double m, double dm, double s, double
 
 // |σ̂(ẑ) − σ(z)| (+ the hc_eps add for pre weights) for |ẑ − z| ≤ dz.
 double sigma_err(const BoundContext& ctx, double z, double dz) {
-  return 0.25 * dz + ctx.eps_sigma * (sigmoid(z) + kHcEps + 0.25 * dz) + kSigmoidAbs;
+  return 0.25 * dz + ctx.eps_sigma * (sigmoid(z) + kMhcEps + 0.25 * dz) + kSigmoidAbs;
 }
 
 // Steps 1–6 for one token: E (in/out, [hc·h]) from the token's oracle x (before the layer), its
@@ -345,17 +345,17 @@ void bound_token(const BoundContext& ctx, const Layer& layer, const double* x, c
     k_b = std::max(k_b, 2.0 * e_all + (u + kU64) * (hi - lo + 2.0 * e_all) + soft + soft64);
     k_o = std::max(k_o, 2.0 * e_o + kU64 * (hi - lo + 2.0 * e_o) + soft64);
   }
-  const SinkhornShape shape = sinkhorn_shape(o.K, d.hc, d.iters, kHcEps, k_o);
+  const SinkhornShape shape = sinkhorn_shape(o.K, d.hc, d.iters, kMhcEps, k_o);
   const double lambda = sinkhorn_log_error(shape, k_b, u) + sinkhorn_log_error(shape, k_o, kU64);
   const double grow = std::exp(lambda), drift = std::expm1(lambda);
   // 3–4. block input and block output
-  const double g_hc = gamma(hc, u), g_hc64 = gamma(hc, kU64);
+  const double g_mhc = gamma(hc, u), g_hc64 = gamma(hc, kU64);
   std::vector<double> b(d.h), db(d.h);
   for (uint64_t c = 0; c < d.h; ++c) {
     double e_y = hc * kUnderflow;
     for (uint64_t i = 0; i < d.hc; ++i) {
       const double ax = std::fabs(x[i * d.h + c]), ee = E[i * d.h + c];
-      e_y += dp[i] * (ax + ee) + o.p[i] * ee + g_hc * (o.p[i] + dp[i]) * (ax + ee) +
+      e_y += dp[i] * (ax + ee) + o.p[i] * ee + g_mhc * (o.p[i] + dp[i]) * (ax + ee) +
              g_hc64 * o.p[i] * ax;
     }
     const double y = oracle::round_bf16(o.Y[c]);
@@ -421,7 +421,7 @@ rc::Gen<DeepStackCase> deep_stack_case(const DeepStackRanges& r) {
   return rc::gen::exec([r] {
     using U = uint64_t;
     DeepStackCase c;
-    c.hc = *rc::gen::inRange<U>(1, r.max_hc + 1);
+    c.hc = *rc::gen::inRange<U>(1, r.max_mhc + 1);
     c.h = *rc::gen::inRange<U>(1, r.max_h + 1);
     c.rows = *rc::gen::inRange<U>(1, r.max_rows + 1);
     c.layers = r.layers;
@@ -438,19 +438,19 @@ rc::Gen<DeepStackCase> deep_stack_case(const DeepStackRanges& r) {
 DeepStackResult run_mhc_deep_stack(Backend& backend, const DeepStackCase& dc,
                                    const oracle::BoundModel& bm) {
   const ModelConfig config = stack_config(dc);
-  const HcExpandOp expand = HcExpandOp::make(config, dc.rows);
-  HcPreOp pre = HcPreOp::make(config, dc.rows);
-  const uint64_t pool = oracle::place_hc_weights(pre);
-  const HcPostOp post = HcPostOp::make(config, dc.rows);  // in place: out = streams
+  const MhcExpandOp expand = MhcExpandOp::make(config, dc.rows);
+  MhcPreOp pre = MhcPreOp::make(config, dc.rows);
+  const uint64_t pool = oracle::place_mhc_weights(pre);
+  const MhcPostOp post = MhcPostOp::make(config, dc.rows);  // in place: out = streams
   const Dims d{dc.hc, dc.h, dc.rows, dc.hc * dc.h, pre.shape().mix, dc.iters};
 
-  const Workspace ws_expand = oracle::allocate_hc_footprint(backend, expand, 0);
-  const Workspace ws_pre = oracle::allocate_hc_footprint(backend, pre, pool);
-  const Workspace ws_post = oracle::allocate_hc_footprint(backend, post, 0);
+  const Workspace ws_expand = oracle::allocate_mhc_footprint(backend, expand, 0);
+  const Workspace ws_pre = oracle::allocate_mhc_footprint(backend, pre, pool);
+  const Workspace ws_post = oracle::allocate_mhc_footprint(backend, post, 0);
 
-  const std::vector<uint16_t> embedding = oracle::generate_hc_expand_input(expand, dc.seed);
-  std::vector<float> streams = oracle::run_hc_expand(backend, ws_expand, expand, embedding);
-  const std::vector<double> x0 = oracle::hc_expand(expand, embedding);
+  const std::vector<uint16_t> embedding = oracle::generate_mhc_expand_input(expand, dc.seed);
+  std::vector<float> streams = oracle::run_mhc_expand(backend, ws_expand, expand, embedding);
+  const std::vector<double> x0 = oracle::mhc_expand(expand, embedding);
   std::vector<double> x = x0, x_exact = x0, E(x0.size(), 0.0);
 
   const BoundContext ctx{
@@ -462,7 +462,7 @@ DeepStackResult run_mhc_deep_stack(Backend& backend, const DeepStackCase& dc,
     Layer layer = make_layer(dc, pre, l);
     // The backend: pre → host block → post in place.
     layer.pre.streams = streams;
-    const oracle::HcPreOutputs out = oracle::run_hc_pre(backend, ws_pre, pre, layer.pre);
+    const oracle::MhcPreOutputs out = oracle::run_mhc_pre(backend, ws_pre, pre, layer.pre);
     std::vector<uint16_t> block_out(d.rows * d.h);
     for (uint64_t t = 0; t < d.rows; ++t)
       for (uint64_t c = 0; c < d.h; ++c) {
@@ -470,8 +470,8 @@ DeepStackResult run_mhc_deep_stack(Backend& backend, const DeepStackCase& dc,
         const double v = oracle::round_bf16(static_cast<double>(layer.c[c]) * y);
         block_out[t * d.h + c] = f32_to_bf16_bits(static_cast<float>(v));
       }
-    streams = oracle::run_hc_post(backend, ws_post, post,
-                                  {out.post, out.comb, block_out, std::move(streams)});
+    streams = oracle::run_mhc_post(backend, ws_post, post,
+                                   {out.post, out.comb, block_out, std::move(streams)});
     // The oracle (faithful and exact) and the bound, token by token.
     for (uint64_t t = 0; t < d.rows; ++t) {
       double* xt = x.data() + t * d.n;
@@ -539,14 +539,14 @@ std::string summarize(const DeepStackResult& r) {
 
 double deep_stack_oracle_self_check(const DeepStackCase& dc) {
   const ModelConfig config = stack_config(dc);
-  const HcExpandOp expand = HcExpandOp::make(config, dc.rows);
-  const HcPreOp pre = HcPreOp::make(config, dc.rows);
+  const MhcExpandOp expand = MhcExpandOp::make(config, dc.rows);
+  const MhcPreOp pre = MhcPreOp::make(config, dc.rows);
   const Dims d{dc.hc, dc.h, dc.rows, dc.hc * dc.h, pre.shape().mix, dc.iters};
   const std::vector<double> x =
-      oracle::hc_expand(expand, oracle::generate_hc_expand_input(expand, dc.seed));
+      oracle::mhc_expand(expand, oracle::generate_mhc_expand_input(expand, dc.seed));
   Layer layer = make_layer(dc, pre, 0);
   layer.pre.streams.assign(x.begin(), x.end());
-  const oracle::HcPreReference ref = oracle::hc_pre(pre, layer.pre, oracle::Mode::faithful);
+  const oracle::MhcPreReference ref = oracle::mhc_pre(pre, layer.pre, oracle::Mode::faithful);
   double worst = 0.0;
   auto diff = [&worst](double a, double b) { worst = std::max(worst, std::fabs(a - b)); };
   for (uint64_t t = 0; t < d.rows; ++t) {

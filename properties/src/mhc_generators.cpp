@@ -1,5 +1,5 @@
 // The mHC case generator: dimensions drawn small or up to the ranges, then halved under the
-// cost cap (hc_op_cost, documented in the header).
+// cost cap (mhc_op_cost, documented in the header).
 #include "bufferlab/properties/mhc_generators.h"
 
 #include <algorithm>
@@ -18,7 +18,7 @@ namespace {
 
 using U = uint64_t;
 
-constexpr U kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
 // Log-uniform in [min, max]: an octave [2^e, 2^(e+1)) first, then a value in it.
 U log_uniform(U min, U max) {
@@ -44,7 +44,7 @@ U favoured_or_up_to(std::initializer_list<U> favoured, U max) {
                   *rc::gen::oneOf(rc::gen::elementOf(values), rc::gen::inRange<U>(1, max + 1)));
 }
 
-U draw_rows(const HcRanges& r) {
+U draw_rows(const MhcRanges& r) {
   const U lo = r.min_rows, hi = std::max(r.min_rows, r.max_rows);
   U rows = *rc::gen::oneOf(rc::gen::inRange<U>(lo, std::min(hi, lo + 8) + 1),
                            rc::gen::inRange<U>(lo, hi + 1));
@@ -61,16 +61,16 @@ double draw_logit_range() {
   return 0.01 * std::pow(6000.0, *rc::gen::inRange(0, 1001) / 1000.0);
 }
 
-oracle::HcInputProfile draw_profile(HcOpKind kind, U rows, U hc, U h) {
-  using M = oracle::HcStreamMagnitude;
-  oracle::HcInputProfile p;
+oracle::MhcInputProfile draw_profile(MhcOpKind kind, U rows, U hc, U h) {
+  using M = oracle::MhcStreamMagnitude;
+  oracle::MhcInputProfile p;
   p.magnitude = *rc::gen::element(M::normal, M::normal, M::normal, M::zero, M::huge);
   p.scale = std::ldexp(1.0, *rc::gen::inRange(-8, 9));
   p.logit_range = draw_logit_range();
-  if (kind == HcOpKind::expand || !*rc::gen::element(false, false, false, false, true)) return p;
+  if (kind == MhcOpKind::expand || !*rc::gen::element(false, false, false, false, true)) return p;
   const int n = *rc::gen::inRange(1, 4);
   for (int k = 0; k < n; ++k) {
-    oracle::HcNonFinite bad;
+    oracle::MhcNonFinite bad;
     bad.token = *rc::gen::inRange<U>(0, rows);
     bad.stream = *rc::gen::inRange<U>(0, hc);
     bad.dim = *rc::gen::inRange<U>(0, h);
@@ -84,9 +84,9 @@ oracle::HcInputProfile draw_profile(HcOpKind kind, U rows, U hc, U h) {
 
 // Halves the larger of h and r (r only in the low-rank form), then rows (down to min_rows),
 // until the case's cost fits the cap.
-void fit_cost(HcCase& c, const HcRanges& r) {
+void fit_cost(MhcCase& c, const MhcRanges& r) {
   ModelConfig& m = c.config;
-  const bool lowrank = c.kind == HcOpKind::lowrank;
+  const bool lowrank = c.kind == MhcOpKind::lowrank;
   while (c.cost() > r.cost_cap) {
     if (lowrank && m.hc_lowrank > 1 && m.hc_lowrank >= m.hidden_size)
       m.hc_lowrank /= 2;
@@ -101,43 +101,43 @@ void fit_cost(HcCase& c, const HcRanges& r) {
 
 }  // namespace
 
-const char* to_string(HcOpKind k) {
+const char* to_string(MhcOpKind k) {
   switch (k) {
-    case HcOpKind::pre:
+    case MhcOpKind::pre:
       return "pre";
-    case HcOpKind::post:
+    case MhcOpKind::post:
       return "post";
-    case HcOpKind::head:
+    case MhcOpKind::head:
       return "head";
-    case HcOpKind::expand:
+    case MhcOpKind::expand:
       return "expand";
-    case HcOpKind::lowrank:
+    case MhcOpKind::lowrank:
       return "lowrank";
   }
   return "?";
 }
 
-uint64_t hc_op_cost(HcOpKind kind, uint64_t rows, uint64_t hc, uint64_t h, uint64_t r) {
+uint64_t mhc_op_cost(MhcOpKind kind, uint64_t rows, uint64_t hc, uint64_t h, uint64_t r) {
   const Size th = Size(rows) * hc * h;
   switch (kind) {
-    case HcOpKind::pre:
+    case MhcOpKind::pre:
       return (th * hc * (Size(hc) + 2)).value();
-    case HcOpKind::post:
+    case MhcOpKind::post:
       return (th * (Size(hc) + 1)).value();
-    case HcOpKind::head:
+    case MhcOpKind::head:
       return (th * hc).value();
-    case HcOpKind::expand:
+    case MhcOpKind::expand:
       return th.value();
-    case HcOpKind::lowrank:
+    case MhcOpKind::lowrank:
       return (th * (Size(r) * 2 + hc)).value();
   }
   return 0;
 }
 
-HcRanges ci_hc_ranges() { return {}; }
+MhcRanges ci_mhc_ranges() { return {}; }
 
-HcRanges full_hc_ranges() {
-  HcRanges r;
+MhcRanges full_mhc_ranges() {
+  MhcRanges r;
   r.max_hidden = 7168;
   r.max_rows = 4097;
   r.cost_cap = uint64_t{1} << 28;
@@ -145,11 +145,11 @@ HcRanges full_hc_ranges() {
   return r;
 }
 
-oracle::HcLowRankDims HcCase::lowrank_dims() const {
+oracle::MhcLowRankDims MhcCase::lowrank_dims() const {
   return {rows, hc(), h(), r(), config.rms_norm_eps};
 }
 
-std::string HcCase::describe() const {
+std::string MhcCase::describe() const {
   std::string bad;
   for (const auto& b : profile.nonfinite)
     bad += fmt::format("{}({},{},{})", bad.empty() ? "" : ",", b.token, b.stream, b.dim) +
@@ -164,19 +164,19 @@ std::string HcCase::describe() const {
       profile.logit_range, bad, seed);
 }
 
-void showValue(const HcCase& c, std::ostream& os) { os << c.describe(); }
+void showValue(const MhcCase& c, std::ostream& os) { os << c.describe(); }
 
-rc::Gen<HcCase> hc_case(HcOpKind kind, const HcRanges& r) {
+rc::Gen<MhcCase> hc_case(MhcOpKind kind, const MhcRanges& r) {
   return rc::gen::exec([kind, r] {
-    HcCase c;
+    MhcCase c;
     c.kind = kind;
     ModelConfig& m = c.config;
     m.vocab_size = 16;
-    m.hc_mult = favoured_or_up_to({4, 1, 2, 16}, r.max_hc);
+    m.hc_mult = favoured_or_up_to({4, 1, 2, 16}, r.max_mhc);
     m.hidden_size = small_or_up_to(r.min_hidden, 64, r.max_hidden);
     c.rows = draw_rows(r);
     const bool lowrank =
-        kind == HcOpKind::lowrank || (kind == HcOpKind::post && *rc::gen::element(0, 0, 1) == 1);
+        kind == MhcOpKind::lowrank || (kind == MhcOpKind::post && *rc::gen::element(0, 0, 1) == 1);
     if (lowrank)
       m.hc_lowrank = *rc::gen::element(false, false, false, false, false, false, false, true)
                          ? r.max_lowrank
@@ -185,34 +185,34 @@ rc::Gen<HcCase> hc_case(HcOpKind kind, const HcRanges& r) {
     m.hc_eps = *rc::gen::element(1e-6, 0.0);
     m.rms_norm_eps = 1e-6;
     fit_cost(c, r);
-    if (kind == HcOpKind::lowrank)
+    if (kind == MhcOpKind::lowrank)
       c.path = c.rows > kSplitMaxRows
-                   ? oracle::HcLowRankPath::slab
-                   : *rc::gen::element(oracle::HcLowRankPath::split, oracle::HcLowRankPath::slab);
+                   ? oracle::MhcLowRankPath::slab
+                   : *rc::gen::element(oracle::MhcLowRankPath::split, oracle::MhcLowRankPath::slab);
     c.profile = draw_profile(kind, c.rows, m.hc_mult, m.hidden_size);
     c.seed = *rc::gen::arbitrary<uint64_t>();
     return c;
   });
 }
 
-oracle::HcPreInputs hc_pre_inputs(const HcCase& c) {
-  return oracle::generate_hc_pre_inputs(HcPreOp::make(c.config, c.rows), c.seed, c.profile);
+oracle::MhcPreInputs mhc_pre_inputs(const MhcCase& c) {
+  return oracle::generate_mhc_pre_inputs(MhcPreOp::make(c.config, c.rows), c.seed, c.profile);
 }
 
-oracle::HcPostInputs hc_post_inputs(const HcCase& c) {
-  return oracle::generate_hc_post_inputs(HcPostOp::make(c.config, c.rows), c.seed, c.profile);
+oracle::MhcPostInputs mhc_post_inputs(const MhcCase& c) {
+  return oracle::generate_mhc_post_inputs(MhcPostOp::make(c.config, c.rows), c.seed, c.profile);
 }
 
-oracle::HcHeadInputs hc_head_inputs(const HcCase& c) {
-  return oracle::generate_hc_head_inputs(HcHeadOp::make(c.config, c.rows), c.seed, c.profile);
+oracle::MhcHeadInputs mhc_head_inputs(const MhcCase& c) {
+  return oracle::generate_mhc_head_inputs(MhcHeadOp::make(c.config, c.rows), c.seed, c.profile);
 }
 
-std::vector<uint16_t> hc_expand_input(const HcCase& c) {
-  return oracle::generate_hc_expand_input(HcExpandOp::make(c.config, c.rows), c.seed);
+std::vector<uint16_t> mhc_expand_input(const MhcCase& c) {
+  return oracle::generate_mhc_expand_input(MhcExpandOp::make(c.config, c.rows), c.seed);
 }
 
-oracle::HcLowRankInputs hc_lowrank_inputs(const HcCase& c) {
-  return oracle::generate_hc_lowrank_inputs(c.lowrank_dims(), c.seed, c.profile);
+oracle::MhcLowRankInputs mhc_lowrank_inputs(const MhcCase& c) {
+  return oracle::generate_mhc_lowrank_inputs(c.lowrank_dims(), c.seed, c.profile);
 }
 
 }  // namespace bufferlab::gen

@@ -45,6 +45,7 @@
 #include "bufferlab/core/ops/projection.h"
 #include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/gdn_harness.h"
+#include "bufferlab/oracle/mamba2_harness.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/moe_ffn.h"
@@ -53,7 +54,6 @@
 #include "bufferlab/oracle/rmsnorm_harness.h"
 #include "bufferlab/oracle/rmsnorm_inputs.h"
 #include "bufferlab/oracle/routing_harness.h"
-#include "bufferlab/oracle/ssd_harness.h"
 #include "bufferlab/properties/routing_generators.h"
 #include "test_fixtures.h"
 
@@ -287,19 +287,19 @@ void call_typed(Backend& b, const Workspace& ws, const OpDescriptor& op) {
         if constexpr (std::is_same_v<T, MoeCombineOp>) b.moe_combine(ws, d);
         if constexpr (std::is_same_v<T, GemmOp>) b.gemm(ws, d);
         if constexpr (std::is_same_v<T, LmHeadOp>) b.lm_head(ws, d);
-        if constexpr (std::is_same_v<T, HcExpandOp>) b.hc_expand(ws, d);
-        if constexpr (std::is_same_v<T, HcPreOp>) (void)b.hc_pre(ws, d);
-        if constexpr (std::is_same_v<T, HcLowRankSplitOp>) (void)b.hc_lowrank_split(ws, d);
-        if constexpr (std::is_same_v<T, HcLowRankSlabOp>) (void)b.hc_lowrank_slab(ws, d);
-        if constexpr (std::is_same_v<T, HcPostOp>) b.hc_post(ws, d);
-        if constexpr (std::is_same_v<T, HcHeadOp>) (void)b.hc_head(ws, d);
+        if constexpr (std::is_same_v<T, MhcExpandOp>) b.mhc_expand(ws, d);
+        if constexpr (std::is_same_v<T, MhcPreOp>) (void)b.mhc_pre(ws, d);
+        if constexpr (std::is_same_v<T, MhcLowRankSplitOp>) (void)b.mhc_lowrank_split(ws, d);
+        if constexpr (std::is_same_v<T, MhcLowRankSlabOp>) (void)b.mhc_lowrank_slab(ws, d);
+        if constexpr (std::is_same_v<T, MhcPostOp>) b.mhc_post(ws, d);
+        if constexpr (std::is_same_v<T, MhcHeadOp>) (void)b.mhc_head(ws, d);
         if constexpr (std::is_same_v<T, GdnConvOp>) b.gdn_conv(ws, d);
         if constexpr (std::is_same_v<T, GdnGatesOp>) b.gdn_gates(ws, d);
         if constexpr (std::is_same_v<T, GdnChunkOp>) b.gdn_chunk(ws, d);
         if constexpr (std::is_same_v<T, GdnRecurrentOp>) b.gdn_recurrent(ws, d);
         if constexpr (std::is_same_v<T, GdnGatedNormOp>) b.gdn_gated_norm(ws, d);
         if constexpr (std::is_same_v<T, Mamba2ConvOp>) b.mamba2_conv(ws, d);
-        if constexpr (std::is_same_v<T, SsdChunkOp>) b.ssd_chunk(ws, d);
+        if constexpr (std::is_same_v<T, Mamba2ChunkOp>) b.mamba2_chunk(ws, d);
         if constexpr (std::is_same_v<T, Mamba2RecurrentOp>) b.mamba2_recurrent(ws, d);
         if constexpr (std::is_same_v<T, Mamba2GatedNormOp>) b.mamba2_gated_norm(ws, d);
       },
@@ -410,9 +410,9 @@ TEST(AllocProbe, SeesTheBackendsAllocations) {
   c.hidden_size = 16;
   c.hc_mult = 2;
   c.hc_sinkhorn_iters = 20;
-  HcPreOp pre = HcPreOp::make(c, 2);
-  const uint64_t pool = oracle::place_hc_weights(pre);
-  const Workspace hc_ws = oracle::allocate_hc_footprint(*backend, pre, pool);
+  MhcPreOp pre = MhcPreOp::make(c, 2);
+  const uint64_t pool = oracle::place_mhc_weights(pre);
+  const Workspace hc_ws = oracle::allocate_mhc_footprint(*backend, pre, pool);
   pre.dims.iters = 0;  // refused with an Error that names the op
   const OpDescriptor bad = pre;
   const Counts thrown = counted([&] { EXPECT_THROW(backend->execute(hc_ws, bad), Error); });
@@ -588,39 +588,39 @@ ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t lowrank) {
   return c;
 }
 
-struct HcDims {
+struct MhcDims {
   uint64_t rows, hc, h;
 };
 // 3 × 2 × 32: serial; 64 × 4 × 256 = 2^16 stream values: above the OpenMP threshold (2^15).
-constexpr HcDims kHcSizes[] = {{3, 2, 32}, {64, 4, 256}};
+constexpr MhcDims kMhcSizes[] = {{3, 2, 32}, {64, 4, 256}};
 
 TEST(CpuNoAlloc, HcExpandPrePostHead) {
   const auto backend = make_cpu_backend();
-  for (const HcDims d : kHcSizes)
+  for (const MhcDims d : kMhcSizes)
     for (const uint64_t lowrank : {uint64_t{0}, uint64_t{8}}) {
       const ModelConfig c = mhc_config(d.hc, d.h, lowrank);
       if (lowrank == 0) {
-        const HcExpandOp expand = HcExpandOp::make(c, d.rows);
-        const Workspace ws = oracle::allocate_hc_footprint(*backend, expand, 0);
-        oracle::run_hc_expand(*backend, ws, expand, oracle::generate_hc_expand_input(expand, 61));
+        const MhcExpandOp expand = MhcExpandOp::make(c, d.rows);
+        const Workspace ws = oracle::allocate_mhc_footprint(*backend, expand, 0);
+        oracle::run_mhc_expand(*backend, ws, expand, oracle::generate_mhc_expand_input(expand, 61));
         expect_no_allocation(*backend, ws, expand);
 
-        HcPreOp pre = HcPreOp::make(c, d.rows);
-        const uint64_t pool = oracle::place_hc_weights(pre);
-        const Workspace pre_ws = oracle::allocate_hc_footprint(*backend, pre, pool);
-        oracle::run_hc_pre(*backend, pre_ws, pre, oracle::generate_hc_pre_inputs(pre, 62));
+        MhcPreOp pre = MhcPreOp::make(c, d.rows);
+        const uint64_t pool = oracle::place_mhc_weights(pre);
+        const Workspace pre_ws = oracle::allocate_mhc_footprint(*backend, pre, pool);
+        oracle::run_mhc_pre(*backend, pre_ws, pre, oracle::generate_mhc_pre_inputs(pre, 62));
         expect_no_allocation(*backend, pre_ws, pre);
       }
 
-      const HcPostOp post = HcPostOp::make(c, d.rows);  // in place; low-rank form when r > 0
-      const Workspace post_ws = oracle::allocate_hc_footprint(*backend, post, 0);
-      oracle::run_hc_post(*backend, post_ws, post, oracle::generate_hc_post_inputs(post, 63));
+      const MhcPostOp post = MhcPostOp::make(c, d.rows);  // in place; low-rank form when r > 0
+      const Workspace post_ws = oracle::allocate_mhc_footprint(*backend, post, 0);
+      oracle::run_mhc_post(*backend, post_ws, post, oracle::generate_mhc_post_inputs(post, 63));
       expect_no_allocation(*backend, post_ws, post);
 
-      HcHeadOp head = HcHeadOp::make(c, d.rows);
-      const uint64_t head_pool = oracle::place_hc_weights(head);
-      const Workspace head_ws = oracle::allocate_hc_footprint(*backend, head, head_pool);
-      oracle::run_hc_head(*backend, head_ws, head, oracle::generate_hc_head_inputs(head, 64));
+      MhcHeadOp head = MhcHeadOp::make(c, d.rows);
+      const uint64_t head_pool = oracle::place_mhc_weights(head);
+      const Workspace head_ws = oracle::allocate_mhc_footprint(*backend, head, head_pool);
+      oracle::run_mhc_head(*backend, head_ws, head, oracle::generate_mhc_head_inputs(head, 64));
       expect_no_allocation(*backend, head_ws, head);
     }
 }
@@ -628,23 +628,23 @@ TEST(CpuNoAlloc, HcExpandPrePostHead) {
 TEST(CpuNoAlloc, HcLowRankStages) {
   const auto backend = make_cpu_backend();
   struct Case {
-    HcDims d;
+    MhcDims d;
     uint64_t r;
-    oracle::HcLowRankPath path;
+    oracle::MhcLowRankPath path;
   };
   // Split path (rows ≤ 64) small and large; slab path (GEMMs) past 64 rows and small.
-  const Case cases[] = {{{3, 2, 32}, 4, oracle::HcLowRankPath::split},
-                        {{64, 4, 256}, 16, oracle::HcLowRankPath::split},
-                        {{3, 2, 32}, 4, oracle::HcLowRankPath::slab},
-                        {{80, 4, 256}, 16, oracle::HcLowRankPath::slab}};
+  const Case cases[] = {{{3, 2, 32}, 4, oracle::MhcLowRankPath::split},
+                        {{64, 4, 256}, 16, oracle::MhcLowRankPath::split},
+                        {{3, 2, 32}, 4, oracle::MhcLowRankPath::slab},
+                        {{80, 4, 256}, 16, oracle::MhcLowRankPath::slab}};
   for (const Case& k : cases) {
     const ModelConfig c = mhc_config(k.d.hc, k.d.h, k.r);
-    const oracle::HcLowRankPlan plan = oracle::plan_hc_lowrank(c, k.d.rows, k.path);
-    const oracle::HcLowRankDims dims{k.d.rows, k.d.hc, k.d.h, k.r, c.rms_norm_eps};
-    const Workspace ws = oracle::allocate_hc_footprint(*backend, plan);
-    oracle::run_hc_lowrank(*backend, ws, plan, oracle::generate_hc_lowrank_inputs(dims, 71));
-    for (const HcLowRankSplitOp& op : plan.split) expect_no_allocation(*backend, ws, op);
-    for (const HcLowRankSlabOp& op : plan.slab) expect_no_allocation(*backend, ws, op);
+    const oracle::MhcLowRankPlan plan = oracle::plan_mhc_lowrank(c, k.d.rows, k.path);
+    const oracle::MhcLowRankDims dims{k.d.rows, k.d.hc, k.d.h, k.r, c.rms_norm_eps};
+    const Workspace ws = oracle::allocate_mhc_footprint(*backend, plan);
+    oracle::run_mhc_lowrank(*backend, ws, plan, oracle::generate_mhc_lowrank_inputs(dims, 71));
+    for (const MhcLowRankSplitOp& op : plan.split) expect_no_allocation(*backend, ws, op);
+    for (const MhcLowRankSlabOp& op : plan.slab) expect_no_allocation(*backend, ws, op);
   }
 }
 
@@ -713,19 +713,20 @@ TEST(CpuNoAlloc, SsdChunkedAndRecurrent) {
   const auto backend = make_cpu_backend();
   struct Case {
     uint64_t H, P, N, groups, sequences, L;
-    oracle::SsdPath path;
+    oracle::Mamba2Path path;
   };
-  const Case cases[] = {{2, 8, 16, 1, 1, 5, oracle::SsdPath::chunked},
-                        {8, 32, 64, 2, 2, 65, oracle::SsdPath::chunked},
-                        {2, 8, 16, 1, 3, 4, oracle::SsdPath::recurrent},
-                        {8, 32, 64, 2, 1, 70, oracle::SsdPath::recurrent}};
+  const Case cases[] = {{2, 8, 16, 1, 1, 5, oracle::Mamba2Path::chunked},
+                        {8, 32, 64, 2, 2, 65, oracle::Mamba2Path::chunked},
+                        {2, 8, 16, 1, 3, 4, oracle::Mamba2Path::recurrent},
+                        {8, 32, 64, 2, 1, 70, oracle::Mamba2Path::recurrent}};
   for (const Case& k : cases) {
-    const auto dims = oracle::SsdDims::of(mamba_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
-    const oracle::SsdPlan plan = oracle::plan_ssd(dims, k.path);
-    const Workspace ws = oracle::allocate_ssd_footprint(*backend, plan);
-    oracle::run_ssd(*backend, ws, plan, oracle::generate_ssd_inputs(dims, 82));
+    const auto dims =
+        oracle::Mamba2Dims::of(mamba_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
+    const oracle::Mamba2Plan plan = oracle::plan_mamba2(dims, k.path);
+    const Workspace ws = oracle::allocate_mamba2_footprint(*backend, plan);
+    oracle::run_mamba2(*backend, ws, plan, oracle::generate_mamba2_inputs(dims, 82));
     expect_no_allocation(*backend, ws, plan.conv);
-    if (k.path == oracle::SsdPath::chunked)
+    if (k.path == oracle::Mamba2Path::chunked)
       expect_ops_allocate_nothing(*backend, ws, plan.chunk);
     else
       expect_no_allocation(*backend, ws, plan.recurrent);

@@ -34,20 +34,20 @@ TEST_F(CudaMhcSetup, ExecuteAllocatesNothing) {
   const uint64_t hc = 4, h = 64, r = 8, split_rows = 16, slab_rows = 80;
   const ModelConfig sc = mhc_config(hc, h);
   const ModelConfig lc = mhc_config(hc, h, r);
-  HcExpandOp expand = HcExpandOp::make(sc, slab_rows);
-  HcPreOp pre = HcPreOp::make(sc, slab_rows);
-  HcPostOp post = HcPostOp::make(sc, slab_rows);
-  HcPostOp post_lr = HcPostOp::make(lc, slab_rows);
-  HcHeadOp head = HcHeadOp::make(sc, slab_rows);
-  std::vector<HcLowRankSplitOp> split;
-  for (auto s : {HcLowRankSplitOp::Stage::norm, HcLowRankSplitOp::Stage::down,
-                 HcLowRankSplitOp::Stage::collapse})
-    split.push_back(HcLowRankSplitOp::make(s, lc, split_rows));
-  std::vector<HcLowRankSlabOp> slab;
-  for (auto s :
-       {HcLowRankSlabOp::Stage::norm, HcLowRankSlabOp::Stage::down, HcLowRankSlabOp::Stage::inject,
-        HcLowRankSlabOp::Stage::up, HcLowRankSlabOp::Stage::collapse})
-    slab.push_back(HcLowRankSlabOp::make(s, lc, slab_rows, 0, slab_rows));
+  MhcExpandOp expand = MhcExpandOp::make(sc, slab_rows);
+  MhcPreOp pre = MhcPreOp::make(sc, slab_rows);
+  MhcPostOp post = MhcPostOp::make(sc, slab_rows);
+  MhcPostOp post_lr = MhcPostOp::make(lc, slab_rows);
+  MhcHeadOp head = MhcHeadOp::make(sc, slab_rows);
+  std::vector<MhcLowRankSplitOp> split;
+  for (auto s : {MhcLowRankSplitOp::Stage::norm, MhcLowRankSplitOp::Stage::down,
+                 MhcLowRankSplitOp::Stage::collapse})
+    split.push_back(MhcLowRankSplitOp::make(s, lc, split_rows));
+  std::vector<MhcLowRankSlabOp> slab;
+  for (auto s : {MhcLowRankSlabOp::Stage::norm, MhcLowRankSlabOp::Stage::down,
+                 MhcLowRankSlabOp::Stage::inject, MhcLowRankSlabOp::Stage::up,
+                 MhcLowRankSlabOp::Stage::collapse})
+    slab.push_back(MhcLowRankSlabOp::make(s, lc, slab_rows, 0, slab_rows));
   // Every pool operand its own range (weights hold poison: the ops only need to run).
   uint64_t pool =
       oracle::place_in_pool({&pre.fn, &pre.scale, &pre.bias, &head.fn, &head.scale, &head.bias,

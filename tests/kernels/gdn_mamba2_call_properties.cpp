@@ -1,7 +1,7 @@
 // Whole Gated DeltaNet and Mamba-2 calls on the backend under test against the FP64 oracle
-// (spec/numerics.md §5, §6, §9), over the cases of properties/ssm_generators.h (CI ranges,
+// (spec/numerics.md §5, §6, §9), over the cases of properties/gdn_mamba2_generators.h (CI ranges,
 // kCases per family, both paths, the chunk edges 1, 63, 64, 65, 127) plus fixed cases:
-//   - every stage of the run passes the judge (judge_gdn / judge_ssd with the backend's bound
+//   - every stage of the run passes the judge (judge_gdn / judge_mamba2 with the backend's bound
 //     model: the device one off the CPU) on its own stored inputs, on an arena poisoned before
 //     the call (an unwritten element fails);
 //   - on a backend other than the CPU, the CPU run of the same inputs passes its judge too, and
@@ -37,7 +37,7 @@ namespace bufferlab {
 namespace {
 
 using oracle::GdnPath;
-using oracle::SsdPath;
+using oracle::Mamba2Path;
 using testing::gdn_mamba2::Call;
 using testing::gdn_mamba2::check_named;
 using testing::gdn_mamba2::GdnFamily;
@@ -112,7 +112,7 @@ void compare_with_cpu(const oracle::GdnRun& k, const oracle::GdnRun& g,
   log_difference("gated norm", k.normed, g.normed);
   log_difference("final state", k.state, g.state);
 }
-void compare_with_cpu(const oracle::SsdRun& k, const oracle::SsdRun& g,
+void compare_with_cpu(const oracle::Mamba2Run& k, const oracle::Mamba2Run& g,
                       const oracle::AgreementReport& rc, const oracle::AgreementReport& rg) {
   require_common_stage("conv1d (xBC)", k.xbc, g.xbc, rc, rg);
   RC_ASSERT(k.conv_state == g.conv_state);
@@ -131,9 +131,10 @@ gen::GdnCase fixed_gdn(U nk, U kd, U nv, U vd, U kernel, U sequences, U L, GdnPa
   return c;
 }
 
-gen::SsdCase fixed_ssd(U H, U P, U N, U ng, U kernel, U sequences, U L, SsdPath path, U seed) {
-  gen::SsdCase c;
-  c.config = gen::ssd_config(H, P, N, ng, kernel);
+gen::Mamba2Case fixed_mamba2(U H, U P, U N, U ng, U kernel, U sequences, U L, Mamba2Path path,
+                             U seed) {
+  gen::Mamba2Case c;
+  c.config = gen::mamba2_config(H, P, N, ng, kernel);
   c.sequences = sequences;
   c.L = L;
   c.path = path;
@@ -224,14 +225,14 @@ TEST_F(GdnMamba2KernelCall, SsdFixedCasesAgree) {
   testing::check_many(
       [] {
         const U L = *rc::gen::element<U>(1, 63, 64, 65, 127);
-        agree(fixed_ssd(4, 16, 32, 2, 4, *rc::gen::inRange<U>(1, 4), L,
-                        *rc::gen::element(SsdPath::chunked, SsdPath::recurrent), L));
+        agree(fixed_mamba2(4, 16, 32, 2, 4, *rc::gen::inRange<U>(1, 4), L,
+                           *rc::gen::element(Mamba2Path::chunked, Mamba2Path::recurrent), L));
       },
       20);
 }
 
 TEST_F(GdnMamba2KernelCall, SsdGeneratedCasesAgree) {
-  testing::check_many([] { agree(*gen::ssd_case(gen::ci_ssd_ranges())); }, kCases);
+  testing::check_many([] { agree(*gen::mamba2_case(gen::ci_mamba2_ranges())); }, kCases);
 }
 
 TEST_F(GdnMamba2KernelCall, GdnSequencesAndSplitsAreBitIdentical) {
@@ -240,8 +241,8 @@ TEST_F(GdnMamba2KernelCall, GdnSequencesAndSplitsAreBitIdentical) {
 }
 
 TEST_F(GdnMamba2KernelCall, SsdSequencesAndSplitsAreBitIdentical) {
-  for (const SsdPath path : {SsdPath::chunked, SsdPath::recurrent})
-    expect_sequences_and_splits_bit_identical(fixed_ssd(4, 16, 32, 2, 4, 3, 100, path, 7));
+  for (const Mamba2Path path : {Mamba2Path::chunked, Mamba2Path::recurrent})
+    expect_sequences_and_splits_bit_identical(fixed_mamba2(4, 16, 32, 2, 4, 3, 100, path, 7));
 }
 
 // ---- planted bugs -----------------------------------------------------------------------------
@@ -258,8 +259,8 @@ TEST_F(GdnMamba2KernelCall, PoisonedOutputsFailTheirChecks) {
     ASSERT_NE(c, nullptr) << name;
     EXPECT_FALSE(c->passed()) << name;
   }
-  const gen::SsdCase sc = fixed_ssd(2, 16, 16, 1, 4, 1, 65, SsdPath::chunked, 3);
-  const auto sin = gen::ssd_inputs(sc);
+  const gen::Mamba2Case sc = fixed_mamba2(2, 16, 16, 1, 4, 1, 65, Mamba2Path::chunked, 3);
+  const auto sin = gen::mamba2_inputs(sc);
   auto s = run_call(backend(), sc, sin);
   s.run.y[3] = 0xFFFF;
   s.run.sequences[0].cb[0] = std::bit_cast<float>(0xFFFFFFFFu);
@@ -292,8 +293,8 @@ TEST_F(GdnMamba2KernelCall, KernelMutantsAreCaught) {
   }
   const MutantScope scope(backend(), Mutant::M_SSDSTATE);
   for (const U L : {65, 128, 200}) {
-    const gen::SsdCase c = fixed_ssd(2, 16, 16, 1, 4, 1, L, SsdPath::chunked, L);
-    const auto in = gen::ssd_inputs(c);
+    const gen::Mamba2Case c = fixed_mamba2(2, 16, 16, 1, 4, 1, L, Mamba2Path::chunked, L);
+    const auto in = gen::mamba2_inputs(c);
     const auto r = judge(run_call(backend(), c, in), in, c.seed, "mutant", bounds());
     const auto* y = check_named(r, "y (scan)");
     ASSERT_NE(y, nullptr);

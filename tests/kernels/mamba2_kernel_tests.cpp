@@ -1,8 +1,8 @@
 // Mamba-2's kernels (spec/numerics.md §6, core ops/mamba2.h) on the backend under test
 // (tests/support/backend_under_test.h), each stage op on small cases of its own inputs against
 // the oracle's stage reference fed the backend's STORED inputs (numerics §9), under the oracle's
-// derived per-element bounds (oracle::judge_ssd_stage: the checks judge_ssd makes, written in
-// oracle/src/ssd_bounds.cpp; the device bound model on a backend other than the CPU):
+// derived per-element bounds (oracle::judge_mamba2_stage: the checks judge_mamba2 makes, written in
+// oracle/src/mamba2_bounds.cpp; the device bound model on a backend other than the CPU):
 //   - conv1d: L < K − 1 keeps part of the old tail, decode batches, taps and rows past the
 //     kernel's tiles, the tail exact; split calls equal one call bit for bit;
 //   - chunked SSD (cumsum, bmm, scan): dt, dA_cumsum, CB, y and the final state, zeros past a
@@ -28,11 +28,11 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/oracle/compare.h"
+#include "bufferlab/oracle/mamba2.h"
+#include "bufferlab/oracle/mamba2_judge.h"
+#include "bufferlab/oracle/mamba2_stages.h"
 #include "bufferlab/oracle/moe_ffn.h"
 #include "bufferlab/oracle/pool_placement.h"
-#include "bufferlab/oracle/ssd.h"
-#include "bufferlab/oracle/ssd_judge.h"
-#include "bufferlab/oracle/ssd_stages.h"
 #include "gdn_mamba2_geometry.h"
 #include "seeded_values.h"
 #include "workspace_rig.h"
@@ -43,8 +43,8 @@ namespace {
 using Bits = std::vector<uint16_t>;
 using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
-using Stage = SsdChunkOp::Stage;
-using oracle::SsdStageGroup;
+using Stage = Mamba2ChunkOp::Stage;
+using oracle::Mamba2StageGroup;
 using testing::mamba2_geometry;
 using testing::Rig;
 using testing::seeded_bf16_values;
@@ -53,7 +53,7 @@ using testing::seeded_values;
 constexpr double kU = 0x1p-24;         // FP32 unit roundoff
 constexpr double kU8 = 0x1p-8;         // BF16 unit roundoff
 constexpr double kSecondOrder = 1.01;  // covers the products of first-order terms in a bound
-constexpr uint64_t kC = SsdCarve::kChunk;
+constexpr uint64_t kC = Mamba2ChunkCarve::kChunk;
 constexpr uint16_t kPoisonBf16 = 0xFFFF;  // the arena's poison pattern (all bits set)
 constexpr uint32_t kPoisonF32 = 0xFFFFFFFF;
 
@@ -61,9 +61,9 @@ float fl(uint16_t b) { return bf16_bits_to_f32(b); }
 uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 double gamma(double n) { return n * kU / (1.0 - n * kU); }
 
-oracle::SsdDims dims_of(const Mamba2Geometry& g, uint64_t sequences, uint64_t L,
-                        double eps = 1e-6) {
-  oracle::SsdDims d;
+oracle::Mamba2Dims dims_of(const Mamba2Geometry& g, uint64_t sequences, uint64_t L,
+                           double eps = 1e-6) {
+  oracle::Mamba2Dims d;
   d.geom = g;
   d.sequences = sequences;
   d.L = L;
@@ -84,12 +84,12 @@ Doubles widen(const Bits& v) {
 struct Inputs {
   Mamba2Geometry g;
   uint64_t S = 1, L = 0;
-  oracle::SsdInputs in;  // zxbcdt, a_log, dt_bias, D, state
+  oracle::Mamba2Inputs in;  // zxbcdt, a_log, dt_bias, D, state
   Bits xbc;
   uint64_t rows() const { return S * L; }
 };
 
-Inputs ssd_inputs(const Mamba2Geometry& g, uint64_t S, uint64_t L, uint64_t seed) {
+Inputs mamba2_inputs(const Mamba2Geometry& g, uint64_t S, uint64_t L, uint64_t seed) {
   Inputs x;
   x.g = g;
   x.S = S;
@@ -121,7 +121,7 @@ Floats compact_heads(const Floats& span, uint64_t H, uint64_t nc, uint64_t chunk
 struct ChunkRun {
   uint64_t nc = 0;
   Floats dt_span, da_span;  // head-strided as stored: element (h·nc + c)·64 + i
-  oracle::SsdRun run;       // compacted, with what the scan read
+  oracle::Mamba2Run run;    // compacted, with what the scan read
   Bits rows_before;         // attn_output rows [0, row0) after the call (never written)
 };
 
@@ -131,10 +131,10 @@ ChunkRun run_chunked(const Inputs& x, uint64_t row0 = 0, Mutant mutant = Mutant:
   const Mamba2Geometry& g = x.g;
   const uint64_t chunks = cdiv(x.L, kC);
   r.nc = chunks + extra_nc;
-  SsdChunkOp cumsum = SsdChunkOp::make(Stage::cumsum, g, row0, x.L, r.nc);
+  Mamba2ChunkOp cumsum = Mamba2ChunkOp::make(Stage::cumsum, g, row0, x.L, r.nc);
   const uint64_t pool =
       oracle::place_in_pool({&cumsum.a_log, &cumsum.dt_bias, &cumsum.D, &cumsum.state});
-  SsdChunkOp bmm = cumsum, scan = cumsum;
+  Mamba2ChunkOp bmm = cumsum, scan = cumsum;
   bmm.stage = Stage::bmm;
   scan.stage = Stage::scan;
   Rig rig(testing::backend_under_test(), {cumsum.accesses(), bmm.accesses(), scan.accesses()},
@@ -145,13 +145,13 @@ ChunkRun run_chunked(const Inputs& x, uint64_t row0 = 0, Mutant mutant = Mutant:
   rig.put(cumsum.dt_bias, x.in.dt_bias);
   rig.put(cumsum.D, x.in.D);
   rig.put(cumsum.state, x.in.state);
-  oracle::SsdRun::Sequence s;
-  rig.backend->ssd_chunk(rig.ws, cumsum);
+  oracle::Mamba2Run::Sequence s;
+  rig.backend->mamba2_chunk(rig.ws, cumsum);
   r.dt_span = rig.get<float>(cumsum.dt_span());
   r.da_span = rig.get<float>(cumsum.da_span());
   s.dt = compact_heads(r.dt_span, g.H, r.nc, chunks);
   s.da = compact_heads(r.da_span, g.H, r.nc, chunks);
-  rig.backend->ssd_chunk(rig.ws, bmm);
+  rig.backend->mamba2_chunk(rig.ws, bmm);
   s.cb = rig.get<float>(bmm.cb());
   s.dt_before_scan = compact_heads(rig.get<float>(scan.dt_span()), g.H, r.nc, chunks);
   s.da_before_scan = compact_heads(rig.get<float>(scan.da_span()), g.H, r.nc, chunks);
@@ -159,7 +159,7 @@ ChunkRun run_chunked(const Inputs& x, uint64_t row0 = 0, Mutant mutant = Mutant:
   s.state_in = rig.get<float>(scan.state);
   rig.backend->set_kernel_mutant(mutant);
   try {
-    rig.backend->ssd_chunk(rig.ws, scan);
+    rig.backend->mamba2_chunk(rig.ws, scan);
   } catch (...) {
     rig.backend->set_kernel_mutant(Mutant::none);
     throw;
@@ -169,7 +169,7 @@ ChunkRun run_chunked(const Inputs& x, uint64_t row0 = 0, Mutant mutant = Mutant:
   r.dt_span = rig.get<float>(cumsum.dt_span());
   r.da_span = rig.get<float>(cumsum.da_span());
   s.state = rig.get<float>(scan.state);
-  r.run.path = oracle::SsdPath::chunked;
+  r.run.path = oracle::Mamba2Path::chunked;
   r.run.xbc = x.xbc;
   r.run.y = rig.get<uint16_t>(scan.output_rows());
   r.run.state_in = s.state_in;
@@ -209,10 +209,11 @@ class Mamba2Kernel : public testing::KernelTest {
   static oracle::BoundModel bounds() {
     return on_cpu() ? oracle::cpu_bounds() : oracle::device_bounds();
   }
-  static oracle::AgreementReport judge(SsdStageGroup group, const oracle::SsdDims& d,
-                                       const oracle::SsdInputs& in, const oracle::SsdRun& run) {
+  static oracle::AgreementReport judge(Mamba2StageGroup group, const oracle::Mamba2Dims& d,
+                                       const oracle::Mamba2Inputs& in,
+                                       const oracle::Mamba2Run& run) {
     oracle::AgreementReport r{"mamba2_ssd", d.geom.to_string(), backend().name(), 0, {}, {}};
-    oracle::judge_ssd_stage(group, d, in, run, bounds(), r);
+    oracle::judge_mamba2_stage(group, d, in, run, bounds(), r);
     return r;
   }
   static void expect_passed(const oracle::AgreementReport& r) {
@@ -222,7 +223,7 @@ class Mamba2Kernel : public testing::KernelTest {
   // Every chunked stage of `r` on its stored inputs; the rows before row0 and the head-stride
   // gaps past the chunks untouched (still the poison).
   static void expect_chunked_passes(const Inputs& x, const ChunkRun& r) {
-    expect_passed(judge(SsdStageGroup::core, dims_of(x.g, 1, x.L), x.in, r.run));
+    expect_passed(judge(Mamba2StageGroup::core, dims_of(x.g, 1, x.L), x.in, r.run));
     for (uint16_t b : r.rows_before) EXPECT_EQ(b, kPoisonBf16) << "a row before row0 was written";
     const uint64_t chunks = cdiv(x.L, kC);
     uint64_t gaps_written = 0;
@@ -259,14 +260,14 @@ TEST_F(Mamba2KernelChunk, StagesMatchTheOracle) {
   uint64_t seed = 100;
   for (const ScanCase& k : kScanCases) {
     SCOPED_TRACE(describe(k));
-    const Inputs x = ssd_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
+    const Inputs x = mamba2_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
     expect_chunked_passes(x, run_chunked(x, k.row0));
   }
 }
 
-// P = N = kMaxSsdDim: the kernels' largest stack panels, two chunks.
+// P = N = kMaxMamba2Dim: the kernels' largest stack panels, two chunks.
 TEST_F(Mamba2KernelChunk, LargestHeadDimAndStateSize) {
-  const Inputs x = ssd_inputs(mamba2_geometry(1, kMaxSsdDim, kMaxSsdDim, 1), 1, 65, 7);
+  const Inputs x = mamba2_inputs(mamba2_geometry(1, kMaxMamba2Dim, kMaxMamba2Dim, 1), 1, 65, 7);
   expect_chunked_passes(x, run_chunked(x));
 }
 
@@ -284,7 +285,8 @@ TEST_F(Mamba2KernelChunk, DeviceTileShapes) {
         k.L = L;
         k.row0 = row0;
         SCOPED_TRACE(describe(k));
-        const Inputs x = ssd_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, L, 31 * L + k.N + row0);
+        const Inputs x =
+            mamba2_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, L, 31 * L + k.N + row0);
         expect_chunked_passes(x, run_chunked(x, row0));
       }
 }
@@ -292,7 +294,7 @@ TEST_F(Mamba2KernelChunk, DeviceTileShapes) {
 // dt clamps (huge raw → 1e9, hugely negative → 1e-9), both softplus branches around 20, a
 // partial last chunk (L = 65) and nc above the chunk count (the head stride is nc, not chunks).
 TEST_F(Mamba2KernelChunk, CumsumClampsThresholdAndPartialChunk) {
-  Inputs x = ssd_inputs(mamba2_geometry(3, 8, 16, 1), 1, 65, 31);
+  Inputs x = mamba2_inputs(mamba2_geometry(3, 8, 16, 1), 1, 65, 31);
   // 95 and 1000: exp overflows FP32 there, so only the threshold branch gives dt = v (any
   // threshold in ~17..88 rounds alike in FP32).
   const float special[] = {3e38f, -3e38f, 25.0f, 20.5f, 19.5f, -25.0f, 0.0f, 95.0f, 1000.0f};
@@ -304,20 +306,21 @@ TEST_F(Mamba2KernelChunk, CumsumClampsThresholdAndPartialChunk) {
     set_raw(64 - i, 2, special[i]);  // head 2: the end of chunk 0 and chunk 1's one row
   }
   const ChunkRun run = run_chunked(x, 0, Mutant::none, 2);
-  const oracle::AgreementReport r = judge(SsdStageGroup::core, dims_of(x.g, 1, x.L), x.in, run.run);
+  const oracle::AgreementReport r =
+      judge(Mamba2StageGroup::core, dims_of(x.g, 1, x.L), x.in, run.run);
   for (const auto& c : r.checks)
     if (c.name.starts_with("dt") || c.name.starts_with("dA_cumsum") ||
         c.name.starts_with("partial"))
       EXPECT_TRUE(c.passed()) << oracle::format_report(r);
   // The clamps hit exactly.
-  EXPECT_EQ(run.dt_span[1], kSsdDtMax);
-  EXPECT_EQ(run.dt_span[2], kSsdDtMin);
-  EXPECT_EQ(run.dt_span[(2 * run.nc + 1) * kC], kSsdDtMax);  // head 2, chunk 1, row 64
-  EXPECT_EQ(run.dt_span[2 * run.nc * kC + 63], kSsdDtMin);   // head 2, chunk 0, row 63
+  EXPECT_EQ(run.dt_span[1], kMamba2DtMax);
+  EXPECT_EQ(run.dt_span[2], kMamba2DtMin);
+  EXPECT_EQ(run.dt_span[(2 * run.nc + 1) * kC], kMamba2DtMax);  // head 2, chunk 1, row 64
+  EXPECT_EQ(run.dt_span[2 * run.nc * kC + 63], kMamba2DtMin);   // head 2, chunk 0, row 63
 }
 
 // The written chain bound of either path against the FP64 definition (oracle::
-// ssd_recurrence_fp64), relative to the magnitudes y_abs = Σ_n |h|·|C| + |D·x|, |h| carried as
+// mamba2_recurrence_fp64), relative to the magnitudes y_abs = Σ_n |h|·|C| + |D·x|, |h| carried as
 // exp(dt·A)·|h| + dt·|x|·|B| (the same recurrence on |xBC|, |D|, |state|): dt's relative error
 // u(R + 4) (R = max |dt_raw + bias|); every exponent (a stored cumsum of ≤ 64 products or a
 // product of per-token exps) off by at most 3·S_dA·(u(R + 4) + γ_67) in all (S_dA = max over
@@ -326,18 +329,18 @@ TEST_F(Mamba2KernelChunk, CumsumClampsThresholdAndPartialChunk) {
 // BF16 store for y.
 void expect_chain(const Inputs& x, const Bits& y, const Floats& state, const char* path) {
   SCOPED_TRACE(path);
-  const oracle::SsdDims d = dims_of(x.g, 1, x.L);
-  const Doubles arg = oracle::ssd_detail::dt_argument(d, x.in.zxbcdt, x.in.dt_bias);
-  const Doubles dt = oracle::ssd_detail::dt_fp64(d, arg);
-  const Doubles A = oracle::ssd_detail::a_fp64(x.in.a_log);
+  const oracle::Mamba2Dims d = dims_of(x.g, 1, x.L);
+  const Doubles arg = oracle::mamba2_detail::dt_argument(d, x.in.zxbcdt, x.in.dt_bias);
+  const Doubles dt = oracle::mamba2_detail::dt_fp64(d, arg);
+  const Doubles A = oracle::mamba2_detail::a_fp64(x.in.a_log);
   const Doubles xbc = widen(x.xbc), D = widen(x.in.D), st = widen(x.in.state);
-  const oracle::SsdCoreResult ref = oracle::ssd_recurrence_fp64(d, xbc, dt, A, D, st);
+  const oracle::Mamba2CoreResult ref = oracle::mamba2_recurrence_fp64(d, xbc, dt, A, D, st);
   auto abs_of = [](Doubles v) {
     for (double& e : v) e = std::fabs(e);
     return v;
   };
-  const oracle::SsdCoreResult mag =
-      oracle::ssd_recurrence_fp64(d, abs_of(xbc), dt, A, abs_of(D), abs_of(st));
+  const oracle::Mamba2CoreResult mag =
+      oracle::mamba2_recurrence_fp64(d, abs_of(xbc), dt, A, abs_of(D), abs_of(st));
   double max_v = 0.0, sum_da = 0.0;
   for (double v : arg) max_v = std::max(max_v, std::fabs(v));
   for (uint64_t h = 0; h < x.g.H; ++h) {
@@ -367,7 +370,7 @@ TEST_F(Mamba2KernelChunk, ChunkedAndRecurrenceAgreeWithTheDefinition) {
   uint64_t seed = 200;
   for (const ScanCase& k : kScanCases) {
     SCOPED_TRACE(describe(k));
-    const Inputs x = ssd_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
+    const Inputs x = mamba2_inputs(mamba2_geometry(k.H, k.P, k.N, k.G), 1, k.L, seed += 10);
     const ChunkRun chunked = run_chunked(x, k.row0);
     const RecRun rec = run_recurrent(x, k.row0);
     expect_chain(x, chunked.run.y, chunked.run.state, "chunked");
@@ -382,15 +385,15 @@ class Mamba2KernelRecurrent : public Mamba2Kernel {
   // S sequences of L tokens (decode: S sequences of one token in one op).
   static void check(const Mamba2Geometry& g, uint64_t S, uint64_t L, uint64_t row0, uint64_t seed) {
     SCOPED_TRACE("S=" + std::to_string(S) + " L=" + std::to_string(L) + " " + g.to_string());
-    const Inputs x = ssd_inputs(g, S, L, seed);
+    const Inputs x = mamba2_inputs(g, S, L, seed);
     const RecRun run = run_recurrent(x, row0);
-    oracle::SsdRun r;
-    r.path = oracle::SsdPath::recurrent;
+    oracle::Mamba2Run r;
+    r.path = oracle::Mamba2Path::recurrent;
     r.xbc = x.xbc;
     r.state_in = x.in.state;
     r.state = run.state;
     r.y = run.y;
-    expect_passed(judge(SsdStageGroup::core, dims_of(g, S, L), x.in, r));
+    expect_passed(judge(Mamba2StageGroup::core, dims_of(g, S, L), x.in, r));
   }
 };
 
@@ -422,12 +425,12 @@ TEST_F(Mamba2KernelRecurrent, DeviceTileShapes) {
 void expect_reset_per_chunk(const Inputs& x, const ChunkRun& r, const oracle::BoundModel& bm) {
   const Mamba2Geometry& g = x.g;
   const uint64_t chunks = cdiv(x.L, kC), G = g.G;
-  const oracle::SsdRun::Sequence& s = r.run.sequences.front();
+  const oracle::Mamba2Run::Sequence& s = r.run.sequences.front();
   const Doubles D = widen(x.in.D);
   uint64_t bad = 0;
   for (uint64_t c = 0; c < chunks; ++c) {
     const uint64_t n = std::min(kC, x.L - c * kC);
-    const oracle::SsdDims one = dims_of(g, 1, n);
+    const oracle::Mamba2Dims one = dims_of(g, 1, n);
     Doubles xbc, dt, da, cb;
     for (uint64_t i = 0; i < n; ++i)
       for (uint64_t k = 0; k < g.d_xbc; ++k) xbc.push_back(fl(x.xbc[(c * kC + i) * g.d_xbc + k]));
@@ -438,11 +441,11 @@ void expect_reset_per_chunk(const Inputs& x, const ChunkRun& r, const oracle::Bo
       }
     for (uint64_t e = 0; e < G * kC * kC; ++e) cb.push_back(s.cb_before_scan[c * G * kC * kC + e]);
     const Doubles state = c == 0 ? widen(x.in.state) : Doubles(g.H * g.P * g.N, 0.0);
-    oracle::ssd_detail::CoreBounds bounds;
-    const oracle::SsdCoreResult ref = oracle::ssd_detail::scan_fp64(
-        one, oracle::ssd_detail::ScanInputs{xbc, dt, da, cb, D, state}, &bm, &bounds);
+    oracle::mamba2_detail::CoreBounds bounds;
+    const oracle::Mamba2CoreResult ref = oracle::mamba2_detail::scan_fp64(
+        one, oracle::mamba2_detail::ScanInputs{xbc, dt, da, cb, D, state}, &bm, &bounds);
     for (uint64_t e = 0; e < ref.y.size(); ++e) {
-      const double tol = oracle::ssd_detail::stored_bf16(ref.y[e], bounds.y[e]);
+      const double tol = oracle::mamba2_detail::stored_bf16(ref.y[e], bounds.y[e]);
       bad +=
           !(std::fabs(fl(r.run.y[c * kC * g.d_inner + e]) - oracle::round_bf16(ref.y[e])) <= tol);
     }
@@ -454,17 +457,18 @@ TEST_F(Mamba2KernelChunk, SsdStateMutantDropsTheCarryOnlyAfterTheFirstChunk) {
   const Mamba2Geometry g = mamba2_geometry(2, 8, 16, 1);
   {
     SCOPED_TRACE("L = 64: one chunk, nothing to drop");
-    const Inputs x = ssd_inputs(g, 1, 64, 51);
+    const Inputs x = mamba2_inputs(g, 1, 64, 51);
     const ChunkRun ok = run_chunked(x), mut = run_chunked(x, 0, Mutant::M_SSDSTATE);
     EXPECT_EQ(mut.run.y, ok.run.y);
     EXPECT_EQ(mut.run.state, ok.run.state);
   }
   SCOPED_TRACE("L = 127");
-  const Inputs x = ssd_inputs(g, 1, 127, 53);
+  const Inputs x = mamba2_inputs(g, 1, 127, 53);
   const ChunkRun ok = run_chunked(x), mut = run_chunked(x, 0, Mutant::M_SSDSTATE);
   expect_reset_per_chunk(x, mut, bounds());
   // The plain scan check catches it.
-  const oracle::AgreementReport r = judge(SsdStageGroup::core, dims_of(g, 1, x.L), x.in, mut.run);
+  const oracle::AgreementReport r =
+      judge(Mamba2StageGroup::core, dims_of(g, 1, x.L), x.in, mut.run);
   const oracle::TensorComparison* y = nullptr;
   for (const auto& c : r.checks)
     if (c.name == "y (scan)") y = &c;
@@ -486,7 +490,7 @@ struct ConvRun {
   Bits out, state;
 };
 
-ConvRun run_conv(const Mamba2Geometry& g, uint64_t S, uint64_t L, const oracle::SsdInputs& in) {
+ConvRun run_conv(const Mamba2Geometry& g, uint64_t S, uint64_t L, const oracle::Mamba2Inputs& in) {
   Mamba2ConvOp op = Mamba2ConvOp::make(g, S * L, S);
   const uint64_t pool = oracle::place_in_pool({&op.weight, &op.bias, &op.state});
   Rig rig(testing::backend_under_test(), {op.accesses()}, pool);
@@ -505,16 +509,16 @@ class Mamba2KernelConv : public Mamba2Kernel {
                     float w) {
     SCOPED_TRACE("S=" + std::to_string(S) + " L=" + std::to_string(L) +
                  " K=" + std::to_string(g.kernel));
-    oracle::SsdInputs in;
+    oracle::Mamba2Inputs in;
     in.zxbcdt = seeded_bf16_values(S * L * g.in_proj, seed, a);
     in.conv_w = seeded_bf16_values(g.d_xbc * g.kernel, seed + 1, w);
     in.conv_b = seeded_bf16_values(g.d_xbc, seed + 2, 0.5f);
     in.conv_state = seeded_bf16_values(S * g.d_xbc * (g.kernel - 1), seed + 3, a);
     const ConvRun run = run_conv(g, S, L, in);
-    oracle::SsdRun r;
+    oracle::Mamba2Run r;
     r.xbc = run.out;
     r.conv_state = run.state;
-    expect_passed(judge(SsdStageGroup::conv, dims_of(g, S, L), in, r));
+    expect_passed(judge(Mamba2StageGroup::conv, dims_of(g, S, L), in, r));
   }
 };
 
@@ -538,13 +542,13 @@ TEST_F(Mamba2KernelConv, DeviceShapes) {
 TEST_F(Mamba2KernelConv, SplitCallsEqualOneCall) {
   const Mamba2Geometry g = mamba2_geometry(4, 16, 8, 2, 4);
   const uint64_t ch = g.d_xbc, T = 3, w = g.in_proj;
-  oracle::SsdInputs in;
+  oracle::Mamba2Inputs in;
   in.zxbcdt = seeded_bf16_values(5 * w, 71, 1.0f);
   in.conv_w = seeded_bf16_values(ch * 4, 72, 0.5f);
   in.conv_b = seeded_bf16_values(ch, 73, 0.5f);
   in.conv_state = seeded_bf16_values(ch * T, 74, 1.0f);
   const ConvRun whole = run_conv(g, 1, 5, in);
-  oracle::SsdInputs first = in, second = in;
+  oracle::Mamba2Inputs first = in, second = in;
   first.zxbcdt.assign(in.zxbcdt.begin(), in.zxbcdt.begin() + 2 * w);
   const ConvRun a = run_conv(g, 1, 2, first);
   second.zxbcdt.assign(in.zxbcdt.begin() + 2 * w, in.zxbcdt.end());
@@ -568,8 +572,8 @@ class Mamba2KernelGatedNorm : public Mamba2Kernel {
     Mamba2GatedNormOp op = Mamba2GatedNormOp::make(g, rows, eps);
     const uint64_t pool = oracle::place_in_pool({&op.weight});
     Rig rig(backend(), {op.accesses()}, pool);
-    oracle::SsdInputs in;
-    oracle::SsdRun r;
+    oracle::Mamba2Inputs in;
+    oracle::Mamba2Run r;
     r.y = seeded_bf16_values(rows * g.d_inner, seed, 1.0f);
     in.zxbcdt = seeded_bf16_values(rows * g.in_proj, seed + 1, 3.0f);
     in.norm_w = seeded_bf16_values(g.d_inner, seed + 2, 0.5f, 1.0f);
@@ -578,7 +582,7 @@ class Mamba2KernelGatedNorm : public Mamba2Kernel {
     rig.put(op.weight, in.norm_w);
     rig.backend->mamba2_gated_norm(rig.ws, op);
     r.normed = rig.get<uint16_t>(op.output);
-    expect_passed(judge(SsdStageGroup::norm, dims_of(g, 1, rows, eps), in, r));
+    expect_passed(judge(Mamba2StageGroup::norm, dims_of(g, 1, rows, eps), in, r));
   }
 };
 
@@ -614,8 +618,8 @@ void expect_refused(const Op& op, const char* what, Call call) {
 using Mamba2KernelErrors = Mamba2Kernel;
 
 TEST_F(Mamba2KernelErrors, RefusesNoGroupsUnevenGroupsAndOversizedHeads) {
-  const auto chunk = [](Backend& b, const Workspace& ws, const SsdChunkOp& op) {
-    b.ssd_chunk(ws, op);
+  const auto chunk = [](Backend& b, const Workspace& ws, const Mamba2ChunkOp& op) {
+    b.mamba2_chunk(ws, op);
   };
   const auto rec = [](Backend& b, const Workspace& ws, const Mamba2RecurrentOp& op) {
     b.mamba2_recurrent(ws, op);
@@ -628,13 +632,13 @@ TEST_F(Mamba2KernelErrors, RefusesNoGroupsUnevenGroupsAndOversizedHeads) {
       // ng = 0: the chunk op's layout G = 1 finds no B / C columns; the recurrence sees ng = 0.
       {mamba2_geometry(2, 8, 16, 0), "narrower than x | B | C", "n_groups = 0"},
       {mamba2_geometry(3, 8, 16, 2), "not a multiple of n_groups", "not a multiple of n_groups"},
-      {mamba2_geometry(1, kMaxSsdDim + 1, 16, 1), "at most 256", "at most 256"},
-      {mamba2_geometry(1, 8, kMaxSsdDim + 1, 1), "at most 256", "at most 256"},
+      {mamba2_geometry(1, kMaxMamba2Dim + 1, 16, 1), "at most 256", "at most 256"},
+      {mamba2_geometry(1, 8, kMaxMamba2Dim + 1, 1), "at most 256", "at most 256"},
   };
   for (const Bad& k : cases) {
     SCOPED_TRACE(k.g.to_string());
     for (const Stage s : {Stage::cumsum, Stage::bmm, Stage::scan})
-      expect_refused(SsdChunkOp::make(s, k.g, 0, 8, 2), k.chunk_msg, chunk);
+      expect_refused(Mamba2ChunkOp::make(s, k.g, 0, 8, 2), k.chunk_msg, chunk);
     expect_refused(Mamba2RecurrentOp::make(k.g, 0, 8, 1), k.rec_msg, rec);
   }
 }

@@ -74,11 +74,11 @@ inline double sigmoid_error(double z, double dz) { return 0.25 * dz + 4 * kU * s
 
 // Pre step inputs: x [rows, hc, h] in [-1, 1), fn [mix_rows, K] in ±√(3/K), the first `scales`
 // of {0.8, 1.1, 1.5}, bias [mix_rows] in ±0.5.
-inline oracle::HcPreInputs seeded_pre_inputs(uint64_t rows, uint64_t hc, uint64_t h,
-                                             uint64_t mix_rows, uint64_t seed,
-                                             uint64_t scales = 3) {
+inline oracle::MhcPreInputs seeded_pre_inputs(uint64_t rows, uint64_t hc, uint64_t h,
+                                              uint64_t mix_rows, uint64_t seed,
+                                              uint64_t scales = 3) {
   const uint64_t K = hc * h;
-  oracle::HcPreInputs in;
+  oracle::MhcPreInputs in;
   in.streams = seeded_values(rows * K, seed, 1.0f);
   in.fn = seeded_values(mix_rows * K, seed + 1,
                         static_cast<float>(std::sqrt(3.0 / static_cast<double>(K))));
@@ -90,9 +90,9 @@ inline oracle::HcPreInputs seeded_pre_inputs(uint64_t rows, uint64_t hc, uint64_
 
 // The head's inputs of the same seed: fn [hc, K], scale {s0}, bias [hc] (the first hc values
 // of the pre step's bias of that seed).
-inline oracle::HcHeadInputs seeded_head_inputs(uint64_t rows, uint64_t hc, uint64_t h,
-                                               uint64_t seed, float s0 = 0.8f) {
-  const oracle::HcPreInputs p = seeded_pre_inputs(rows, hc, h, hc, seed, 1);
+inline oracle::MhcHeadInputs seeded_head_inputs(uint64_t rows, uint64_t hc, uint64_t h,
+                                                uint64_t seed, float s0 = 0.8f) {
+  const oracle::MhcPreInputs p = seeded_pre_inputs(rows, hc, h, hc, seed, 1);
   return {p.streams, p.fn, {s0}, p.bias};
 }
 

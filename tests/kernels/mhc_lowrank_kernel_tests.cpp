@@ -1,8 +1,8 @@
 // The mHC low-rank pre step (spec/numerics.md §4, core ops/mhc.h) on the backend under test
 // (tests/support/backend_under_test.h): the split path (FP32 scratch and weights) and the slab
 // (GEMM) path (BF16 weights and intermediates), every stage judged by the oracle on the
-// stage's own stored inputs (oracle::judge_hc_lowrank, the derived bounds of mhc_bounds.cpp)
-// and the two paths' block inputs against each other under oracle::hc_lowrank_path_bounds;
+// stage's own stored inputs (oracle::judge_mhc_lowrank, the derived bounds of mhc_bounds.cpp)
+// and the two paths' block inputs against each other under oracle::mhc_lowrank_path_bounds;
 // the slab's normed is the BF16 store of the very FP32 value the split path keeps; on the CPU
 // also each path's block input and post end to end against the exact FP32-weight definition
 // under first-order chain bounds (and the two paths within their sum). Exact
@@ -47,21 +47,21 @@ using testing::same_bits;
 using testing::seeded_values;
 using namespace testing::cpu_roundoff;  // NOLINT(google-build-using-namespace)
 
-using oracle::HcLowRankPath;
-using oracle::HcLowRankRun;
+using oracle::MhcLowRankPath;
+using oracle::MhcLowRankRun;
 using Bits = std::vector<uint16_t>;
 using Floats = std::vector<float>;
-using SplitStage = HcLowRankSplitOp::Stage;
+using SplitStage = MhcLowRankSplitOp::Stage;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Seeded model weights: norm_w in ±norm_scale, W_down and W_inject in ±2√(3/K), W_up in
 // ±2√(3/r).
-oracle::HcLowRankWeights seeded_weights(uint64_t hc, uint64_t h, uint64_t r, uint64_t seed,
-                                        float norm_scale = 0.3f) {
+oracle::MhcLowRankWeights seeded_weights(uint64_t hc, uint64_t h, uint64_t r, uint64_t seed,
+                                         float norm_scale = 0.3f) {
   const uint64_t K = hc * h;
-  oracle::HcLowRankWeights w;
+  oracle::MhcLowRankWeights w;
   w.norm_w = seeded_values(K, seed, norm_scale);
   const auto down = static_cast<float>(2.0 * std::sqrt(3.0 / static_cast<double>(K)));
   w.w_down = seeded_values(r * K, seed + 1, down);
@@ -71,19 +71,19 @@ oracle::HcLowRankWeights seeded_weights(uint64_t hc, uint64_t h, uint64_t r, uin
   return w;
 }
 
-oracle::HcLowRankDims dims_of(const ModelConfig& c, uint64_t rows) {
+oracle::MhcLowRankDims dims_of(const ModelConfig& c, uint64_t rows) {
   return {rows, c.hc_mult, c.hidden_size, c.hc_lowrank, c.rms_norm_eps};
 }
 
 // The split path over all T tokens in one pass of its three stages (any T: the CPU's split
 // kernels take T > 64 too), every stage's inputs read right before it ran and its outputs
 // right after, as the oracle's harness records them.
-HcLowRankRun run_split(Backend& backend, const ModelConfig& c, uint64_t T,
-                       const oracle::HcLowRankInputs& in) {
-  HcLowRankSplitOp ops[3] = {HcLowRankSplitOp::make(SplitStage::norm, c, T),
-                             HcLowRankSplitOp::make(SplitStage::down, c, T),
-                             HcLowRankSplitOp::make(SplitStage::collapse, c, T)};
-  HcLowRankSplitOp& t = ops[0];
+MhcLowRankRun run_split(Backend& backend, const ModelConfig& c, uint64_t T,
+                        const oracle::MhcLowRankInputs& in) {
+  MhcLowRankSplitOp ops[3] = {MhcLowRankSplitOp::make(SplitStage::norm, c, T),
+                              MhcLowRankSplitOp::make(SplitStage::down, c, T),
+                              MhcLowRankSplitOp::make(SplitStage::collapse, c, T)};
+  MhcLowRankSplitOp& t = ops[0];
   const uint64_t pool = oracle::place_in_pool({&t.norm_w, &t.w_down_inject, &t.w_up});
   for (auto& op : ops) {
     op.norm_w = t.norm_w;
@@ -97,38 +97,38 @@ HcLowRankRun run_split(Backend& backend, const ModelConfig& c, uint64_t T,
   rig.put(t.norm_w, in.weights.norm_w);
   rig.put(t.w_down_inject, down_inject);
   rig.put(t.w_up, in.weights.w_up);
-  HcLowRankRun run;
-  run.path = HcLowRankPath::split;
+  MhcLowRankRun run;
+  run.path = MhcLowRankPath::split;
   run.dims = dims_of(c, T);
   run.norm.streams = rig.get<float>(t.streams);
-  run.diagnostics.nonfinite_tokens += backend.hc_lowrank_split(rig.ws, ops[0]).nonfinite_tokens;
+  run.diagnostics.nonfinite_tokens += backend.mhc_lowrank_split(rig.ws, ops[0]).nonfinite_tokens;
   run.norm.normed.f32 = rig.get<float>(t.normed);
   run.down.normed.f32 = rig.get<float>(ops[1].normed);
-  run.diagnostics.nonfinite_tokens += backend.hc_lowrank_split(rig.ws, ops[1]).nonfinite_tokens;
+  run.diagnostics.nonfinite_tokens += backend.mhc_lowrank_split(rig.ws, ops[1]).nonfinite_tokens;
   run.down.low.f32 = rig.get<float>(ops[1].low);
   run.down.post = rig.get<float>(ops[1].post);
   run.collapse.normed.f32 = rig.get<float>(ops[2].normed);
   run.collapse.low.f32 = rig.get<float>(ops[2].low);
-  run.diagnostics.nonfinite_tokens += backend.hc_lowrank_split(rig.ws, ops[2]).nonfinite_tokens;
+  run.diagnostics.nonfinite_tokens += backend.mhc_lowrank_split(rig.ws, ops[2]).nonfinite_tokens;
   run.collapse.block_in = rig.get<uint16_t>(ops[2].block_in);
   return run;
 }
 
-// The GEMM path over T tokens in slabs of HcGemmCarve::slab_rows (the oracle's harness).
-HcLowRankRun run_slab(Backend& backend, const ModelConfig& c, uint64_t T,
-                      const oracle::HcLowRankInputs& in) {
-  const oracle::HcLowRankPlan plan = oracle::plan_hc_lowrank(c, T, HcLowRankPath::slab);
-  return oracle::run_hc_lowrank(backend, oracle::allocate_hc_footprint(backend, plan), plan, in);
+// The GEMM path over T tokens in slabs of MhcGemmCarve::slab_rows (the oracle's harness).
+MhcLowRankRun run_slab(Backend& backend, const ModelConfig& c, uint64_t T,
+                       const oracle::MhcLowRankInputs& in) {
+  const oracle::MhcLowRankPlan plan = oracle::plan_mhc_lowrank(c, T, MhcLowRankPath::slab);
+  return oracle::run_mhc_lowrank(backend, oracle::allocate_mhc_footprint(backend, plan), plan, in);
 }
 
-HcLowRankRun run_path(Backend& backend, const ModelConfig& c, uint64_t T, HcLowRankPath path,
-                      const oracle::HcLowRankInputs& in) {
-  return path == HcLowRankPath::split ? run_split(backend, c, T, in) : run_slab(backend, c, T, in);
+MhcLowRankRun run_path(Backend& backend, const ModelConfig& c, uint64_t T, MhcLowRankPath path,
+                       const oracle::MhcLowRankInputs& in) {
+  return path == MhcLowRankPath::split ? run_split(backend, c, T, in) : run_slab(backend, c, T, in);
 }
 
 // The stored post of a path: the down stage's on the split path, the collapse's on the slab.
-const Floats& post_of(const HcLowRankRun& run) {
-  return run.path == HcLowRankPath::split ? run.down.post : run.collapse.post;
+const Floats& post_of(const MhcLowRankRun& run) {
+  return run.path == MhcLowRankPath::split ? run.down.post : run.collapse.post;
 }
 
 // ---- the CPU's end-to-end first-order bounds, on the oracle's exact values
@@ -162,8 +162,8 @@ std::pair<double, double> dot_and_magnitude(const float* w, const double* v, uin
   return {z, a};
 }
 
-ChainBounds chain_bounds(const oracle::HcLowRankDims& d, const oracle::HcLowRankWeights& w,
-                         const oracle::HcLowRankReference& ref, double theta_w, double theta_s) {
+ChainBounds chain_bounds(const oracle::MhcLowRankDims& d, const oracle::MhcLowRankWeights& w,
+                         const oracle::MhcLowRankReference& ref, double theta_w, double theta_s) {
   const uint64_t hc = d.hc, h = d.h, r = d.r, K = hc * h;
   const double e32 = (gamma_u(static_cast<double>(h)) + 3 * kU) / 2 + 5 * kU;
   const double theta_n = e32 + theta_s * (1 + e32);
@@ -217,10 +217,10 @@ ChainBounds chain_bounds(const oracle::HcLowRankDims& d, const oracle::HcLowRank
 
 // Both CPU paths against the exact FP32-weight definition under their chain bounds, and
 // against each other within the sum of the two (block input and post).
-void expect_paths_within_chain_bounds(const oracle::HcLowRankDims& d,
-                                      const oracle::HcLowRankInputs& in, const HcLowRankRun& split,
-                                      const HcLowRankRun& slab) {
-  const oracle::HcLowRankReference ref = oracle::hc_lowrank(
+void expect_paths_within_chain_bounds(const oracle::MhcLowRankDims& d,
+                                      const oracle::MhcLowRankInputs& in,
+                                      const MhcLowRankRun& split, const MhcLowRankRun& slab) {
+  const oracle::MhcLowRankReference ref = oracle::hc_lowrank(
       d.rows, d.hc, d.h, d.r, d.rms_eps, in.streams, in.weights, false, oracle::Mode::exact);
   const ChainBounds b32 = chain_bounds(d, in.weights, ref, 0.0, 0.0);
   const ChainBounds b16 = chain_bounds(d, in.weights, ref, kU8, kU8);
@@ -245,14 +245,14 @@ class MhcLowRankKernel : public KernelTest {
 
   // One pass on `path` judged stage by stage; on another backend the CPU's run of the same
   // inputs counts the same non-finite tokens. Returns {backend, cpu (empty on the CPU)}.
-  static std::pair<HcLowRankRun, HcLowRankRun> run_judged(const ModelConfig& c, uint64_t rows,
-                                                          HcLowRankPath path,
-                                                          const oracle::HcLowRankInputs& in,
-                                                          uint64_t seed) {
+  static std::pair<MhcLowRankRun, MhcLowRankRun> run_judged(const ModelConfig& c, uint64_t rows,
+                                                            MhcLowRankPath path,
+                                                            const oracle::MhcLowRankInputs& in,
+                                                            uint64_t seed) {
     SCOPED_TRACE(to_string(path));
-    HcLowRankRun got = run_path(backend(), c, rows, path, in);
-    expect_passed(oracle::judge_hc_lowrank(got, in, backend().name(), seed, bounds()));
-    HcLowRankRun cpu;
+    MhcLowRankRun got = run_path(backend(), c, rows, path, in);
+    expect_passed(oracle::judge_mhc_lowrank(got, in, backend().name(), seed, bounds()));
+    MhcLowRankRun cpu;
     if (!on_cpu()) {
       cpu = run_path(testing::cpu_backend(), c, rows, path, in);
       EXPECT_EQ(got.diagnostics.nonfinite_tokens, cpu.diagnostics.nonfinite_tokens);
@@ -267,25 +267,25 @@ class MhcLowRankKernel : public KernelTest {
     SCOPED_TRACE("T=" + std::to_string(T) + " hc=" + std::to_string(hc) +
                  " h=" + std::to_string(h) + " r=" + std::to_string(r));
     const ModelConfig c = mhc_config(hc, h, r);
-    const oracle::HcLowRankInputs in{seeded_values(T * hc * h, seed, 2.0f),
-                                     seeded_weights(hc, h, r, seed + 10)};
-    const auto [split, split_cpu] = run_judged(c, T, HcLowRankPath::split, in, seed);
-    const auto [slab, slab_cpu] = run_judged(c, T, HcLowRankPath::slab, in, seed);
+    const oracle::MhcLowRankInputs in{seeded_values(T * hc * h, seed, 2.0f),
+                                      seeded_weights(hc, h, r, seed + 10)};
+    const auto [split, split_cpu] = run_judged(c, T, MhcLowRankPath::split, in, seed);
+    const auto [slab, slab_cpu] = run_judged(c, T, MhcLowRankPath::slab, in, seed);
     EXPECT_EQ(split.diagnostics.nonfinite_tokens, 0u);
     EXPECT_EQ(slab.diagnostics.nonfinite_tokens, 0u);
     const Floats& n32 = split.norm.normed.f32;
     const Bits& n16 = slab.norm.normed.bf16;
     ASSERT_EQ(n16.size(), n32.size());
     for (size_t k = 0; k < n32.size(); ++k) ASSERT_EQ(n16[k], f32_to_bf16_bits(n32[k])) << k;
-    expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, T), in, split.collapse.block_in,
-                                                   slab.collapse.block_in, bounds()));
+    expect_passed(oracle::compare_mhc_lowrank_paths(dims_of(c, T), in, split.collapse.block_in,
+                                                    slab.collapse.block_in, bounds()));
     if (on_cpu()) return expect_paths_within_chain_bounds(dims_of(c, T), in, split, slab);
     // Each path against the CPU's other path (the slab side's GEMM roundoff decides the model).
-    expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, T), in, split.collapse.block_in,
-                                                   slab_cpu.collapse.block_in,
-                                                   oracle::cpu_bounds()));
-    expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, T), in, split_cpu.collapse.block_in,
-                                                   slab.collapse.block_in, bounds()));
+    expect_passed(oracle::compare_mhc_lowrank_paths(dims_of(c, T), in, split.collapse.block_in,
+                                                    slab_cpu.collapse.block_in,
+                                                    oracle::cpu_bounds()));
+    expect_passed(oracle::compare_mhc_lowrank_paths(dims_of(c, T), in, split_cpu.collapse.block_in,
+                                                    slab.collapse.block_in, bounds()));
   }
 };
 
@@ -301,7 +301,7 @@ TEST_F(MhcLowRankKernel, TwoSlabsOnOneCarve) { check_lowrank_case(2100, 3, 96, 2
 
 TEST_F(MhcLowRankKernel, HcOneAndSixteen) {
   check_lowrank_case(5, 1, 40, 6, 32);
-  check_lowrank_case(5, kMaxHcMult, 8, 5, 33);
+  check_lowrank_case(5, kMaxMhcMult, 8, 5, 33);
 }
 
 // ============================================================== the oracle's generated inputs
@@ -311,16 +311,16 @@ TEST_F(MhcLowRankKernel, HcOneAndSixteen) {
 TEST_F(MhcLowRankKernel, OracleSplitPathT64) {
   const ModelConfig c = mhc_config(4, 128, 16);
   const uint64_t rows = 64;
-  const oracle::HcLowRankInputs in = oracle::generate_hc_lowrank_inputs(dims_of(c, rows), 41);
-  const auto [gs, cs] = run_judged(c, rows, HcLowRankPath::split, in, 41);
-  const auto [gb, cb] = run_judged(c, rows, HcLowRankPath::slab, in, 41);
-  expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, rows), in, gs.collapse.block_in,
-                                                 gb.collapse.block_in, bounds()));
+  const oracle::MhcLowRankInputs in = oracle::generate_mhc_lowrank_inputs(dims_of(c, rows), 41);
+  const auto [gs, cs] = run_judged(c, rows, MhcLowRankPath::split, in, 41);
+  const auto [gb, cb] = run_judged(c, rows, MhcLowRankPath::slab, in, 41);
+  expect_passed(oracle::compare_mhc_lowrank_paths(dims_of(c, rows), in, gs.collapse.block_in,
+                                                  gb.collapse.block_in, bounds()));
   if (on_cpu()) return;
-  expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, rows), in, gs.collapse.block_in,
-                                                 cb.collapse.block_in, oracle::cpu_bounds()));
-  expect_passed(oracle::compare_hc_lowrank_paths(dims_of(c, rows), in, cs.collapse.block_in,
-                                                 gb.collapse.block_in, bounds()));
+  expect_passed(oracle::compare_mhc_lowrank_paths(dims_of(c, rows), in, gs.collapse.block_in,
+                                                  cb.collapse.block_in, oracle::cpu_bounds()));
+  expect_passed(oracle::compare_mhc_lowrank_paths(dims_of(c, rows), in, cs.collapse.block_in,
+                                                  gb.collapse.block_in, bounds()));
 }
 
 // T = 65: one past the split path, the GEMM path's smallest pass; and two slabs (2100 rows:
@@ -328,26 +328,27 @@ TEST_F(MhcLowRankKernel, OracleSplitPathT64) {
 TEST_F(MhcLowRankKernel, OracleSlabPathT65AndTwoSlabs) {
   const ModelConfig c = mhc_config(4, 96, 16);
   for (uint64_t rows : {65, 2100})
-    run_judged(c, rows, HcLowRankPath::slab,
-               oracle::generate_hc_lowrank_inputs(dims_of(c, rows), 50 + rows), 50 + rows);
+    run_judged(c, rows, MhcLowRankPath::slab,
+               oracle::generate_mhc_lowrank_inputs(dims_of(c, rows), 50 + rows), 50 + rows);
 }
 
 TEST_F(MhcLowRankKernel, OracleNonFiniteHugeAndHcLimits) {
-  oracle::HcInputProfile bad;
+  oracle::MhcInputProfile bad;
   bad.nonfinite = {{2, 3, 0, INFINITY}, {5, 0, 17, NAN}};
-  oracle::HcInputProfile huge;
-  huge.magnitude = oracle::HcStreamMagnitude::huge;
+  oracle::MhcInputProfile huge;
+  huge.magnitude = oracle::MhcStreamMagnitude::huge;
   const ModelConfig c = mhc_config(4, 40, 8);
   for (const auto& profile : {bad, huge})
-    for (auto path : {HcLowRankPath::split, HcLowRankPath::slab}) {
-      const auto in = oracle::generate_hc_lowrank_inputs(dims_of(c, 7), 61, profile);
+    for (auto path : {MhcLowRankPath::split, MhcLowRankPath::slab}) {
+      const auto in = oracle::generate_mhc_lowrank_inputs(dims_of(c, 7), 61, profile);
       const auto [g, k] = run_judged(c, 7, path, in, 61);
       EXPECT_EQ(g.diagnostics.nonfinite_tokens, profile.nonfinite.size()) << to_string(path);
     }
   for (uint64_t hc : {1, 16})
-    for (auto path : {HcLowRankPath::split, HcLowRankPath::slab}) {
+    for (auto path : {MhcLowRankPath::split, MhcLowRankPath::slab}) {
       const ModelConfig ch = mhc_config(hc, 24, 4);
-      run_judged(ch, 9, path, oracle::generate_hc_lowrank_inputs(dims_of(ch, 9), 62 + hc), 62 + hc);
+      run_judged(ch, 9, path, oracle::generate_mhc_lowrank_inputs(dims_of(ch, 9), 62 + hc),
+                 62 + hc);
     }
 }
 
@@ -358,22 +359,22 @@ TEST_F(MhcLowRankKernel, OracleNonFiniteHugeAndHcLimits) {
 // output). One token in the whole chain; then two tokens (NaN, +Inf) with norm_w in ±0.25.
 TEST_F(MhcLowRankKernel, NonFiniteTokenIsNanAndCountedOnce) {
   const auto check = [](uint64_t T, uint64_t hc, uint64_t h, uint64_t r,
-                        const oracle::HcLowRankInputs& clean,
+                        const oracle::MhcLowRankInputs& clean,
                         const std::vector<std::tuple<uint64_t, uint64_t, float>>& poison) {
     const uint64_t K = hc * h;
     const ModelConfig c = mhc_config(hc, h, r);
-    oracle::HcLowRankInputs dirty = clean;
+    oracle::MhcLowRankInputs dirty = clean;
     std::vector<bool> bad(T, false);
     for (const auto& [token, at, value] : poison) {
       dirty.streams[token * K + at] = value;
       bad[token] = true;
     }
-    for (auto path : {HcLowRankPath::split, HcLowRankPath::slab}) {
+    for (auto path : {MhcLowRankPath::split, MhcLowRankPath::slab}) {
       SCOPED_TRACE(to_string(path));
-      const HcLowRankRun ok = run_path(backend(), c, T, path, clean);
-      const HcLowRankRun run = run_path(backend(), c, T, path, dirty);
+      const MhcLowRankRun ok = run_path(backend(), c, T, path, clean);
+      const MhcLowRankRun run = run_path(backend(), c, T, path, dirty);
       EXPECT_EQ(run.diagnostics.nonfinite_tokens, poison.size());
-      const bool split = path == HcLowRankPath::split;
+      const bool split = path == MhcLowRankPath::split;
       const std::vector<double> normed = run.norm.normed.values();
       for (uint64_t t = 0; t < T; ++t) {
         if (bad[t]) {
@@ -414,15 +415,15 @@ TEST_F(MhcLowRankKernel, HugeAndZeroStreams) {
     const uint64_t hc = 4, K = hc * h;
     ModelConfig c = mhc_config(hc, h, r);
     c.rms_norm_eps = 0.0;
-    const oracle::HcLowRankInputs small{seeded_values(T * K, seed, x_scale),
-                                        seeded_weights(hc, h, r, w_seed, norm_scale)};
-    oracle::HcLowRankInputs huge = small;
+    const oracle::MhcLowRankInputs small{seeded_values(T * K, seed, x_scale),
+                                         seeded_weights(hc, h, r, w_seed, norm_scale)};
+    oracle::MhcLowRankInputs huge = small;
     for (uint64_t k = 0; k < T * K; ++k)
       if (k / K != 1 || (k % K) / h == 2) huge.streams[k] = std::ldexp(small.streams[k], 100);
-    for (auto path : {HcLowRankPath::split, HcLowRankPath::slab}) {
+    for (auto path : {MhcLowRankPath::split, MhcLowRankPath::slab}) {
       SCOPED_TRACE(to_string(path));
-      const HcLowRankRun a = run_path(backend(), c, T, path, small);
-      const HcLowRankRun b = run_path(backend(), c, T, path, huge);
+      const MhcLowRankRun a = run_path(backend(), c, T, path, small);
+      const MhcLowRankRun b = run_path(backend(), c, T, path, huge);
       EXPECT_EQ(b.diagnostics.nonfinite_tokens, 0u);
       EXPECT_EQ(a.norm.normed.f32, b.norm.normed.f32);
       EXPECT_EQ(a.norm.normed.bf16, b.norm.normed.bf16);
@@ -432,9 +433,9 @@ TEST_F(MhcLowRankKernel, HugeAndZeroStreams) {
   }
   const uint64_t T = 3, hc = 4, h = 40, r = 6;
   const ModelConfig c = mhc_config(hc, h, r);
-  const oracle::HcLowRankInputs zero{Floats(T * hc * h, 0.0f), seeded_weights(hc, h, r, 43)};
-  for (auto path : {HcLowRankPath::split, HcLowRankPath::slab}) {
-    const HcLowRankRun z = run_path(backend(), c, T, path, zero);
+  const oracle::MhcLowRankInputs zero{Floats(T * hc * h, 0.0f), seeded_weights(hc, h, r, 43)};
+  for (auto path : {MhcLowRankPath::split, MhcLowRankPath::slab}) {
+    const MhcLowRankRun z = run_path(backend(), c, T, path, zero);
     EXPECT_EQ(z.diagnostics.nonfinite_tokens, 0u) << to_string(path);
     EXPECT_EQ(z.collapse.block_in, Bits(T * h, 0)) << to_string(path);
     EXPECT_EQ(post_of(z), Floats(T * hc, 1.0f)) << to_string(path);

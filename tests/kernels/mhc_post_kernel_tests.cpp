@@ -2,9 +2,9 @@
 // range errors, on the backend under test (tests/support/backend_under_test.h):
 //   - expand: every stream is the BF16 row, bit for bit (judged by the oracle's exact check);
 //   - post (Sinkhorn and low-rank forms): judged against the oracle's FP64 hc_post under
-//     hc_post_bounds (γ_(hc+1) of the terms' magnitudes, low-rank form γ_2); in place == out
+//     mhc_post_bounds (γ_(hc+1) of the terms' magnitudes, low-rank form γ_2); in place == out
 //     of place bit for bit; B13 = the BF16 rounding of the spec result, caught by the judge;
-//   - hc = 0 and hc = kMaxHcMult + 1 refused by every op (the CPU's message names the range).
+//   - hc = 0 and hc = kMaxMhcMult + 1 refused by every op (the CPU's message names the range).
 // On a backend other than the CPU also against the CPU: expand bit for bit, post within the sum
 // of the two backends' bounds.
 #include <gtest/gtest.h>
@@ -56,10 +56,10 @@ class MhcErrorsKernel : public MhcPostKernel {};
 
 // ============================================================== expand
 
-Floats run_expand(Backend& backend, const HcExpandOp& op, const Bits& x) {
+Floats run_expand(Backend& backend, const MhcExpandOp& op, const Bits& x) {
   Rig rig(backend, {op.accesses()}, 0);
   rig.put(op.input, x);
-  backend.hc_expand(rig.ws, op);
+  backend.mhc_expand(rig.ws, op);
   return rig.get<float>(op.streams);
 }
 
@@ -67,9 +67,9 @@ TEST_F(MhcExpandKernel, EveryStreamIsTheBf16Row) {
   for (auto [rows, hc, h, seed, scale] :
        {std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, float>{3, 1, 37, 15, 3.0f},
         {3, 4, 37, 15, 3.0f},
-        {3, kMaxHcMult, 37, 15, 3.0f},
+        {3, kMaxMhcMult, 37, 15, 3.0f},
         {9, 3, 130, 41, 4.0f}}) {
-    const HcExpandOp op = HcExpandOp::make(mhc_config(hc, h), rows);
+    const MhcExpandOp op = MhcExpandOp::make(mhc_config(hc, h), rows);
     const Bits x = seeded_bf16_values(rows * h, seed, scale);
     const Floats s = run_expand(backend(), op, x);
     for (uint64_t t = 0; t < rows; ++t)
@@ -81,10 +81,10 @@ TEST_F(MhcExpandKernel, EveryStreamIsTheBf16Row) {
       EXPECT_TRUE(same_bits(s, c, 0, s.size())) << op.params() << " vs cpu";
     }
   }
-  const HcExpandOp op = HcExpandOp::make(mhc_config(3, 130), 9);
-  const Bits in = oracle::generate_hc_expand_input(op, 34);
+  const MhcExpandOp op = MhcExpandOp::make(mhc_config(3, 130), 9);
+  const Bits in = oracle::generate_mhc_expand_input(op, 34);
   expect_passed(
-      oracle::judge_hc_expand(op, in, run_expand(backend(), op, in), backend().name(), 34));
+      oracle::judge_mhc_expand(op, in, run_expand(backend(), op, in), backend().name(), 34));
 }
 
 // ============================================================== post
@@ -97,9 +97,9 @@ struct PostScales {
 constexpr PostScales kNearOne{0.9f, 1.0f, 0.5f, 0.5f, 4.0f, 0.25f};  // post ∈ (0.1, 1.9)
 constexpr PostScales kWide{2.0f, 0.0f, 1.0f, 0.0f, 3.0f, 2.0f};      // signed post and comb
 
-oracle::HcPostInputs seeded_post_inputs(const HcPostOp& op, uint64_t seed, const PostScales& s) {
+oracle::MhcPostInputs seeded_post_inputs(const MhcPostOp& op, uint64_t seed, const PostScales& s) {
   const auto& d = op.shape();
-  oracle::HcPostInputs in;
+  oracle::MhcPostInputs in;
   in.post = seeded_values(d.rows * d.hc, seed, s.post, s.post_offset);
   if (!d.lowrank) in.comb = seeded_values(d.rows * d.hc * d.hc, seed + 1, s.comb, s.comb_offset);
   in.streams = seeded_values(d.rows * d.hc * d.h, seed + 2, s.x);
@@ -108,7 +108,7 @@ oracle::HcPostInputs seeded_post_inputs(const HcPostOp& op, uint64_t seed, const
 }
 
 // Runs `op` with its `out` where the op says (streams: in place) and returns `out`.
-Floats run_post(Backend& backend, const HcPostOp& op, const oracle::HcPostInputs& in,
+Floats run_post(Backend& backend, const MhcPostOp& op, const oracle::MhcPostInputs& in,
                 Mutant mutant = Mutant::none) {
   Rig rig(backend, {op.accesses()}, 0);
   rig.put(op.post, in.post);
@@ -117,13 +117,13 @@ Floats run_post(Backend& backend, const HcPostOp& op, const oracle::HcPostInputs
   rig.put(op.streams, in.streams);
   {
     MutantScope scope(backend, mutant);
-    backend.hc_post(rig.ws, op);
+    backend.mhc_post(rig.ws, op);
   }
   return rig.get<float>(op.out);
 }
 
 // The same op with `out` in another arena buffer (out of place).
-HcPostOp out_of_place(HcPostOp op, BufferId buffer) {
+MhcPostOp out_of_place(MhcPostOp op, BufferId buffer) {
   op.out = arena_tensor(buffer, 0, op.streams.shape, DType::f32);
   return op;
 }
@@ -134,12 +134,12 @@ HcPostOp out_of_place(HcPostOp op, BufferId buffer) {
 void check_post_case(Backend& backend, const oracle::BoundModel& bm, bool cpu, uint64_t rows,
                      uint64_t hc, uint64_t h, uint64_t r, uint64_t seed, const PostScales& scales,
                      BufferId apart_buffer) {
-  const HcPostOp op = HcPostOp::make(mhc_config(hc, h, r), rows);
+  const MhcPostOp op = MhcPostOp::make(mhc_config(hc, h, r), rows);
   ASSERT_EQ(op.shape().lowrank, r > 0);
-  const HcPostOp apart = out_of_place(op, apart_buffer);
+  const MhcPostOp apart = out_of_place(op, apart_buffer);
   const std::string what = op.params();
   SCOPED_TRACE(what);
-  const oracle::HcPostInputs in = seeded_post_inputs(op, seed, scales);
+  const oracle::MhcPostInputs in = seeded_post_inputs(op, seed, scales);
   const Floats out = run_post(backend, op, in), out_apart = run_post(backend, apart, in);
   EXPECT_TRUE(same_bits(out, out_apart, 0, out.size())) << "in place != out of place";
   const Floats b13 = run_post(backend, op, in, Mutant::B13);
@@ -151,11 +151,11 @@ void check_post_case(Backend& backend, const oracle::BoundModel& bm, bool cpu, u
     changed = changed || b13[k] != out[k];
   }
   EXPECT_TRUE(changed) << "B13 left every value unchanged (mutant not caught)";
-  expect_passed(oracle::judge_hc_post(op, in, out, backend.name(), seed, bm));
+  expect_passed(oracle::judge_mhc_post(op, in, out, backend.name(), seed, bm));
   if (cpu) return;
   const Floats on_cpu = run_post(testing::cpu_backend(), op, in);
   const std::vector<double> bound = testing::sum(
-      oracle::hc_post_bounds(op, in, bm), oracle::hc_post_bounds(op, in, oracle::cpu_bounds()));
+      oracle::mhc_post_bounds(op, in, bm), oracle::mhc_post_bounds(op, in, oracle::cpu_bounds()));
   expect_passed(oracle::compare_f32_bounded(what + " hc_streams vs cpu", out, oracle::widen(on_cpu),
                                             h, {bound, {}, "b_cpu + b"}));
 }
@@ -165,13 +165,13 @@ TEST_F(MhcPostKernel, SinkhornFormInPlaceEqualsOutOfPlace) {
   const BufferId apart = BufferId::splitk_workspace;
   check_post_case(backend(), bounds(), on_cpu(), 3, 4, 600, 0, 20, kNearOne, apart);
   check_post_case(backend(), bounds(), on_cpu(), 2, 1, 70, 0, 21, kNearOne, apart);
-  check_post_case(backend(), bounds(), on_cpu(), 2, kMaxHcMult, 300, 0, 22, kNearOne, apart);
+  check_post_case(backend(), bounds(), on_cpu(), 2, kMaxMhcMult, 300, 0, 22, kNearOne, apart);
 }
 
 TEST_F(MhcPostKernel, LowRankFormInPlaceEqualsOutOfPlace) {
   const BufferId apart = BufferId::splitk_workspace;
   check_post_case(backend(), bounds(), on_cpu(), 3, 4, 600, 3, 23, kNearOne, apart);
-  check_post_case(backend(), bounds(), on_cpu(), 2, kMaxHcMult, 64, 3, 24, kNearOne, apart);
+  check_post_case(backend(), bounds(), on_cpu(), 2, kMaxMhcMult, 64, 3, 24, kNearOne, apart);
 }
 
 // Signed post and comb, out of place in hc_lowrank_scratch.
@@ -191,22 +191,23 @@ TEST_F(MhcPostKernel, OracleFormsInPlaceAndB13) {
         {4, 300, 16, 7, 22},
         {16, 40, 0, 3, 23},
         {1, 9, 4, 2, 24}}) {
-    const HcPostOp op = HcPostOp::make(mhc_config(hc, h, r), rows);
+    const MhcPostOp op = MhcPostOp::make(mhc_config(hc, h, r), rows);
     SCOPED_TRACE(op.params());
-    const oracle::HcPostInputs in = oracle::generate_hc_post_inputs(op, seed);
-    HcPostOp apart = op;
-    const uint64_t pool = oracle::place_hc_post_out_of_place(apart);
-    const Workspace ws = oracle::allocate_hc_footprint(backend(), apart, pool);
-    const Floats got = oracle::run_hc_post(backend(), ws, op, in);
-    const Floats got_apart = oracle::run_hc_post(backend(), ws, apart, in);
+    const oracle::MhcPostInputs in = oracle::generate_mhc_post_inputs(op, seed);
+    MhcPostOp apart = op;
+    const uint64_t pool = oracle::place_mhc_post_out_of_place(apart);
+    const Workspace ws = oracle::allocate_mhc_footprint(backend(), apart, pool);
+    const Floats got = oracle::run_mhc_post(backend(), ws, op, in);
+    const Floats got_apart = oracle::run_mhc_post(backend(), ws, apart, in);
     EXPECT_TRUE(same_bits(got, got_apart, 0, got.size())) << "in place != out of place";
-    expect_passed(oracle::judge_hc_post(op, in, got, backend().name(), seed, bounds()));
+    expect_passed(oracle::judge_mhc_post(op, in, got, backend().name(), seed, bounds()));
     if (!on_cpu()) {
       Backend& cpu = testing::cpu_backend();
-      const Floats c = oracle::run_hc_post(cpu, oracle::allocate_hc_footprint(cpu, op, 0), op, in);
+      const Floats c =
+          oracle::run_mhc_post(cpu, oracle::allocate_mhc_footprint(cpu, op, 0), op, in);
       const std::vector<double> bound =
-          testing::sum(oracle::hc_post_bounds(op, in, bounds()),
-                       oracle::hc_post_bounds(op, in, oracle::cpu_bounds()));
+          testing::sum(oracle::mhc_post_bounds(op, in, bounds()),
+                       oracle::mhc_post_bounds(op, in, oracle::cpu_bounds()));
       expect_passed(oracle::compare_f32_bounded(op.params() + " hc_streams vs cpu", got,
                                                 oracle::widen(c), op.shape().h,
                                                 {bound, {}, "b_cpu + b"}));
@@ -214,20 +215,20 @@ TEST_F(MhcPostKernel, OracleFormsInPlaceAndB13) {
     Floats b13;
     {
       MutantScope scope(backend(), Mutant::B13);
-      b13 = oracle::run_hc_post(backend(), ws, op, in);
+      b13 = oracle::run_mhc_post(backend(), ws, op, in);
     }
-    const auto caught = oracle::judge_hc_post(op, in, b13, backend().name(), seed, bounds());
+    const auto caught = oracle::judge_mhc_post(op, in, b13, backend().name(), seed, bounds());
     EXPECT_FALSE(caught.passed()) << "B13 not caught\n" << oracle::format_report(caught);
   }
 }
 
 // ============================================================== errors
 
-// A launch with hc outside 1..kMaxHcMult is refused before anything is bound or written: an
+// A launch with hc outside 1..kMaxMhcMult is refused before anything is bound or written: an
 // Error (on the CPU naming the op's parameters and the range; an allocated footprint, nothing
 // uploaded).
 template <class Op, class Call>
-void expect_hc_refused(Backend& backend, bool cpu, const Op& op, Call call) {
+void expect_mhc_refused(Backend& backend, bool cpu, const Op& op, Call call) {
   Rig rig(backend, {op.accesses()}, uint64_t{1} << 20);
   try {
     call(backend, rig.ws, op);
@@ -240,43 +241,44 @@ void expect_hc_refused(Backend& backend, bool cpu, const Op& op, Call call) {
   }
 }
 
-using SplitStage = HcLowRankSplitOp::Stage;
-using SlabStage = HcLowRankSlabOp::Stage;
+using SplitStage = MhcLowRankSplitOp::Stage;
+using SlabStage = MhcLowRankSlabOp::Stage;
 
-// Every op refuses hc = 0 and hc = kMaxHcMult + 1 (both forms of post, every low-rank stage,
+// Every op refuses hc = 0 and hc = kMaxMhcMult + 1 (both forms of post, every low-rank stage,
 // slabs of 100 and of 2 rows).
 TEST_F(MhcErrorsKernel, EveryOpRefusesHcOutsideTheKernelRange) {
   Backend& b = backend();
   const bool cpu = on_cpu();
-  for (uint64_t hc : {uint64_t{0}, kMaxHcMult + 1}) {
+  for (uint64_t hc : {uint64_t{0}, kMaxMhcMult + 1}) {
     SCOPED_TRACE("hc=" + std::to_string(hc));
     const ModelConfig c = mhc_config(hc, 8);
     for (const ModelConfig& any : {c, mhc_config(hc, 8, 4)}) {
-      expect_hc_refused(
-          b, cpu, HcExpandOp::make(any, 2),
-          [](Backend& be, const Workspace& ws, const auto& op) { be.hc_expand(ws, op); });
-      expect_hc_refused(
-          b, cpu, HcPreOp::make(any, 2),
-          [](Backend& be, const Workspace& ws, const auto& op) { be.hc_pre(ws, op); });
-      expect_hc_refused(
-          b, cpu, HcHeadOp::make(any, 2),
-          [](Backend& be, const Workspace& ws, const auto& op) { be.hc_head(ws, op); });
+      expect_mhc_refused(
+          b, cpu, MhcExpandOp::make(any, 2),
+          [](Backend& be, const Workspace& ws, const auto& op) { be.mhc_expand(ws, op); });
+      expect_mhc_refused(
+          b, cpu, MhcPreOp::make(any, 2),
+          [](Backend& be, const Workspace& ws, const auto& op) { be.mhc_pre(ws, op); });
+      expect_mhc_refused(
+          b, cpu, MhcHeadOp::make(any, 2),
+          [](Backend& be, const Workspace& ws, const auto& op) { be.mhc_head(ws, op); });
     }
     for (const ModelConfig& form : {c, mhc_config(hc, 8, 2), mhc_config(hc, 8, 4)})
-      expect_hc_refused(
-          b, cpu, HcPostOp::make(form, 2),
-          [](Backend& be, const Workspace& ws, const auto& op) { be.hc_post(ws, op); });
+      expect_mhc_refused(
+          b, cpu, MhcPostOp::make(form, 2),
+          [](Backend& be, const Workspace& ws, const auto& op) { be.mhc_post(ws, op); });
     for (const ModelConfig& lr : {mhc_config(hc, 8, 2), mhc_config(hc, 8, 4)}) {
       for (SplitStage s : {SplitStage::norm, SplitStage::down, SplitStage::collapse})
-        expect_hc_refused(
-            b, cpu, HcLowRankSplitOp::make(s, lr, 2),
-            [](Backend& be, const Workspace& ws, const auto& op) { be.hc_lowrank_split(ws, op); });
+        expect_mhc_refused(
+            b, cpu, MhcLowRankSplitOp::make(s, lr, 2),
+            [](Backend& be, const Workspace& ws, const auto& op) { be.mhc_lowrank_split(ws, op); });
       for (SlabStage s : {SlabStage::norm, SlabStage::down, SlabStage::inject, SlabStage::up,
                           SlabStage::collapse})
         for (uint64_t m : {uint64_t{100}, uint64_t{2}})
-          expect_hc_refused(
-              b, cpu, HcLowRankSlabOp::make(s, lr, m, 0, m),
-              [](Backend& be, const Workspace& ws, const auto& op) { be.hc_lowrank_slab(ws, op); });
+          expect_mhc_refused(b, cpu, MhcLowRankSlabOp::make(s, lr, m, 0, m),
+                             [](Backend& be, const Workspace& ws, const auto& op) {
+                               be.mhc_lowrank_slab(ws, op);
+                             });
     }
   }
 }

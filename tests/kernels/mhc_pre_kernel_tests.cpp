@@ -78,13 +78,13 @@ Rig mix_rig(Backend& backend, Op& op, const Inputs& in) {
 
 // Runs the pre step on `backend` in a poisoned footprint workspace (its pool operands placed
 // first); the mutant is on for this run only.
-oracle::HcPreOutputs run_pre(Backend& backend, HcPreOp op, const oracle::HcPreInputs& in,
-                             Mutant mutant = Mutant::none) {
+oracle::MhcPreOutputs run_pre(Backend& backend, MhcPreOp op, const oracle::MhcPreInputs& in,
+                              Mutant mutant = Mutant::none) {
   Rig rig = mix_rig(backend, op, in);
-  oracle::HcPreOutputs out;
+  oracle::MhcPreOutputs out;
   {
     MutantScope scope(backend, mutant);
-    out.diagnostics = backend.hc_pre(rig.ws, op);
+    out.diagnostics = backend.mhc_pre(rig.ws, op);
   }
   out.post = rig.get<float>(op.post);
   out.comb = rig.get<float>(op.comb);
@@ -92,10 +92,10 @@ oracle::HcPreOutputs run_pre(Backend& backend, HcPreOp op, const oracle::HcPreIn
   return out;
 }
 
-oracle::HcHeadOutputs run_head(Backend& backend, HcHeadOp op, const oracle::HcHeadInputs& in) {
+oracle::MhcHeadOutputs run_head(Backend& backend, MhcHeadOp op, const oracle::MhcHeadInputs& in) {
   Rig rig = mix_rig(backend, op, in);
-  oracle::HcHeadOutputs out;
-  out.diagnostics = backend.hc_head(rig.ws, op);
+  oracle::MhcHeadOutputs out;
+  out.diagnostics = backend.mhc_head(rig.ws, op);
   out.output = rig.get<uint16_t>(op.output);
   return out;
 }
@@ -226,11 +226,11 @@ double tight_row_bound(std::span<const double> K, uint64_t hc, uint64_t iters, d
 
 // A CPU pre run against the oracle's exact values under the tight bounds: post, block input,
 // the comb's Sinkhorn class check and row sums (the column sums are the judge's, exact).
-void expect_pre_within_tight_bounds(const HcPreOp& op, const oracle::HcPreInputs& in,
-                                    const oracle::HcPreOutputs& got) {
+void expect_pre_within_tight_bounds(const MhcPreOp& op, const oracle::MhcPreInputs& in,
+                                    const oracle::MhcPreOutputs& got) {
   const auto& s = op.shape();
   const uint64_t hc = s.hc, n = hc * hc;
-  const oracle::HcPreReference ref = oracle::hc_pre(op, in, Mode::exact);
+  const oracle::MhcPreReference ref = oracle::mhc_pre(op, in, Mode::exact);
   const TightBounds b = tight_bounds({s.rows, hc, s.h, s.mix, op.rms_eps, op.hc_eps, in.streams,
                                       in.fn, in.scale, in.bias, ref.mix},
                                      ref.block_in, false);
@@ -260,10 +260,10 @@ void expect_pre_within_tight_bounds(const HcPreOp& op, const oracle::HcPreInputs
   }
 }
 
-void expect_head_within_tight_bounds(const HcHeadOp& op, const oracle::HcHeadInputs& in,
-                                     const oracle::HcHeadOutputs& got) {
+void expect_head_within_tight_bounds(const MhcHeadOp& op, const oracle::MhcHeadInputs& in,
+                                     const oracle::MhcHeadOutputs& got) {
   const auto& s = op.shape();
-  const oracle::HcHeadReference ref = oracle::hc_head(op, in, Mode::exact);
+  const oracle::MhcHeadReference ref = oracle::mhc_head(op, in, Mode::exact);
   const TightBounds b = tight_bounds({s.rows, s.hc, s.h, s.hc, op.rms_eps, op.hc_eps, in.streams,
                                       in.fn, in.scale, in.bias, ref.mix},
                                      ref.output, true);
@@ -278,8 +278,8 @@ class MhcPreKernel : public KernelTest {
 
   // The FP64 reference comb itself within the Birkhoff–Hopf row bound of its kernel, with the
   // FP64 arithmetic slack (u = 2^-53: the reference's own rounded sums), token by token.
-  static void expect_reference_within_row_bound(const HcPreOp& op,
-                                                const oracle::HcPreReference& ref) {
+  static void expect_reference_within_row_bound(const MhcPreOp& op,
+                                                const oracle::MhcPreReference& ref) {
     const uint64_t hc = op.shape().hc, n = hc * hc;
     for (uint64_t t = 0; t < op.shape().rows; ++t) {
       const std::span<const double> K(ref.kernel.data() + t * n, n);
@@ -292,13 +292,13 @@ class MhcPreKernel : public KernelTest {
   }
 
   // The CPU's run of the same inputs against `got`, within the sum of the two bounds.
-  static void expect_pre_agrees_with_cpu(const HcPreOp& op, const oracle::HcPreInputs& in,
-                                         const oracle::HcPreOutputs& got) {
-    const oracle::HcPreOutputs c = run_pre(testing::cpu_backend(), op, in);
+  static void expect_pre_agrees_with_cpu(const MhcPreOp& op, const oracle::MhcPreInputs& in,
+                                         const oracle::MhcPreOutputs& got) {
+    const oracle::MhcPreOutputs c = run_pre(testing::cpu_backend(), op, in);
     EXPECT_EQ(got.diagnostics.nonfinite_tokens, c.diagnostics.nonfinite_tokens) << op.params();
-    const oracle::HcPreReference ref = oracle::hc_pre(op, in, Mode::faithful);
-    const oracle::HcPreBounds bg = oracle::hc_pre_bounds(op, in, ref, bounds());
-    const oracle::HcPreBounds bc = oracle::hc_pre_bounds(op, in, ref, oracle::cpu_bounds());
+    const oracle::MhcPreReference ref = oracle::mhc_pre(op, in, Mode::faithful);
+    const oracle::MhcPreBounds bg = oracle::mhc_pre_bounds(op, in, ref, bounds());
+    const oracle::MhcPreBounds bc = oracle::mhc_pre_bounds(op, in, ref, oracle::cpu_bounds());
     const auto& d = op.shape();
     expect_passed(oracle::compare_f32_bounded(op.params() + " hc_post vs cpu", got.post,
                                               oracle::widen(c.post), d.hc,
@@ -310,44 +310,44 @@ class MhcPreKernel : public KernelTest {
 
   // Runs pre on the backend under test; returns the judge's report (the caller expects it to
   // pass or fail); on another backend also against the CPU.
-  static oracle::AgreementReport check_pre(const HcPreOp& op, const oracle::HcPreInputs& in,
+  static oracle::AgreementReport check_pre(const MhcPreOp& op, const oracle::MhcPreInputs& in,
                                            uint64_t seed) {
-    const oracle::HcPreOutputs got = run_pre(backend(), op, in);
+    const oracle::MhcPreOutputs got = run_pre(backend(), op, in);
     if (!on_cpu()) expect_pre_agrees_with_cpu(op, in, got);
-    return oracle::judge_hc_pre(op, in, got, backend().name(), seed, bounds());
+    return oracle::judge_mhc_pre(op, in, got, backend().name(), seed, bounds());
   }
 
   // The seeded inputs of the old hand tests, judged.
   static void check_pre_case(uint64_t rows, uint64_t hc, uint64_t h, uint64_t seed) {
     SCOPED_TRACE("hc=" + std::to_string(hc) + " h=" + std::to_string(h));
-    const HcPreOp op = HcPreOp::make(mhc_config(hc, h), rows);
-    const oracle::HcPreInputs in = seeded_pre_inputs(rows, hc, h, op.shape().mix, seed);
+    const MhcPreOp op = MhcPreOp::make(mhc_config(hc, h), rows);
+    const oracle::MhcPreInputs in = seeded_pre_inputs(rows, hc, h, op.shape().mix, seed);
     expect_passed(check_pre(op, in, seed));
     if (on_cpu()) expect_pre_within_tight_bounds(op, in, run_pre(backend(), op, in));
     // These logits span a few units, so every column sum stays ≫ eps: the reference is held to
     // the row bound too (with logit ranges of tens the oracle's judge covers the general case).
-    expect_reference_within_row_bound(op, oracle::hc_pre(op, in, Mode::faithful));
+    expect_reference_within_row_bound(op, oracle::mhc_pre(op, in, Mode::faithful));
   }
 
   // The oracle's generated inputs of a profile, judged.
-  static oracle::AgreementReport check_generated_pre(const HcPreOp& op, uint64_t seed,
-                                                     const oracle::HcInputProfile& profile = {}) {
-    return check_pre(op, oracle::generate_hc_pre_inputs(op, seed, profile), seed);
+  static oracle::AgreementReport check_generated_pre(const MhcPreOp& op, uint64_t seed,
+                                                     const oracle::MhcInputProfile& profile = {}) {
+    return check_pre(op, oracle::generate_mhc_pre_inputs(op, seed, profile), seed);
   }
 
   // `tight`: on the CPU also under the tight bounds (finite inputs of a few units only).
-  static void check_head(const HcHeadOp& op, const oracle::HcHeadInputs& in, uint64_t seed,
+  static void check_head(const MhcHeadOp& op, const oracle::MhcHeadInputs& in, uint64_t seed,
                          bool tight = false) {
-    const oracle::HcHeadOutputs got = run_head(backend(), op, in);
-    expect_passed(oracle::judge_hc_head(op, in, got, backend().name(), seed, bounds()));
+    const oracle::MhcHeadOutputs got = run_head(backend(), op, in);
+    expect_passed(oracle::judge_mhc_head(op, in, got, backend().name(), seed, bounds()));
     if (tight && on_cpu()) expect_head_within_tight_bounds(op, in, got);
     if (on_cpu()) return;
-    const oracle::HcHeadOutputs c = run_head(testing::cpu_backend(), op, in);
+    const oracle::MhcHeadOutputs c = run_head(testing::cpu_backend(), op, in);
     EXPECT_EQ(got.diagnostics.nonfinite_tokens, c.diagnostics.nonfinite_tokens) << op.params();
-    const oracle::HcHeadReference ref = oracle::hc_head(op, in, Mode::faithful);
+    const oracle::MhcHeadReference ref = oracle::mhc_head(op, in, Mode::faithful);
     const std::vector<double> bound =
-        testing::sum(oracle::hc_head_bounds(op, in, ref, bounds()),
-                     oracle::hc_head_bounds(op, in, ref, oracle::cpu_bounds()));
+        testing::sum(oracle::mhc_head_bounds(op, in, ref, bounds()),
+                     oracle::mhc_head_bounds(op, in, ref, oracle::cpu_bounds()));
     expect_passed(oracle::compare_bf16_bounded(op.params() + " hidden_states vs cpu", got.output,
                                                oracle::widen_bf16(c.output), op.shape().h,
                                                {bound, {}, "b_cpu + b"}));
@@ -368,7 +368,7 @@ TEST_F(MhcPreKernel, MatchesTheOracleHc16) { check_pre_case(3, 16, 40, 2); }
 // hc = 1: the Sinkhorn of a 1×1 matrix is exactly 1 (x/x); y = bf16(pre_0·x).
 TEST_F(MhcPreKernel, HcOneGivesCombOne) {
   check_pre_case(4, 1, 700, 3);
-  const HcPreOp op = HcPreOp::make(mhc_config(1, 700), 4);
+  const MhcPreOp op = MhcPreOp::make(mhc_config(1, 700), 4);
   const auto run = run_pre(backend(), op, seeded_pre_inputs(4, 1, 700, op.shape().mix, 3));
   EXPECT_EQ(run.comb, Floats(4, 1.0f));
 }
@@ -379,40 +379,40 @@ TEST_F(MhcPreKernel, OracleSmallShapesAndHcLimits) {
         {3, 16, 40, 20, 2},
         {4, 1, 33, 1, 3},
         {6, 2, 7, 3, 4}})
-    expect_passed(check_generated_pre(HcPreOp::make(mhc_config(hc, h, 0, iters), rows), seed));
+    expect_passed(check_generated_pre(MhcPreOp::make(mhc_config(hc, h, 0, iters), rows), seed));
 }
 
 TEST_F(MhcPreKernel, OracleLogitRangesHugeAndNonFiniteStreams) {
   for (double range : {0.01, 4.0, 20.0, 60.0}) {
-    oracle::HcInputProfile p;
+    oracle::MhcInputProfile p;
     p.logit_range = range;
-    expect_passed(check_generated_pre(HcPreOp::make(mhc_config(4, 512), 64), 10, p));
+    expect_passed(check_generated_pre(MhcPreOp::make(mhc_config(4, 512), 64), 10, p));
   }
-  oracle::HcInputProfile huge;
-  huge.magnitude = oracle::HcStreamMagnitude::huge;
-  expect_passed(check_generated_pre(HcPreOp::make(mhc_config(4, 128), 4), 11, huge));
-  oracle::HcInputProfile bad;
+  oracle::MhcInputProfile huge;
+  huge.magnitude = oracle::MhcStreamMagnitude::huge;
+  expect_passed(check_generated_pre(MhcPreOp::make(mhc_config(4, 128), 4), 11, huge));
+  oracle::MhcInputProfile bad;
   bad.nonfinite = {{1, 0, 3, NAN}, {4, 3, 95, INFINITY}, {5, 2, 0, -INFINITY}};
-  expect_passed(check_generated_pre(HcPreOp::make(mhc_config(4, 96), 6), 12, bad));
+  expect_passed(check_generated_pre(MhcPreOp::make(mhc_config(4, 96), 6), 12, bad));
 }
 
 // 1030 rows: the 4-token blocks, a partial last block of 2.
 TEST_F(MhcPreKernel, OracleBatchedBlocksPreAndHead) {
-  expect_passed(check_generated_pre(HcPreOp::make(mhc_config(4, 64), 1030), 13));
-  const HcHeadOp head = HcHeadOp::make(mhc_config(4, 64), 1030);
-  check_head(head, oracle::generate_hc_head_inputs(head, 14), 14);
+  expect_passed(check_generated_pre(MhcPreOp::make(mhc_config(4, 64), 1030), 13));
+  const MhcHeadOp head = MhcHeadOp::make(mhc_config(4, 64), 1030);
+  check_head(head, oracle::generate_mhc_head_inputs(head, 14), 14);
 }
 
 // Zero streams: r = 1/sqrt(eps), mix = 0, so pre/post/comb come from the biases alone (judged)
 // and the block input is +0 everywhere.
 TEST_F(MhcPreKernel, ZeroStreams) {
   const uint64_t rows = 2, hc = 4, h = 32;
-  const HcPreOp op = HcPreOp::make(mhc_config(hc, h), rows);
-  oracle::HcPreInputs in = seeded_pre_inputs(rows, hc, h, op.shape().mix, 7);
+  const MhcPreOp op = MhcPreOp::make(mhc_config(hc, h), rows);
+  oracle::MhcPreInputs in = seeded_pre_inputs(rows, hc, h, op.shape().mix, 7);
   std::fill(in.streams.begin(), in.streams.end(), 0.0f);
   const auto run = run_pre(backend(), op, in);
   EXPECT_EQ(run.block_in, Bits(rows * h, 0));
-  const oracle::HcPreReference ref = oracle::hc_pre(op, in, Mode::faithful);
+  const oracle::MhcPreReference ref = oracle::mhc_pre(op, in, Mode::faithful);
   for (uint64_t k = 0; k < rows * hc; ++k)
     EXPECT_EQ(ref.mix[k / hc * op.shape().mix + hc + k % hc], 0.0);
   expect_passed(check_pre(op, in, 7));
@@ -428,12 +428,12 @@ TEST_F(MhcPreKernel, ZeroStreams) {
 TEST_F(MhcPreKernel, NonFiniteTokensAreNanCountedAndIsolated) {
   {
     const uint64_t rows = 4, hc = 4, h = 96, bad = 2, K = hc * h;
-    const HcPreOp op = HcPreOp::make(mhc_config(hc, h), rows);
-    const oracle::HcPreInputs clean = seeded_pre_inputs(rows, hc, h, op.shape().mix, 5);
+    const MhcPreOp op = MhcPreOp::make(mhc_config(hc, h), rows);
+    const oracle::MhcPreInputs clean = seeded_pre_inputs(rows, hc, h, op.shape().mix, 5);
     const auto ok = run_pre(backend(), op, clean);
     EXPECT_EQ(ok.diagnostics.nonfinite_tokens, 0u);
     for (float poison : {kNaN, kInf, -kInf}) {
-      oracle::HcPreInputs in = clean;
+      oracle::MhcPreInputs in = clean;
       in.streams[bad * K + 3 * h + 17] = poison;
       const auto run = run_pre(backend(), op, in);
       EXPECT_EQ(run.diagnostics.nonfinite_tokens, 1u) << poison;
@@ -449,9 +449,9 @@ TEST_F(MhcPreKernel, NonFiniteTokensAreNanCountedAndIsolated) {
     }
   }
   const uint64_t rows = 6, hc = 4, h = 96, K = hc * h;
-  const HcPreOp op = HcPreOp::make(mhc_config(hc, h), rows);
-  const oracle::HcPreInputs clean = seeded_pre_inputs(rows, hc, h, op.shape().mix, 21);
-  oracle::HcPreInputs dirty = clean;
+  const MhcPreOp op = MhcPreOp::make(mhc_config(hc, h), rows);
+  const oracle::MhcPreInputs clean = seeded_pre_inputs(rows, hc, h, op.shape().mix, 21);
+  oracle::MhcPreInputs dirty = clean;
   dirty.streams[1 * K + 5] = kNaN;
   dirty.streams[3 * K + 2 * h + 17] = kInf;
   dirty.streams[4 * K + K - 1] = -kInf;
@@ -470,9 +470,9 @@ TEST_F(MhcPreKernel, NonFiniteTokensAreNanCountedAndIsolated) {
     }
   }
   // The head counts and isolates the same way.
-  const HcHeadOp head = HcHeadOp::make(mhc_config(hc, h), rows);
-  const oracle::HcHeadInputs hclean = seeded_head_inputs(rows, hc, h, 22);
-  oracle::HcHeadInputs hdirty = hclean;
+  const MhcHeadOp head = MhcHeadOp::make(mhc_config(hc, h), rows);
+  const oracle::MhcHeadInputs hclean = seeded_head_inputs(rows, hc, h, 22);
+  oracle::MhcHeadInputs hdirty = hclean;
   hdirty.streams[2 * K] = kNaN;
   const auto ha = run_head(backend(), head, hclean), hb = run_head(backend(), head, hdirty);
   EXPECT_EQ(ha.diagnostics.nonfinite_tokens, 0u);
@@ -491,9 +491,9 @@ TEST_F(MhcPreKernel, NonFiniteTokensAreNanCountedAndIsolated) {
 // are bit-identical to the unscaled run and the block input is exactly 2^100 times its (the
 // BF16 rounding commutes with 2^100). With the model's eps = 1e-6 the two runs differ by the
 // oracle's own eps effect |ref_small − ref_huge| plus each run's bound.
-void expect_scaled_exactly(Backend& b, HcPreOp op, const oracle::HcPreInputs& small) {
+void expect_scaled_exactly(Backend& b, MhcPreOp op, const oracle::MhcPreInputs& small) {
   op.rms_eps = 0.0;
-  oracle::HcPreInputs huge = small;
+  oracle::MhcPreInputs huge = small;
   for (float& v : huge.streams) v = std::ldexp(v, 100);
   const auto a = run_pre(b, op, small), c = run_pre(b, op, huge);
   EXPECT_EQ(c.diagnostics.nonfinite_tokens, 0u);
@@ -506,18 +506,18 @@ void expect_scaled_exactly(Backend& b, HcPreOp op, const oracle::HcPreInputs& sm
 TEST_F(MhcPreKernel, HugeStreamsAreExactlyScaleInvariant) {
   {
     const uint64_t rows = 3, hc = 4, h = 200;
-    const HcPreOp op = HcPreOp::make(mhc_config(hc, h), rows);
-    const oracle::HcPreInputs small = seeded_pre_inputs(rows, hc, h, op.shape().mix, 6);
+    const MhcPreOp op = MhcPreOp::make(mhc_config(hc, h), rows);
+    const oracle::MhcPreInputs small = seeded_pre_inputs(rows, hc, h, op.shape().mix, 6);
     expect_scaled_exactly(backend(), op, small);
-    oracle::HcPreInputs huge = small;
+    oracle::MhcPreInputs huge = small;
     for (float& v : huge.streams) v = std::ldexp(v, 100);
     const auto a = run_pre(backend(), op, small), b = run_pre(backend(), op, huge);
     // Each run within its bound of its own exact post (the CPU's tight bounds on the CPU,
     // the judge's elsewhere); the two exact posts differ by the eps effect itself.
-    const oracle::HcPreReference rs = oracle::hc_pre(op, small, Mode::exact);
-    const oracle::HcPreReference rh = oracle::hc_pre(op, huge, Mode::exact);
-    const auto post_bound = [&](const oracle::HcPreInputs& in, const oracle::HcPreReference& r) {
-      if (!on_cpu()) return oracle::hc_pre_bounds(op, in, r, bounds()).post;
+    const oracle::MhcPreReference rs = oracle::mhc_pre(op, small, Mode::exact);
+    const oracle::MhcPreReference rh = oracle::mhc_pre(op, huge, Mode::exact);
+    const auto post_bound = [&](const oracle::MhcPreInputs& in, const oracle::MhcPreReference& r) {
+      if (!on_cpu()) return oracle::mhc_pre_bounds(op, in, r, bounds()).post;
       const auto& s = op.shape();
       return tight_bounds({s.rows, s.hc, s.h, s.mix, op.rms_eps, op.hc_eps, in.streams, in.fn,
                            in.scale, in.bias, r.mix},
@@ -535,11 +535,11 @@ TEST_F(MhcPreKernel, HugeStreamsAreExactlyScaleInvariant) {
     for (uint16_t v : b.block_in) ASSERT_TRUE(std::isfinite(bf16_float(v)));
   }
   const uint64_t rows = 5, hc = 4, h = 64;
-  const HcPreOp op = HcPreOp::make(mhc_config(hc, h), rows);
-  const oracle::HcPreInputs small = seeded_pre_inputs(rows, hc, h, op.shape().mix, 31);
+  const MhcPreOp op = MhcPreOp::make(mhc_config(hc, h), rows);
+  const oracle::MhcPreInputs small = seeded_pre_inputs(rows, hc, h, op.shape().mix, 31);
   expect_scaled_exactly(backend(), op, small);
   // With the default rms_eps huge streams stay finite (eps/s² underflows harmlessly).
-  oracle::HcPreInputs huge = small;
+  oracle::MhcPreInputs huge = small;
   for (float& v : huge.streams) v = std::ldexp(v, 100);
   const auto c = run_pre(backend(), op, huge);
   for (float v : c.post) EXPECT_TRUE(std::isfinite(v));
@@ -563,15 +563,15 @@ TEST_F(MhcPreKernel, BatchedBlocksMatchSingleTokenBlocksBitForBit) {
     }
     return v;
   };
-  const HcPreOp op_big = HcPreOp::make(mhc_config(hc, h), big);
-  const HcPreOp op_small = HcPreOp::make(mhc_config(hc, h), small);
-  oracle::HcPreInputs in{grid(big * K, 71, 8),
-                         grid(op_big.shape().mix * K, 72, 16),
-                         {0.8f, 1.1f, 1.5f},
-                         seeded_values(op_big.shape().mix, 73, 0.5f)};
+  const MhcPreOp op_big = MhcPreOp::make(mhc_config(hc, h), big);
+  const MhcPreOp op_small = MhcPreOp::make(mhc_config(hc, h), small);
+  oracle::MhcPreInputs in{grid(big * K, 71, 8),
+                          grid(op_big.shape().mix * K, 72, 16),
+                          {0.8f, 1.1f, 1.5f},
+                          seeded_values(op_big.shape().mix, 73, 0.5f)};
   in.streams[1027 * K + 9] = kNaN;      // last full block, token 3
   in.streams[1028 * K + K - 1] = kInf;  // the 1-token tail block
-  oracle::HcPreInputs first = in;
+  oracle::MhcPreInputs first = in;
   first.streams.resize(small * K);
   const auto a = run_pre(backend(), op_big, in), b = run_pre(backend(), op_small, first);
   EXPECT_EQ(a.diagnostics.nonfinite_tokens, 2u);
@@ -588,10 +588,10 @@ TEST_F(MhcPreKernel, BatchedBlocksMatchSingleTokenBlocksBitForBit) {
   for (uint64_t t = small; t < 1027; ++t)
     EXPECT_FALSE(bf16_nan(a.block_in[t * h])) << t;  // the other batched tokens were written
 
-  const HcHeadOp head_big = HcHeadOp::make(mhc_config(hc, h), big);
-  const HcHeadOp head_small = HcHeadOp::make(mhc_config(hc, h), small);
-  oracle::HcHeadInputs hin{in.streams, grid(hc * K, 74, 16), {0.9f}, seeded_values(hc, 75, 0.5f)};
-  oracle::HcHeadInputs hfirst = hin;
+  const MhcHeadOp head_big = MhcHeadOp::make(mhc_config(hc, h), big);
+  const MhcHeadOp head_small = MhcHeadOp::make(mhc_config(hc, h), small);
+  oracle::MhcHeadInputs hin{in.streams, grid(hc * K, 74, 16), {0.9f}, seeded_values(hc, 75, 0.5f)};
+  oracle::MhcHeadInputs hfirst = hin;
   hfirst.streams.resize(small * K);
   const auto ha = run_head(backend(), head_big, hin), hb = run_head(backend(), head_small, hfirst);
   EXPECT_EQ(ha.diagnostics.nonfinite_tokens, 2u);
@@ -599,12 +599,12 @@ TEST_F(MhcPreKernel, BatchedBlocksMatchSingleTokenBlocksBitForBit) {
 }
 
 TEST_F(MhcPreKernel, RefusesZeroIterationsAndABadMix) {
-  const HcPreOp zero = HcPreOp::make(mhc_config(4, 8, 0, /*iters=*/0), 2);
+  const MhcPreOp zero = MhcPreOp::make(mhc_config(4, 8, 0, /*iters=*/0), 2);
   EXPECT_THROW(run_pre(backend(), zero, seeded_pre_inputs(2, 4, 8, zero.shape().mix, 9)), Error);
-  const HcPreOp zero32 = HcPreOp::make(mhc_config(4, 32, 0, 0), 3);
+  const MhcPreOp zero32 = MhcPreOp::make(mhc_config(4, 32, 0, 0), 3);
   EXPECT_THROW(run_pre(backend(), zero32, seeded_pre_inputs(3, 4, 32, zero32.shape().mix, 1)),
                Error);
-  HcPreOp bad_mix = HcPreOp::make(mhc_config(4, 32), 3);
+  MhcPreOp bad_mix = MhcPreOp::make(mhc_config(4, 32), 3);
   bad_mix.dims.mix = 23;
   bad_mix.fn.shape = {23, 4 * 32};
   bad_mix.bias.shape = {23};
@@ -621,7 +621,7 @@ TEST_F(MhcSinkhornKernel, ColumnsSumToOneAndTheSkcolMutantIsCaught) {
   for (uint64_t hc : {1, 4, 16})
     for (uint64_t iters : {1, 3, 20}) {
       const uint64_t rows = 7, h = 40;
-      HcPreOp op = HcPreOp::make(mhc_config(hc, h, 0, iters), rows);
+      MhcPreOp op = MhcPreOp::make(mhc_config(hc, h, 0, iters), rows);
       op.hc_eps = 1e-3;
       const std::string what = op.params();
       const auto in = seeded_pre_inputs(rows, hc, h, op.shape().mix, 10 * hc + iters);
@@ -641,7 +641,7 @@ TEST_F(MhcSinkhornKernel, ColumnsSumToOneAndTheSkcolMutantIsCaught) {
 // (hc + 1)·2^-24 ≈ 3e-7 the spec allows.
 TEST_F(MhcSinkhornKernel, SkcolBreaksTheColumnSumsAtTheModelEps) {
   const uint64_t rows = 4, hc = 4, h = 64;
-  const HcPreOp op = HcPreOp::make(mhc_config(hc, h), rows);
+  const MhcPreOp op = MhcPreOp::make(mhc_config(hc, h), rows);
   ASSERT_EQ(op.hc_eps, 1e-6);
   const auto in = seeded_pre_inputs(rows, hc, h, op.shape().mix, 4);
   const double tol = oracle::col_sum_tolerance_fp32(hc);
@@ -656,10 +656,10 @@ TEST_F(MhcSinkhornKernel, SkcolBreaksTheColumnSumsAtTheModelEps) {
 }
 
 TEST_F(MhcSinkhornKernel, SkcolMutantIsCaughtByTheJudge) {
-  HcPreOp op = HcPreOp::make(mhc_config(4, 128), 8);
-  const oracle::HcPreInputs in = oracle::generate_hc_pre_inputs(op, 15);
+  MhcPreOp op = MhcPreOp::make(mhc_config(4, 128), 8);
+  const oracle::MhcPreInputs in = oracle::generate_mhc_pre_inputs(op, 15);
   const auto got = run_pre(backend(), op, in, Mutant::M_SKCOL);
-  const auto report = oracle::judge_hc_pre(op, in, got, backend().name(), 15, bounds());
+  const auto report = oracle::judge_mhc_pre(op, in, got, backend().name(), 15, bounds());
   ASSERT_FALSE(report.passed()) << "M-SKCOL not caught\n" << oracle::format_report(report);
   EXPECT_NE(report.first_failure()->name.find("column sums"), std::string::npos)
       << oracle::format_report(report);
@@ -673,7 +673,8 @@ TEST_F(MhcHeadKernel, MatchesTheOracle) {
         {2, 1, 64, 11},
         {2, 16, 40, 12}}) {
     SCOPED_TRACE("hc=" + std::to_string(hc));
-    check_head(HcHeadOp::make(mhc_config(hc, h), rows), seeded_head_inputs(rows, hc, h, seed), seed,
+    check_head(MhcHeadOp::make(mhc_config(hc, h), rows), seeded_head_inputs(rows, hc, h, seed),
+               seed,
                /*tight=*/true);
   }
 }
@@ -681,14 +682,14 @@ TEST_F(MhcHeadKernel, MatchesTheOracle) {
 TEST_F(MhcHeadKernel, OracleShapesHugeAndNonFinite) {
   for (auto [rows, hc, h, seed] :
        {std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>{5, 4, 256, 31}, {3, 16, 24, 32}}) {
-    const HcHeadOp op = HcHeadOp::make(mhc_config(hc, h), rows);
-    check_head(op, oracle::generate_hc_head_inputs(op, seed), seed);
+    const MhcHeadOp op = MhcHeadOp::make(mhc_config(hc, h), rows);
+    check_head(op, oracle::generate_mhc_head_inputs(op, seed), seed);
   }
-  oracle::HcInputProfile p;
-  p.magnitude = oracle::HcStreamMagnitude::huge;
+  oracle::MhcInputProfile p;
+  p.magnitude = oracle::MhcStreamMagnitude::huge;
   p.nonfinite = {{2, 1, 5, NAN}};
-  const HcHeadOp op = HcHeadOp::make(mhc_config(4, 64), 4);
-  check_head(op, oracle::generate_hc_head_inputs(op, 33, p), 33);
+  const MhcHeadOp op = MhcHeadOp::make(mhc_config(4, 64), 4);
+  check_head(op, oracle::generate_mhc_head_inputs(op, 33, p), 33);
 }
 
 // A non-finite token is NaN and counted, the others bit-identical; ×2^100 with rms_eps = 0
@@ -696,10 +697,10 @@ TEST_F(MhcHeadKernel, OracleShapesHugeAndNonFinite) {
 // give +0.
 TEST_F(MhcHeadKernel, NonFiniteHugeAndZeroStreams) {
   const uint64_t rows = 3, hc = 4, h = 64, K = hc * h;
-  HcHeadOp op = HcHeadOp::make(mhc_config(hc, h), rows);
-  const oracle::HcHeadInputs clean = seeded_head_inputs(rows, hc, h, 13);
+  MhcHeadOp op = MhcHeadOp::make(mhc_config(hc, h), rows);
+  const oracle::MhcHeadInputs clean = seeded_head_inputs(rows, hc, h, 13);
   const auto ok = run_head(backend(), op, clean);
-  oracle::HcHeadInputs in = clean;
+  oracle::MhcHeadInputs in = clean;
   in.streams[1 * K + 5] = kInf;
   const auto bad = run_head(backend(), op, in);
   EXPECT_EQ(bad.diagnostics.nonfinite_tokens, 1u);
@@ -708,17 +709,17 @@ TEST_F(MhcHeadKernel, NonFiniteHugeAndZeroStreams) {
   EXPECT_TRUE(same_bits(bad.output, ok.output, 2 * h, 3 * h));
 
   for (auto [n, seed] : {std::pair<uint64_t, uint64_t>{rows, 13}, {5, 32}}) {
-    HcHeadOp exact = HcHeadOp::make(mhc_config(hc, h), n);
+    MhcHeadOp exact = MhcHeadOp::make(mhc_config(hc, h), n);
     exact.rms_eps = 0.0;  // exactly scale-invariant: y scales by exactly 2^100
-    const oracle::HcHeadInputs small = seeded_head_inputs(n, hc, h, seed);
-    oracle::HcHeadInputs huge = small;
+    const oracle::MhcHeadInputs small = seeded_head_inputs(n, hc, h, seed);
+    oracle::MhcHeadInputs huge = small;
     for (float& v : huge.streams) v = std::ldexp(v, 100);
     const auto a = run_head(backend(), exact, small), b = run_head(backend(), exact, huge);
     for (uint64_t k = 0; k < n * h; ++k)
       ASSERT_EQ(bf16_float(b.output[k]), std::ldexp(bf16_float(a.output[k]), 100)) << k;
   }
 
-  oracle::HcHeadInputs zero = clean;
+  oracle::MhcHeadInputs zero = clean;
   std::fill(zero.streams.begin(), zero.streams.end(), 0.0f);
   EXPECT_EQ(run_head(backend(), op, zero).output, Bits(rows * h, 0));
 }

@@ -1,5 +1,5 @@
 // Properties of Gated DeltaNet (spec/numerics.md §5, §9; core ops/gdn.h) on the CPU backend,
-// over the cases of properties/ssm_generators.h (kd = vd = 128 chunked or forced recurrent,
+// over the cases of properties/gdn_mamba2_generators.h (kd = vd = 128 chunked or forced recurrent,
 // other head sizes 8..96 on the recurrence, GQA 1..4, kernel 2..4, 1..4 sequences, L at the
 // chunk edges 1, 63, 64, 65, 127 often, α / β regimes, parallel keys, zero states):
 //   1. the chunked algorithm in FP64 equals the recurrence in FP64 within 1e-12 of the output
@@ -22,7 +22,7 @@
 // refusing the layout), and M-GDNCARRY itself.
 //
 // Cost: gen::gdn_call_cost ≤ 2^23 per case (gen::ci_gdn_ranges; formulas and timings in
-// ssm_generators.h), the FP64 identity 2^24, the twins 2^19; the
+// gdn_mamba2_generators.h), the FP64 identity 2^24, the twins 2^19; the
 // judge evaluates it a few times over (faithful, exact, each stage).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -54,7 +54,7 @@
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
-#include "bufferlab/properties/ssm_generators.h"
+#include "bufferlab/properties/gdn_mamba2_generators.h"
 #include "cpu_backend.h"
 #include "gdn_mamba2_property_bodies.h"
 #include "report_checks.h"

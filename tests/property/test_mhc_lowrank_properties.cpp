@@ -3,9 +3,9 @@
 // ±Inf):
 //   - the split path (T ≤ 64, FP32) and the GEMM path (BF16 intermediates, slabs of ≤ 2048
 //     rows) each agree, stage by stage on their own stored inputs, with the faithful oracle of
-//     their own precision (oracle::judge_hc_lowrank), on poisoned arenas;
+//     their own precision (oracle::judge_mhc_lowrank), on poisoned arenas;
 //   - on the same inputs the two paths' block inputs agree within the BF16 bound
-//     (oracle::compare_hc_lowrank_paths);
+//     (oracle::compare_mhc_lowrank_paths);
 //   - T = 64 (split and GEMM) and T = 65 (GEMM) in every CI run;
 //   - a token with a NaN / ±Inf stream value has NaN in every output and scratch row, is
 //     counted, and leaves every other token bit-identical to a clean run.
@@ -13,7 +13,7 @@
 // input left poisoned, a scratch tensor clobbered between two stages, a stage output beyond its
 // bound, the two paths apart by more than their bound, a leaked NaN.
 //
-// Cost: gen::hc_op_cost(lowrank) = T·hc·h·(2r + hc) ≤ 2^26 multiply-adds per case (formula in
+// Cost: gen::mhc_op_cost(lowrank) = T·hc·h·(2r + hc) ≤ 2^26 multiply-adds per case (formula in
 // mhc_generators.h); the judge evaluates each stage's oracle and bound and the whole chain
 // twice (faithful, exact).
 #include <gtest/gtest.h>
@@ -45,56 +45,56 @@
 namespace bufferlab {
 namespace {
 
-using gen::HcCase;
-using gen::HcOpKind;
-using oracle::HcLowRankPath;
+using gen::MhcCase;
+using gen::MhcOpKind;
+using oracle::MhcLowRankPath;
 using testing::cpu_backend;
 using testing::require_passed;
 using U = uint64_t;
 
-constexpr U kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
 // The planted-bug twins show that a check fails, which small cases do as well: 2^22.
-gen::HcRanges twin_ranges() {
-  gen::HcRanges r = gen::ci_hc_ranges();
+gen::MhcRanges twin_ranges() {
+  gen::MhcRanges r = gen::ci_mhc_ranges();
   r.cost_cap = uint64_t{1} << 22;
   return r;
 }
 
-HcCase draw(gen::HcRanges ranges = gen::ci_hc_ranges()) {
-  HcCase c = *gen::hc_case(HcOpKind::lowrank, ranges);
+MhcCase draw(gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
+  MhcCase c = *gen::hc_case(MhcOpKind::lowrank, ranges);
   RC_LOG() << c.describe() << "\n";
   return c;
 }
 
 // A case on `path`: the split path needs T ≤ 64 (rows halved until it fits; the cost only
 // falls).
-HcCase draw_on(HcLowRankPath path, gen::HcRanges ranges = gen::ci_hc_ranges()) {
-  HcCase c = draw(ranges);
+MhcCase draw_on(MhcLowRankPath path, gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
+  MhcCase c = draw(ranges);
   c.path = path;
-  if (path == HcLowRankPath::split) c.rows = std::min(c.rows, kSplitMaxRows);
+  if (path == MhcLowRankPath::split) c.rows = std::min(c.rows, kSplitMaxRows);
   return c;
 }
 
 // m: the max_batch_tokens the layout was carved for (0 = rows).
-oracle::HcLowRankRun run(Backend& b, const HcCase& c, HcLowRankPath path,
-                         const oracle::HcLowRankInputs& in, U m = 0) {
-  const auto plan = oracle::plan_hc_lowrank(c.config, c.rows, path, m);
-  const Workspace ws = oracle::allocate_hc_footprint(b, plan);
-  return oracle::run_hc_lowrank(b, ws, plan, in);
+oracle::MhcLowRankRun run(Backend& b, const MhcCase& c, MhcLowRankPath path,
+                          const oracle::MhcLowRankInputs& in, U m = 0) {
+  const auto plan = oracle::plan_mhc_lowrank(c.config, c.rows, path, m);
+  const Workspace ws = oracle::allocate_mhc_footprint(b, plan);
+  return oracle::run_mhc_lowrank(b, ws, plan, in);
 }
 
-oracle::AgreementReport judge(const oracle::HcLowRankRun& r, const oracle::HcLowRankInputs& in,
-                              const HcCase& c, const char* backend = "cpu") {
-  return oracle::judge_hc_lowrank(r, in, backend, c.seed);
+oracle::AgreementReport judge(const oracle::MhcLowRankRun& r, const oracle::MhcLowRankInputs& in,
+                              const MhcCase& c, const char* backend = "cpu") {
+  return oracle::judge_mhc_lowrank(r, in, backend, c.seed);
 }
 
 // ---- each path against its own oracle ----------------------------------------------------------
 
 RC_GTEST_PROP(MhcLowRankProperty, SplitPathAgreesWithItsOracle, ()) {
-  const HcCase c = draw_on(HcLowRankPath::split);
-  const auto in = gen::hc_lowrank_inputs(c);
-  require_passed(judge(run(cpu_backend(), c, HcLowRankPath::split, in), in, c));
+  const MhcCase c = draw_on(MhcLowRankPath::split);
+  const auto in = gen::mhc_lowrank_inputs(c);
+  require_passed(judge(run(cpu_backend(), c, MhcLowRankPath::split, in), in, c));
 }
 
 // Rows up to 192 here, so some cases are the engine's T > 64 GEMM-path cases (several slabs
@@ -102,25 +102,25 @@ RC_GTEST_PROP(MhcLowRankProperty, SplitPathAgreesWithItsOracle, ()) {
 // m = 2048 rows, as a real workspace sized for max_batch_tokens is, when that scratch stays
 // ≤ 16 MiB.
 RC_GTEST_PROP(MhcLowRankProperty, GemmPathAgreesWithItsOracle, ()) {
-  gen::HcRanges ranges = gen::ci_hc_ranges();
+  gen::MhcRanges ranges = gen::ci_mhc_ranges();
   ranges.max_rows = 192;
-  const HcCase c = draw_on(HcLowRankPath::slab, ranges);
-  const bool small = HcGemmCarve::make(2048, c.hc(), c.h(), c.r()).end <= (U{16} << 20);
+  const MhcCase c = draw_on(MhcLowRankPath::slab, ranges);
+  const bool small = MhcGemmCarve::make(2048, c.hc(), c.h(), c.r()).end <= (U{16} << 20);
   const U m = small && *rc::gen::arbitrary<bool>() ? 2048 : c.rows;
   RC_TAG(c.rows > kSplitMaxRows ? "T > 64" : "T <= 64", m == c.rows ? "m = T" : "m = 2048");
-  const auto in = gen::hc_lowrank_inputs(c);
-  require_passed(judge(run(cpu_backend(), c, HcLowRankPath::slab, in, m), in, c));
+  const auto in = gen::mhc_lowrank_inputs(c);
+  require_passed(judge(run(cpu_backend(), c, MhcLowRankPath::slab, in, m), in, c));
 }
 
 // Both paths on the same inputs (T ≤ 64): each judged, and their block inputs within the
 // BF16 bound of each other.
-oracle::TensorComparison both_paths(const HcCase& c, const oracle::HcLowRankInputs& in) {
-  const auto split = run(cpu_backend(), c, HcLowRankPath::split, in);
-  const auto slab = run(cpu_backend(), c, HcLowRankPath::slab, in);
+oracle::TensorComparison both_paths(const MhcCase& c, const oracle::MhcLowRankInputs& in) {
+  const auto split = run(cpu_backend(), c, MhcLowRankPath::split, in);
+  const auto slab = run(cpu_backend(), c, MhcLowRankPath::slab, in);
   require_passed(judge(split, in, c));
   require_passed(judge(slab, in, c));
-  return oracle::compare_hc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
-                                          slab.collapse.block_in);
+  return oracle::compare_mhc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
+                                           slab.collapse.block_in);
 }
 
 void require_agree(const oracle::TensorComparison& paths) {
@@ -131,23 +131,23 @@ void require_agree(const oracle::TensorComparison& paths) {
 }
 
 RC_GTEST_PROP(MhcLowRankProperty, SplitAndGemmPathsAgreeWithinBf16Bound, ()) {
-  const HcCase c = draw_on(HcLowRankPath::split);
-  require_agree(both_paths(c, gen::hc_lowrank_inputs(c)));
+  const MhcCase c = draw_on(MhcLowRankPath::split);
+  require_agree(both_paths(c, gen::mhc_lowrank_inputs(c)));
 }
 
 // T = 64 — the last split-path row count, run on both paths and compared — and T = 65, the
 // first the engine sends through the GEMMs. Cost: rows fixed, r / h halved to fit 2^24 (the
 // row count is the point here; the other properties reach 2^26).
 RC_GTEST_PROP(MhcLowRankProperty, RowCounts64And65, ()) {
-  gen::HcRanges ranges = gen::ci_hc_ranges();
+  gen::MhcRanges ranges = gen::ci_mhc_ranges();
   ranges.cost_cap = uint64_t{1} << 24;
   ranges.min_rows = 64;
   ranges.max_rows = 65;
-  const HcCase c = draw(ranges);
+  const MhcCase c = draw(ranges);
   RC_TAG(c.rows);
-  const auto in = gen::hc_lowrank_inputs(c);
+  const auto in = gen::mhc_lowrank_inputs(c);
   if (c.rows == 65) {
-    require_passed(judge(run(cpu_backend(), c, HcLowRankPath::slab, in), in, c));
+    require_passed(judge(run(cpu_backend(), c, MhcLowRankPath::slab, in), in, c));
     return;
   }
   require_agree(both_paths(c, in));
@@ -190,8 +190,8 @@ void isolation(Findings& f, const std::string& name, const std::vector<T>& dirty
   }
 }
 
-void isolation(Findings& f, const std::string& name, const oracle::HcScratch& dirty,
-               const oracle::HcScratch& clean, U width, const std::set<U>& bad) {
+void isolation(Findings& f, const std::string& name, const oracle::MhcScratch& dirty,
+               const oracle::MhcScratch& clean, U width, const std::set<U>& bad) {
   if (dirty.bf16.empty())
     isolation(f, name, dirty.f32, clean.f32, width, bad);
   else
@@ -200,7 +200,7 @@ void isolation(Findings& f, const std::string& name, const oracle::HcScratch& di
 
 // Every output and scratch row a stage stores (numerics §3 / oracle/mhc.h: "a token whose
 // streams hold a NaN or ±Inf gets NaN in every output of that token"), and the count.
-Findings isolation_findings(const oracle::HcLowRankRun& dirty, const oracle::HcLowRankRun& clean,
+Findings isolation_findings(const oracle::MhcLowRankRun& dirty, const oracle::MhcLowRankRun& clean,
                             const std::set<U>& bad) {
   const auto& d = dirty.dims;
   Findings f;
@@ -211,7 +211,7 @@ Findings isolation_findings(const oracle::HcLowRankRun& dirty, const oracle::HcL
   isolation(f, "hc_normed", dirty.norm.normed, clean.norm.normed, d.hc * d.h, bad);
   isolation(f, "hc_low", dirty.down.low, clean.down.low, d.r, bad);
   isolation(f, "norm_output", dirty.collapse.block_in, clean.collapse.block_in, d.h, bad);
-  if (dirty.path == HcLowRankPath::split) {
+  if (dirty.path == MhcLowRankPath::split) {
     isolation(f, "hc_post", dirty.down.post, clean.down.post, d.hc, bad);
   } else {
     isolation(f, "hc_inj_pre", dirty.inject.inj_pre, clean.inject.inj_pre, d.hc, bad);
@@ -221,14 +221,14 @@ Findings isolation_findings(const oracle::HcLowRankRun& dirty, const oracle::HcL
   return f;
 }
 
-std::set<U> bad_tokens(const HcCase& c) {
+std::set<U> bad_tokens(const MhcCase& c) {
   std::set<U> s;
   for (const auto& b : c.profile.nonfinite) s.insert(b.token);
   return s;
 }
 
-HcCase draw_nonfinite(gen::HcRanges ranges = gen::ci_hc_ranges()) {
-  HcCase c = draw(ranges);
+MhcCase draw_nonfinite(gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
+  MhcCase c = draw(ranges);
   if (c.profile.nonfinite.empty())
     c.profile.nonfinite.push_back({*rc::gen::inRange<U>(0, c.rows), *rc::gen::inRange<U>(0, c.hc()),
                                    *rc::gen::inRange<U>(0, c.h()),
@@ -237,24 +237,24 @@ HcCase draw_nonfinite(gen::HcRanges ranges = gen::ci_hc_ranges()) {
 }
 
 struct DirtyAndClean {
-  HcCase c;
-  oracle::HcLowRankInputs in;
-  oracle::HcLowRankRun dirty, clean;
+  MhcCase c;
+  oracle::MhcLowRankInputs in;
+  oracle::MhcLowRankRun dirty, clean;
 };
 
-DirtyAndClean dirty_and_clean(gen::HcRanges ranges = gen::ci_hc_ranges()) {
+DirtyAndClean dirty_and_clean(gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
   DirtyAndClean r{draw_nonfinite(ranges), {}, {}, {}};
-  HcCase clean = r.c;
+  MhcCase clean = r.c;
   clean.profile.nonfinite.clear();
-  r.in = gen::hc_lowrank_inputs(r.c);
+  r.in = gen::mhc_lowrank_inputs(r.c);
   r.dirty = run(cpu_backend(), r.c, r.c.path, r.in);
-  r.clean = run(cpu_backend(), clean, clean.path, gen::hc_lowrank_inputs(clean));
+  r.clean = run(cpu_backend(), clean, clean.path, gen::mhc_lowrank_inputs(clean));
   return r;
 }
 
 // Cost: two runs and one judge per case; isolation needs no large case: 2^24.
 RC_GTEST_PROP(MhcLowRankProperty, NonFiniteTokensAreNanCountedAndIsolated, ()) {
-  gen::HcRanges ranges = gen::ci_hc_ranges();
+  gen::MhcRanges ranges = gen::ci_mhc_ranges();
   ranges.cost_cap = uint64_t{1} << 24;
   const DirtyAndClean r = dirty_and_clean(ranges);
   RC_TAG(oracle::to_string(r.c.path));
@@ -271,7 +271,7 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-std::vector<U> finite_tokens(const HcCase& c) {
+std::vector<U> finite_tokens(const MhcCase& c) {
   const std::set<U> bad = bad_tokens(c);
   std::vector<U> t;
   for (U k = 0; k < c.rows; ++k)
@@ -280,8 +280,8 @@ std::vector<U> finite_tokens(const HcCase& c) {
 }
 
 RC_GTEST_PROP(MhcLowRankPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, ()) {
-  const HcCase c = draw(twin_ranges());
-  const auto in = gen::hc_lowrank_inputs(c);
+  const MhcCase c = draw(twin_ranges());
+  const auto in = gen::mhc_lowrank_inputs(c);
   auto r = run(cpu_backend(), c, c.path, in);
   const U t = *rc::gen::inRange<U>(0, c.rows), d = *rc::gen::inRange<U>(0, c.h());
   r.collapse.block_in[t * c.h() + d] = 0xFFFF;
@@ -297,17 +297,17 @@ RC_GTEST_PROP(MhcLowRankPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, ()
 // A scratch element changed between the stage that stored it and the one that reads it (a
 // finite token's, so the change is visible): the intact check of the reader names it.
 RC_GTEST_PROP(MhcLowRankPlanted, ScratchClobberedBetweenStagesFails, ()) {
-  const HcCase c = draw(twin_ranges());
+  const MhcCase c = draw(twin_ranges());
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
-  const auto in = gen::hc_lowrank_inputs(c);
+  const auto in = gen::mhc_lowrank_inputs(c);
   auto r = run(cpu_backend(), c, c.path, in);
   const bool low = *rc::gen::arbitrary<bool>();
   const U width = low ? c.r() : c.hc() * c.h();
   const U t = *rc::gen::elementOf(tokens), col = *rc::gen::inRange<U>(0, width);
   const U e = t * width + col;
-  const bool split = c.path == HcLowRankPath::split;
-  oracle::HcScratch& read = low ? (split ? r.collapse.low : r.up.low) : r.collapse.normed;
+  const bool split = c.path == MhcLowRankPath::split;
+  oracle::MhcScratch& read = low ? (split ? r.collapse.low : r.up.low) : r.collapse.normed;
   if (split)
     read.f32[e] = std::nextafter(read.f32[e], INFINITY);
   else
@@ -345,23 +345,23 @@ uint16_t beyond_bf16(double want, double bound) {
 // One element of hc_low (the down stage) beyond its bound, stored and read consistently (a
 // kernel that computed it wrong): the down check fails at its token and k.
 RC_GTEST_PROP(MhcLowRankPlanted, DownOutputBeyondItsBoundFailsAtItsCoordinates, ()) {
-  const HcCase c = draw(twin_ranges());
+  const MhcCase c = draw(twin_ranges());
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
-  const auto in = gen::hc_lowrank_inputs(c);
+  const auto in = gen::mhc_lowrank_inputs(c);
   auto r = run(cpu_backend(), c, c.path, in);
-  const bool split = c.path == HcLowRankPath::split;
+  const bool split = c.path == MhcLowRankPath::split;
   const auto d = c.lowrank_dims();
   const auto sw = oracle::slab_weights(in.weights);
   const auto w_down = split ? oracle::widen(in.weights.w_down) : oracle::widen_bf16(sw.w_down);
   const auto normed = r.down.normed.values();
-  auto want = oracle::hc_lowrank_down(d, normed, w_down);
+  auto want = oracle::mhc_lowrank_down(d, normed, w_down);
   if (!split)
     for (double& v : want) v = oracle::round_bf16(v);
-  const auto bound = oracle::hc_lowrank_down_bounds(d, normed, w_down, c.path).bound;
+  const auto bound = oracle::mhc_lowrank_down_bounds(d, normed, w_down, c.path).bound;
   const U t = *rc::gen::elementOf(tokens), k = *rc::gen::inRange<U>(0, c.r()), e = t * c.r() + k;
   RC_PRE(std::isfinite(want[e]) && std::fabs(want[e]) + bound[e] < 1e30);
-  for (oracle::HcScratch* s : {&r.down.low, &r.up.low, &r.collapse.low}) {
+  for (oracle::MhcScratch* s : {&r.down.low, &r.up.low, &r.collapse.low}) {
     if (s->empty()) continue;
     if (split)
       s->f32[e] = beyond_f32(want[e], bound[e]);
@@ -379,23 +379,24 @@ RC_GTEST_PROP(MhcLowRankPlanted, DownOutputBeyondItsBoundFailsAtItsCoordinates, 
 
 // The GEMM path's block input moved one BF16 step past the path bound of the split path's.
 RC_GTEST_PROP(MhcLowRankPlanted, PathsApartBeyondTheirBoundFail, ()) {
-  const HcCase c = draw_on(HcLowRankPath::split, twin_ranges());
+  const MhcCase c = draw_on(MhcLowRankPath::split, twin_ranges());
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
-  const auto in = gen::hc_lowrank_inputs(c);
-  const auto split = run(cpu_backend(), c, HcLowRankPath::split, in);
-  auto slab = run(cpu_backend(), c, HcLowRankPath::slab, in);
-  RC_ASSERT(oracle::compare_hc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
-                                             slab.collapse.block_in)
+  const auto in = gen::mhc_lowrank_inputs(c);
+  const auto split = run(cpu_backend(), c, MhcLowRankPath::split, in);
+  auto slab = run(cpu_backend(), c, MhcLowRankPath::slab, in);
+  RC_ASSERT(oracle::compare_mhc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
+                                              slab.collapse.block_in)
                 .passed());
-  const auto bound = oracle::hc_lowrank_path_bounds(c.lowrank_dims(), in.streams, in.weights).bound;
+  const auto bound =
+      oracle::mhc_lowrank_path_bounds(c.lowrank_dims(), in.streams, in.weights).bound;
   const U t = *rc::gen::elementOf(tokens), dim = *rc::gen::inRange<U>(0, c.h()),
           e = t * c.h() + dim;
   const double s = bf16_bits_to_f32(split.collapse.block_in[e]);
   RC_PRE(std::isfinite(bound[e]) && std::fabs(s) + bound[e] < 1e30);
   slab.collapse.block_in[e] = beyond_bf16(s, bound[e]);
-  const auto cmp = oracle::compare_hc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
-                                                    slab.collapse.block_in);
+  const auto cmp = oracle::compare_mhc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
+                                                     slab.collapse.block_in);
   RC_ASSERT(!cmp.passed());
   RC_ASSERT(cmp.name == std::string("norm_output split vs slab"));
   RC_ASSERT(cmp.failures == 1u);
@@ -413,7 +414,7 @@ RC_GTEST_PROP(MhcLowRankPlanted, LeakedOrMissingNanFailsIsolation, ()) {
     r.dirty.collapse.block_in[t * r.c.h() + d] = 0x7FC0;
   } else {
     const U t = *bad.begin(), k = *rc::gen::inRange<U>(0, r.c.r());
-    oracle::HcScratch& low = r.dirty.down.low;
+    oracle::MhcScratch& low = r.dirty.down.low;
     if (low.bf16.empty())
       low.f32[t * r.c.r() + k] = 0.25f;
     else

@@ -18,7 +18,7 @@
 // the M-SKCOL and B13 kernel mutants, a post / head / expand element off, a write-before-read
 // in-place hazard, an unpermuted comb bias, a transposed comb, a leaked NaN.
 //
-// Cost: each generator caps gen::hc_op_cost at 2^26 multiply-adds (formulas in
+// Cost: each generator caps gen::mhc_op_cost at 2^26 multiply-adds (formulas in
 // mhc_generators.h); the judges' work is a small multiple of it.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -55,8 +55,8 @@
 namespace bufferlab {
 namespace {
 
-using gen::HcCase;
-using gen::HcOpKind;
+using gen::MhcCase;
+using gen::MhcOpKind;
 using oracle::Mode;
 using testing::cpu_backend;
 using testing::require_passed;
@@ -66,14 +66,14 @@ constexpr double kU32 = 0x1p-24;         // the backend's FP32 unit roundoff
 constexpr double kU64 = 0x1p-53;         // the oracle's FP64 unit roundoff
 constexpr double kEquivariance = 1e-12;  // numerics §3: the FP64 oracle under permutation
 
-HcCase draw(HcOpKind kind, gen::HcRanges ranges = gen::ci_hc_ranges()) {
-  HcCase c = *gen::hc_case(kind, ranges);
+MhcCase draw(MhcOpKind kind, gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
+  MhcCase c = *gen::hc_case(kind, ranges);
   RC_LOG() << c.describe() << "\n";
   return c;
 }
 
-HcCase draw_finite(HcOpKind kind) {
-  HcCase c = draw(kind);
+MhcCase draw_finite(MhcOpKind kind) {
+  MhcCase c = draw(kind);
   c.profile.nonfinite.clear();
   return c;
 }
@@ -111,109 +111,110 @@ bool has_finding(const Findings& f, const std::string& check) {
 // ---- running the ops ----------------------------------------------------------------------
 
 struct PreRun {
-  HcPreOp op;
-  oracle::HcPreInputs in;
-  oracle::HcPreOutputs out;
+  MhcPreOp op;
+  oracle::MhcPreInputs in;
+  oracle::MhcPreOutputs out;
 };
 
-PreRun run_pre(Backend& b, const ModelConfig& config, U rows, oracle::HcPreInputs in) {
-  PreRun r{HcPreOp::make(config, rows), std::move(in), {}};
-  const U pool = oracle::place_hc_weights(r.op);
-  const Workspace ws = oracle::allocate_hc_footprint(b, r.op, pool);
-  r.out = oracle::run_hc_pre(b, ws, r.op, r.in);
+PreRun run_pre(Backend& b, const ModelConfig& config, U rows, oracle::MhcPreInputs in) {
+  PreRun r{MhcPreOp::make(config, rows), std::move(in), {}};
+  const U pool = oracle::place_mhc_weights(r.op);
+  const Workspace ws = oracle::allocate_mhc_footprint(b, r.op, pool);
+  r.out = oracle::run_mhc_pre(b, ws, r.op, r.in);
   return r;
 }
 
-PreRun run_pre(Backend& b, const HcCase& c) {
-  return run_pre(b, c.config, c.rows, gen::hc_pre_inputs(c));
+PreRun run_pre(Backend& b, const MhcCase& c) {
+  return run_pre(b, c.config, c.rows, gen::mhc_pre_inputs(c));
 }
 
-std::vector<float> run_post(Backend& b, const HcCase& c, const oracle::HcPostInputs& in,
+std::vector<float> run_post(Backend& b, const MhcCase& c, const oracle::MhcPostInputs& in,
                             bool in_place) {
-  HcPostOp op = HcPostOp::make(c.config, c.rows);
-  const U pool = in_place ? 0 : oracle::place_hc_post_out_of_place(op);
-  const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
-  return oracle::run_hc_post(b, ws, op, in);
+  MhcPostOp op = MhcPostOp::make(c.config, c.rows);
+  const U pool = in_place ? 0 : oracle::place_mhc_post_out_of_place(op);
+  const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
+  return oracle::run_mhc_post(b, ws, op, in);
 }
 
-oracle::HcHeadOutputs run_head(Backend& b, const HcCase& c, const oracle::HcHeadInputs& in) {
-  HcHeadOp op = HcHeadOp::make(c.config, c.rows);
-  const U pool = oracle::place_hc_weights(op);
-  const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
-  return oracle::run_hc_head(b, ws, op, in);
+oracle::MhcHeadOutputs run_head(Backend& b, const MhcCase& c, const oracle::MhcHeadInputs& in) {
+  MhcHeadOp op = MhcHeadOp::make(c.config, c.rows);
+  const U pool = oracle::place_mhc_weights(op);
+  const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
+  return oracle::run_mhc_head(b, ws, op, in);
 }
 
-std::vector<float> run_expand(Backend& b, const HcCase& c, const std::vector<uint16_t>& in) {
-  const HcExpandOp op = HcExpandOp::make(c.config, c.rows);
-  const Workspace ws = oracle::allocate_hc_footprint(b, op, 0);
-  return oracle::run_hc_expand(b, ws, op, in);
+std::vector<float> run_expand(Backend& b, const MhcCase& c, const std::vector<uint16_t>& in) {
+  const MhcExpandOp op = MhcExpandOp::make(c.config, c.rows);
+  const Workspace ws = oracle::allocate_mhc_footprint(b, op, 0);
+  return oracle::run_mhc_expand(b, ws, op, in);
 }
 
 // ---- agreement with the oracle, every op ----------------------------------------------------
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuPreAgreesWithOracle, ()) {
-  const HcCase c = draw(HcOpKind::pre);
+  const MhcCase c = draw(MhcOpKind::pre);
   const PreRun r = run_pre(cpu_backend(), c);
-  require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", c.seed));
+  require_passed(oracle::judge_mhc_pre(r.op, r.in, r.out, "cpu", c.seed));
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuPostAgreesWithOracle, ()) {
-  const HcCase c = draw(HcOpKind::post);
+  const MhcCase c = draw(MhcOpKind::post);
   RC_TAG(c.r() > 0 ? "lowrank form" : "sinkhorn form");
-  const auto in = gen::hc_post_inputs(c);
+  const auto in = gen::mhc_post_inputs(c);
   const auto out = run_post(cpu_backend(), c, in, /*in_place=*/true);
-  require_passed(oracle::judge_hc_post(HcPostOp::make(c.config, c.rows), in, out, "cpu", c.seed));
+  require_passed(oracle::judge_mhc_post(MhcPostOp::make(c.config, c.rows), in, out, "cpu", c.seed));
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuHeadAgreesWithOracle, ()) {
-  const HcCase c = draw(HcOpKind::head);
-  const auto in = gen::hc_head_inputs(c);
+  const MhcCase c = draw(MhcOpKind::head);
+  const auto in = gen::mhc_head_inputs(c);
   const auto out = run_head(cpu_backend(), c, in);
-  require_passed(oracle::judge_hc_head(HcHeadOp::make(c.config, c.rows), in, out, "cpu", c.seed));
+  require_passed(oracle::judge_mhc_head(MhcHeadOp::make(c.config, c.rows), in, out, "cpu", c.seed));
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuExpandIsExact, ()) {
-  const HcCase c = draw(HcOpKind::expand);
-  const auto in = gen::hc_expand_input(c);
+  const MhcCase c = draw(MhcOpKind::expand);
+  const auto in = gen::mhc_expand_input(c);
   const auto out = run_expand(cpu_backend(), c, in);
   require_passed(
-      oracle::judge_hc_expand(HcExpandOp::make(c.config, c.rows), in, out, "cpu", c.seed));
+      oracle::judge_mhc_expand(MhcExpandOp::make(c.config, c.rows), in, out, "cpu", c.seed));
 }
 
 // T = 64 and 65 (the low-rank split / GEMM switch; numerics §4) in every CI run: each op of
 // the Sinkhorn form at both row counts (the low-rank form's are in
 // test_mhc_lowrank_properties.cpp). Cost: as each op's generator, rows fixed, h halved.
 RC_GTEST_PROP(MhcSinkhornProperty, EveryOpAgreesAt64And65Rows, ()) {
-  gen::HcRanges ranges = gen::ci_hc_ranges();
+  gen::MhcRanges ranges = gen::ci_mhc_ranges();
   ranges.min_rows = 64;
   ranges.max_rows = 65;
-  const HcOpKind kind =
-      *rc::gen::element(HcOpKind::pre, HcOpKind::post, HcOpKind::head, HcOpKind::expand);
-  const HcCase c = draw(kind, ranges);
+  const MhcOpKind kind =
+      *rc::gen::element(MhcOpKind::pre, MhcOpKind::post, MhcOpKind::head, MhcOpKind::expand);
+  const MhcCase c = draw(kind, ranges);
   RC_TAG(gen::to_string(kind), c.rows);
   const U seed = c.seed;
   switch (kind) {
-    case HcOpKind::pre: {
+    case MhcOpKind::pre: {
       const PreRun r = run_pre(cpu_backend(), c);
-      require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", seed));
+      require_passed(oracle::judge_mhc_pre(r.op, r.in, r.out, "cpu", seed));
       break;
     }
-    case HcOpKind::post: {
-      const auto in = gen::hc_post_inputs(c);
+    case MhcOpKind::post: {
+      const auto in = gen::mhc_post_inputs(c);
       const auto out = run_post(cpu_backend(), c, in, true);
-      require_passed(oracle::judge_hc_post(HcPostOp::make(c.config, c.rows), in, out, "cpu", seed));
+      require_passed(
+          oracle::judge_mhc_post(MhcPostOp::make(c.config, c.rows), in, out, "cpu", seed));
       break;
     }
-    case HcOpKind::head: {
-      const auto in = gen::hc_head_inputs(c);
-      require_passed(oracle::judge_hc_head(HcHeadOp::make(c.config, c.rows), in,
-                                           run_head(cpu_backend(), c, in), "cpu", seed));
+    case MhcOpKind::head: {
+      const auto in = gen::mhc_head_inputs(c);
+      require_passed(oracle::judge_mhc_head(MhcHeadOp::make(c.config, c.rows), in,
+                                            run_head(cpu_backend(), c, in), "cpu", seed));
       break;
     }
     default: {
-      const auto in = gen::hc_expand_input(c);
-      require_passed(oracle::judge_hc_expand(HcExpandOp::make(c.config, c.rows), in,
-                                             run_expand(cpu_backend(), c, in), "cpu", seed));
+      const auto in = gen::mhc_expand_input(c);
+      require_passed(oracle::judge_mhc_expand(MhcExpandOp::make(c.config, c.rows), in,
+                                              run_expand(cpu_backend(), c, in), "cpu", seed));
     }
   }
 }
@@ -255,10 +256,10 @@ Findings sinkhorn_findings(const std::vector<T>& comb, const std::vector<double>
 
 // A backend's comb against the stated tolerances: columns (hc + 1)·2^-24, rows the
 // Birkhoff–Hopf bound of the oracle's K at u = 2^-24 widened by the token's comb_log_error
-// (the backend's K differs from the oracle's by at most that in log; hc_pre_bounds).
-Findings backend_sinkhorn_findings(const PreRun& r, const oracle::HcPreReference& ref) {
+// (the backend's K differs from the oracle's by at most that in log; mhc_pre_bounds).
+Findings backend_sinkhorn_findings(const PreRun& r, const oracle::MhcPreReference& ref) {
   const U rows = r.op.shape().rows, hc = r.op.shape().hc, iters = r.op.shape().iters;
-  const oracle::HcPreBounds b = oracle::hc_pre_bounds(r.op, r.in, ref);
+  const oracle::MhcPreBounds b = oracle::mhc_pre_bounds(r.op, r.in, ref);
   return sinkhorn_findings(
       r.out.comb, ref.kernel, rows, hc, oracle::col_sum_tolerance_fp32(hc), [&](U t) {
         const std::span<const double> K(ref.kernel.data() + t * hc * hc, hc * hc);
@@ -282,9 +283,9 @@ void tag_convergence(const std::vector<double>& comb, const std::vector<double>&
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, CpuCombConvergesWithinStatedTolerances, ()) {
-  const HcCase c = draw(HcOpKind::pre);
+  const MhcCase c = draw(MhcOpKind::pre);
   const PreRun r = run_pre(cpu_backend(), c);
-  const auto ref = oracle::hc_pre(r.op, r.in, Mode::faithful);
+  const auto ref = oracle::mhc_pre(r.op, r.in, Mode::faithful);
   tag_convergence(ref.comb, ref.kernel, c.rows, c.hc(), c.profile.logit_range);
   const Findings f = backend_sinkhorn_findings(r, ref);
   log_findings(f);
@@ -296,7 +297,7 @@ RC_GTEST_PROP(MhcSinkhornProperty, CpuCombConvergesWithinStatedTolerances, ()) {
 // normalisation's sum, division and the checking sum), rows within the Birkhoff–Hopf bound at
 // u = 2^-53. Cost: T·iters·4·hc² ≤ 16·50·1024 per case.
 RC_GTEST_PROP(MhcSinkhornProperty, OracleConvergesWithinBirkhoffHopfBound, ()) {
-  const HcCase c = draw(HcOpKind::pre);
+  const MhcCase c = draw(MhcOpKind::pre);
   const U hc = c.hc(), iters = c.config.hc_sinkhorn_iters, rows = std::min<U>(c.rows, 16);
   const double eps = c.config.hc_eps;
   std::vector<double> K, C;
@@ -331,8 +332,8 @@ std::vector<U> draw_permutation(U n) {
 // blocks likewise, and fn's rows and the bias permuted so that pre'_i' = pre_p[i'], post'_i' =
 // post_p[i'] and comb logit'_(i'j') = logit_(p[i'] p[j']). `comb_columns` = false leaves the
 // comb rows' column order alone (the planted bug of the equivariance twin).
-oracle::HcPreInputs permute_streams(const HcPreOp& op, const oracle::HcPreInputs& in,
-                                    const std::vector<U>& p, bool comb_columns = true) {
+oracle::MhcPreInputs permute_streams(const MhcPreOp& op, const oracle::MhcPreInputs& in,
+                                     const std::vector<U>& p, bool comb_columns = true) {
   const U rows = op.shape().rows, hc = op.shape().hc, h = op.shape().h, K = hc * h;
   const U mix = op.shape().mix;
   auto row_of = [&](U m) {
@@ -341,7 +342,7 @@ oracle::HcPreInputs permute_streams(const HcPreOp& op, const oracle::HcPreInputs
     const U i = (m - 2 * hc) / hc, j = (m - 2 * hc) % hc;
     return 2 * hc + p[i] * hc + (comb_columns ? p[j] : j);
   };
-  oracle::HcPreInputs out = in;
+  oracle::MhcPreInputs out = in;
   for (U t = 0; t < rows; ++t)
     for (U i = 0; i < hc; ++i)
       std::copy_n(in.streams.begin() + static_cast<std::ptrdiff_t>((t * hc + p[i]) * h), h,
@@ -359,11 +360,11 @@ oracle::HcPreInputs permute_streams(const HcPreOp& op, const oracle::HcPreInputs
 // pre, post, K and comb within 1e-12 (numerics §3); the block input Σ_i pre_i·x_i (a sum over
 // streams, unchanged by the permutation) within 1e-12 relative to Σ_i pre_i·|x_i| (it scales
 // with x: huge streams are ~1e30).
-Findings permutation_findings(const HcPreOp& op, const oracle::HcPreInputs& in,
-                              const oracle::HcPreInputs& permuted, const std::vector<U>& p) {
+Findings permutation_findings(const MhcPreOp& op, const oracle::MhcPreInputs& in,
+                              const oracle::MhcPreInputs& permuted, const std::vector<U>& p) {
   const U rows = op.shape().rows, hc = op.shape().hc, h = op.shape().h;
-  const auto a = oracle::hc_pre(op, in, Mode::exact);
-  const auto b = oracle::hc_pre(op, permuted, Mode::exact);
+  const auto a = oracle::mhc_pre(op, in, Mode::exact);
+  const auto b = oracle::mhc_pre(op, permuted, Mode::exact);
   Findings f;
   auto near = [](double x, double y, double tol) {
     return (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= tol;
@@ -399,9 +400,9 @@ Findings permutation_findings(const HcPreOp& op, const oracle::HcPreInputs& in,
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, PermutedStreamsGiveThePermutedResult, ()) {
-  const HcCase c = draw(HcOpKind::pre);
-  const HcPreOp op = HcPreOp::make(c.config, c.rows);
-  const auto in = gen::hc_pre_inputs(c);
+  const MhcCase c = draw(MhcOpKind::pre);
+  const MhcPreOp op = MhcPreOp::make(c.config, c.rows);
+  const auto in = gen::mhc_pre_inputs(c);
   const auto p = draw_permutation(c.hc());
   const auto permuted = permute_streams(op, in, p);
   const Findings f = permutation_findings(op, in, permuted, p);
@@ -411,7 +412,7 @@ RC_GTEST_PROP(MhcSinkhornProperty, PermutedStreamsGiveThePermutedResult, ()) {
   // judged against the oracle's bound on its own.
   for (const auto* inputs : {&in, &permuted}) {
     const PreRun r = run_pre(cpu_backend(), c.config, c.rows, *inputs);
-    require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", c.seed));
+    require_passed(oracle::judge_mhc_pre(r.op, r.in, r.out, "cpu", c.seed));
   }
 }
 
@@ -439,7 +440,7 @@ struct FixedPointTolerance {
 };
 
 // The relative bound above for token t (+Inf where ε_r ≥ 1 or κ rounds to 1: no bound).
-double fixed_point_rel_bound(const HcPreOp& op, std::span<const double> K, double k,
+double fixed_point_rel_bound(const MhcPreOp& op, std::span<const double> K, double k,
                              const FixedPointTolerance& tol) {
   const U hc = op.shape().hc, iters = op.shape().iters;
   const double e =
@@ -454,7 +455,7 @@ double fixed_point_rel_bound(const HcPreOp& op, std::span<const double> K, doubl
 }
 
 // k_log: the backend's comb_log_error per token (empty for the oracle: k = 0).
-Findings fixed_point_findings(const HcPreOp& op, const std::vector<double>& d_rows,
+Findings fixed_point_findings(const MhcPreOp& op, const std::vector<double>& d_rows,
                               const std::vector<double>& kernel, const std::vector<double>& k_log,
                               const std::vector<double>& comb, const FixedPointTolerance& tol) {
   const U rows = op.shape().rows, hc = op.shape().hc;
@@ -478,8 +479,8 @@ Findings fixed_point_findings(const HcPreOp& op, const std::vector<double>& d_ro
 }
 
 struct CirculantCase {
-  HcCase c;
-  oracle::HcPreInputs in;
+  MhcCase c;
+  oracle::MhcPreInputs in;
   std::vector<double> d_rows;  // [rows, hc]: D's first row per token (one per token: the
                                // bias is shared, so every token has the same D)
 };
@@ -487,11 +488,11 @@ struct CirculantCase {
 // Logit ranges up to 8: Δ(K) ≤ 2L, so 1/(1 − κ²) ≤ cosh²(L/2) ≈ 750 at L = 8 — beyond, the
 // bound above grows like e^L and says little.
 CirculantCase circulant_case() {
-  CirculantCase cc{draw_finite(HcOpKind::pre), {}, {}};
-  HcCase& c = cc.c;
+  CirculantCase cc{draw_finite(MhcOpKind::pre), {}, {}};
+  MhcCase& c = cc.c;
   const U hc = c.hc();
   c.profile.logit_range = std::min(c.profile.logit_range, 8.0);
-  cc.in = gen::hc_pre_inputs(c);
+  cc.in = gen::mhc_pre_inputs(c);
   cc.in.scale[2] = 0.0f;
   std::vector<double> logits(hc);  // c_k, k = (j − i) mod hc
   for (U k = 0; k < hc; ++k) logits[k] = c.profile.logit_range * hashed_uniform(~c.seed, k);
@@ -518,17 +519,17 @@ CirculantCase circulant_case() {
 
 RC_GTEST_PROP(MhcSinkhornProperty, DoublyStochasticInputIsNearFixedPoint, ()) {
   const CirculantCase cc = circulant_case();
-  const HcCase& c = cc.c;
-  const HcPreOp op = HcPreOp::make(c.config, c.rows);
-  const auto ref = oracle::hc_pre(op, cc.in, Mode::faithful);
+  const MhcCase& c = cc.c;
+  const MhcPreOp op = MhcPreOp::make(c.config, c.rows);
+  const auto ref = oracle::mhc_pre(op, cc.in, Mode::faithful);
   const Findings fo = fixed_point_findings(op, cc.d_rows, ref.kernel, {}, ref.comb,
                                            {kU64, oracle::gamma(2.0 * c.hc(), kU64)});
   log_findings(fo);
   RC_ASSERT(fo.empty());
 
   const PreRun r = run_pre(cpu_backend(), c.config, c.rows, cc.in);
-  require_passed(oracle::judge_hc_pre(r.op, r.in, r.out, "cpu", c.seed));
-  const auto b = oracle::hc_pre_bounds(r.op, r.in, ref);
+  require_passed(oracle::judge_mhc_pre(r.op, r.in, r.out, "cpu", c.seed));
+  const auto b = oracle::mhc_pre_bounds(r.op, r.in, ref);
   const Findings fb =
       fixed_point_findings(op, cc.d_rows, ref.kernel, b.comb_log_error, oracle::widen(r.out.comb),
                            {kU32, oracle::col_sum_tolerance_fp32(c.hc())});
@@ -558,7 +559,7 @@ TokenTensor token_tensor(std::string name, const std::vector<T>& dirty, const st
   return t;
 }
 
-std::set<U> bad_tokens(const oracle::HcInputProfile& p) {
+std::set<U> bad_tokens(const oracle::MhcInputProfile& p) {
   std::set<U> s;
   for (const auto& b : p.nonfinite) s.insert(b.token);
   return s;
@@ -589,8 +590,8 @@ Findings isolation_findings(const std::vector<TokenTensor>& tensors, const std::
 }
 
 // A case with at least one planted NaN / ±Inf.
-HcCase draw_nonfinite(HcOpKind kind) {
-  HcCase c = draw(kind);
+MhcCase draw_nonfinite(MhcOpKind kind) {
+  MhcCase c = draw(kind);
   if (c.profile.nonfinite.empty())
     c.profile.nonfinite.push_back({*rc::gen::inRange<U>(0, c.rows), *rc::gen::inRange<U>(0, c.hc()),
                                    *rc::gen::inRange<U>(0, c.h()),
@@ -606,20 +607,20 @@ std::vector<TokenTensor> pre_tensors(const PreRun& dirty, const PreRun& clean, U
 
 RC_GTEST_PROP(MhcSinkhornProperty, NonFiniteTokensAreNanCountedAndIsolated, ()) {
   const bool head = *rc::gen::arbitrary<bool>();
-  const HcCase c = draw_nonfinite(head ? HcOpKind::head : HcOpKind::pre);
-  HcCase clean = c;
+  const MhcCase c = draw_nonfinite(head ? MhcOpKind::head : MhcOpKind::pre);
+  MhcCase clean = c;
   clean.profile.nonfinite.clear();
   Findings f;
   if (head) {
-    const auto out = run_head(cpu_backend(), c, gen::hc_head_inputs(c));
-    const auto ref = run_head(cpu_backend(), clean, gen::hc_head_inputs(clean));
+    const auto out = run_head(cpu_backend(), c, gen::mhc_head_inputs(c));
+    const auto ref = run_head(cpu_backend(), clean, gen::mhc_head_inputs(clean));
     f = isolation_findings({token_tensor("hidden_states (head)", out.output, ref.output, c.h())},
                            bad_tokens(c.profile), out.diagnostics.nonfinite_tokens);
   } else {
     const PreRun dirty = run_pre(cpu_backend(), c), ref = run_pre(cpu_backend(), clean);
     f = isolation_findings(pre_tensors(dirty, ref, c.hc(), c.h()), bad_tokens(c.profile),
                            dirty.out.diagnostics.nonfinite_tokens);
-    require_passed(oracle::judge_hc_pre(dirty.op, dirty.in, dirty.out, "cpu", c.seed));
+    require_passed(oracle::judge_mhc_pre(dirty.op, dirty.in, dirty.out, "cpu", c.seed));
   }
   log_findings(f);
   RC_ASSERT(f.empty());
@@ -638,16 +639,16 @@ std::optional<std::string> first_bit_difference(const std::vector<float>& a,
 }
 
 RC_GTEST_PROP(MhcSinkhornProperty, PostInPlaceEqualsOutOfPlaceBitForBit, ()) {
-  const HcCase c = draw(HcOpKind::post);
+  const MhcCase c = draw(MhcOpKind::post);
   RC_TAG(c.r() > 0 ? "lowrank form" : "sinkhorn form");
-  const auto in = gen::hc_post_inputs(c);
+  const auto in = gen::mhc_post_inputs(c);
   const auto in_place = run_post(cpu_backend(), c, in, true);
   const auto out_of_place = run_post(cpu_backend(), c, in, false);
   const auto diff = first_bit_difference(in_place, out_of_place, c.hc(), c.h());
   if (diff) RC_LOG() << "in place differs from out of place at " << *diff << "\n";
   RC_ASSERT(!diff);
   require_passed(
-      oracle::judge_hc_post(HcPostOp::make(c.config, c.rows), in, out_of_place, "cpu", c.seed));
+      oracle::judge_mhc_post(MhcPostOp::make(c.config, c.rows), in, out_of_place, "cpu", c.seed));
 }
 
 // ==== Planted bugs: each property's check must fail with the expected finding =================
@@ -663,7 +664,7 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-std::vector<U> finite_tokens(const HcCase& c) {
+std::vector<U> finite_tokens(const MhcCase& c) {
   const std::set<U> bad = bad_tokens(c.profile);
   std::vector<U> t;
   for (U k = 0; k < c.rows; ++k)
@@ -676,7 +677,7 @@ std::vector<U> finite_tokens(const HcCase& c) {
 // entries (i', j'), (i', 0), (0, j'), (0, 0) are normal FP32 — a cross ratio with a subnormal
 // entry is not judged (bounds.h: a subnormal holds no relative bound), so an error planted
 // only there could not fail the check.
-std::vector<std::array<U, 3>> judged_entries(const HcCase& c, const std::vector<float>& comb) {
+std::vector<std::array<U, 3>> judged_entries(const MhcCase& c, const std::vector<float>& comb) {
   const U hc = c.hc();
   std::vector<std::array<U, 3>> out;
   for (const U t : finite_tokens(c)) {
@@ -702,12 +703,12 @@ std::vector<std::array<U, 3>> judged_entries(const HcCase& c, const std::vector<
 // the class bound of its token: its cross ratios move by 4·B, past the judge's bound B
 // (hc ≥ 2); hc = 1 has no cross ratio and fails the column sum.
 RC_GTEST_PROP(MhcSinkhornPlanted, CombEntryBeyondItsClassBoundFails, ()) {
-  const HcCase c = draw(HcOpKind::pre);
+  const MhcCase c = draw(MhcOpKind::pre);
   PreRun r = run_pre(cpu_backend(), c);
   const auto judged = judged_entries(c, r.out.comb);
   RC_PRE(!judged.empty());
-  const auto ref = oracle::hc_pre(r.op, r.in, Mode::faithful);
-  const auto b = oracle::hc_pre_bounds(r.op, r.in, ref);
+  const auto ref = oracle::mhc_pre(r.op, r.in, Mode::faithful);
+  const auto b = oracle::mhc_pre_bounds(r.op, r.in, ref);
   const auto [t, i, j] = *rc::gen::elementOf(judged);
   const U hc = c.hc();
   const double B =
@@ -716,7 +717,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, CombEntryBeyondItsClassBoundFails, ()) {
   const float moved = static_cast<float>(entry * std::exp(4.0 * B));
   RC_PRE(std::isfinite(moved) && entry > 0.0f);
   entry = moved;
-  const auto report = oracle::judge_hc_pre(r.op, r.in, r.out, "planted", c.seed);
+  const auto report = oracle::judge_mhc_pre(r.op, r.in, r.out, "planted", c.seed);
   RC_LOG() << oracle::format_report(report);
   const auto names = failing_checks(report);
   for (const auto& n : names) RC_ASSERT(contains(n, "hc_comb"));
@@ -730,11 +731,11 @@ RC_GTEST_PROP(MhcSinkhornPlanted, CombEntryBeyondItsClassBoundFails, ()) {
 }
 
 RC_GTEST_PROP(MhcSinkhornPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, ()) {
-  const HcCase c = draw(HcOpKind::pre);
+  const MhcCase c = draw(MhcOpKind::pre);
   PreRun r = run_pre(cpu_backend(), c);
   const U t = *rc::gen::inRange<U>(0, c.rows), d = *rc::gen::inRange<U>(0, c.h());
   r.out.block_in[t * c.h() + d] = 0xFFFF;
-  const auto report = oracle::judge_hc_pre(r.op, r.in, r.out, "planted", c.seed);
+  const auto report = oracle::judge_mhc_pre(r.op, r.in, r.out, "planted", c.seed);
   RC_ASSERT(!report.passed());
   const auto* bad = report.first_failure();
   RC_ASSERT(bad->name == std::string("norm_output (block input)"));
@@ -748,18 +749,18 @@ RC_GTEST_PROP(MhcSinkhornPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, (
 // off by ≥ eps/(1 + (hc + 1)·eps) ≈ 1e-6 less its FP32 rounding ≤ (hc + 1)·2^-24: beyond the
 // tolerance (hc + 1)·2^-24 while 2·(hc + 1)·2^-24 < 1e-6/(1 + 1e-5), i.e. hc ≤ 7.
 RC_GTEST_PROP(MhcSinkhornPlanted, MSkcolFailsColumnSums, ()) {
-  HcCase c = draw(HcOpKind::pre);
+  MhcCase c = draw(MhcOpKind::pre);
   c.config.hc_mult = std::min<U>(c.hc(), 7);
   c.config.hc_eps = 1e-6;
   c.profile.nonfinite.clear();
   const auto backend = make_cpu_backend();
   backend->set_kernel_mutant(Mutant::M_SKCOL);
   const PreRun r = run_pre(*backend, c);
-  const auto report = oracle::judge_hc_pre(r.op, r.in, r.out, "M-SKCOL", c.seed);
+  const auto report = oracle::judge_mhc_pre(r.op, r.in, r.out, "M-SKCOL", c.seed);
   RC_LOG() << oracle::format_report(report);
   RC_ASSERT(!report.passed());
   RC_ASSERT(report.first_failure()->name == std::string("hc_comb column sums"));
-  const auto f = backend_sinkhorn_findings(r, oracle::hc_pre(r.op, r.in, Mode::faithful));
+  const auto f = backend_sinkhorn_findings(r, oracle::mhc_pre(r.op, r.in, Mode::faithful));
   RC_ASSERT(has_finding(f, "hc_comb column sums"));
 }
 
@@ -781,14 +782,14 @@ RC_GTEST_PROP(MhcSinkhornPlanted, TruncatedOracleSinkhornFailsTheRowBound, ()) {
 
 // Permuting the comb rows of the bias but not their columns breaks equivariance.
 RC_GTEST_PROP(MhcSinkhornPlanted, UnpermutedCombColumnsBreakEquivariance, ()) {
-  HcCase c = draw_finite(HcOpKind::pre);
+  MhcCase c = draw_finite(MhcOpKind::pre);
   RC_PRE(c.hc() >= 2);
-  const HcPreOp op = HcPreOp::make(c.config, c.rows);
-  const auto in = gen::hc_pre_inputs(c);
+  const MhcPreOp op = MhcPreOp::make(c.config, c.rows);
+  const auto in = gen::mhc_pre_inputs(c);
   auto p = draw_permutation(c.hc());
   // Visible: the bug yields comb[p(i)][j] where comb[p(i)][p(j)] is due (a rank-one K, e.g.,
   // scales to the uniform matrix, whatever the column order).
-  const auto a = oracle::hc_pre(op, in, Mode::exact);
+  const auto a = oracle::mhc_pre(op, in, Mode::exact);
   const U hc = c.hc();
   double visible = 0.0;
   for (U t = 0; t < c.rows; ++t)
@@ -804,12 +805,12 @@ RC_GTEST_PROP(MhcSinkhornPlanted, UnpermutedCombColumnsBreakEquivariance, ()) {
 // A transposed comb of a circulant input is doubly stochastic too, but not K / rowsum.
 RC_GTEST_PROP(MhcSinkhornPlanted, TransposedCombIsNotNearFixedPoint, ()) {
   const CirculantCase cc = circulant_case();
-  const HcCase& c = cc.c;
+  const MhcCase& c = cc.c;
   const U hc = c.hc();
   RC_PRE(hc >= 3);
   const PreRun r = run_pre(cpu_backend(), c.config, c.rows, cc.in);
-  const auto ref = oracle::hc_pre(r.op, r.in, Mode::faithful);
-  const auto b = oracle::hc_pre_bounds(r.op, r.in, ref);
+  const auto ref = oracle::mhc_pre(r.op, r.in, Mode::faithful);
+  const auto b = oracle::mhc_pre_bounds(r.op, r.in, ref);
   std::vector<double> transposed(r.out.comb.size());
   for (U t = 0; t < c.rows; ++t)
     for (U i = 0; i < hc; ++i)
@@ -838,9 +839,9 @@ RC_GTEST_PROP(MhcSinkhornPlanted, TransposedCombIsNotNearFixedPoint, ()) {
 
 // A NaN leaked into another token, and a non-finite token's output left finite.
 RC_GTEST_PROP(MhcSinkhornPlanted, LeakedOrMissingNanFailsIsolation, ()) {
-  const HcCase c = draw_nonfinite(HcOpKind::pre);
+  const MhcCase c = draw_nonfinite(MhcOpKind::pre);
   RC_PRE(c.rows >= 2);
-  HcCase clean = c;
+  MhcCase clean = c;
   clean.profile.nonfinite.clear();
   PreRun dirty = run_pre(cpu_backend(), c);
   const PreRun ref = run_pre(cpu_backend(), clean);
@@ -865,13 +866,13 @@ RC_GTEST_PROP(MhcSinkhornPlanted, LeakedOrMissingNanFailsIsolation, ()) {
 // ≤ 4, so every comb entry is ≥ e^-4/hc-ish and comb_ij·(x'_i − x_i) is far above one ULP of
 // the output).
 RC_GTEST_PROP(MhcSinkhornPlanted, WriteBeforeReadInPlaceDiffers, ()) {
-  HcCase c = draw_finite(HcOpKind::post);
+  MhcCase c = draw_finite(MhcOpKind::post);
   c.config.hc_lowrank = 0;
-  c.profile.magnitude = oracle::HcStreamMagnitude::normal;
+  c.profile.magnitude = oracle::MhcStreamMagnitude::normal;
   c.profile.logit_range = std::min(c.profile.logit_range, 4.0);
   RC_PRE(c.hc() >= 2);
   const U hc = c.hc(), h = c.h(), rows = c.rows;
-  const auto in = gen::hc_post_inputs(c);
+  const auto in = gen::mhc_post_inputs(c);
   const auto correct = run_post(cpu_backend(), c, in, false);
   auto hazard_in = in;
   std::vector<float> hazard = correct;
@@ -890,11 +891,11 @@ RC_GTEST_PROP(MhcSinkhornPlanted, WriteBeforeReadInPlaceDiffers, ()) {
 // B13 (every written stream value rounded to BF16) fails the post judge wherever the rounding
 // moves a value by more than twice its bound.
 RC_GTEST_PROP(MhcSinkhornPlanted, B13FailsThePostJudge, ()) {
-  HcCase c = draw_finite(HcOpKind::post);
-  const HcPostOp op = HcPostOp::make(c.config, c.rows);
-  const auto in = gen::hc_post_inputs(c);
-  const auto want = oracle::hc_post(op, in);
-  const auto bound = oracle::hc_post_bounds(op, in);
+  MhcCase c = draw_finite(MhcOpKind::post);
+  const MhcPostOp op = MhcPostOp::make(c.config, c.rows);
+  const auto in = gen::mhc_post_inputs(c);
+  const auto want = oracle::mhc_post(op, in);
+  const auto bound = oracle::mhc_post_bounds(op, in);
   bool visible = false;
   for (U e = 0; e < want.size() && !visible; ++e)
     visible = std::fabs(oracle::round_bf16(want[e]) - want[e]) > 2.0 * bound[e];
@@ -903,7 +904,7 @@ RC_GTEST_PROP(MhcSinkhornPlanted, B13FailsThePostJudge, ()) {
   backend->set_kernel_mutant(Mutant::B13);
   const bool in_place = *rc::gen::arbitrary<bool>();
   const auto out = run_post(*backend, c, in, in_place);
-  const auto report = oracle::judge_hc_post(op, in, out, "B13", c.seed);
+  const auto report = oracle::judge_mhc_post(op, in, out, "B13", c.seed);
   RC_ASSERT(!report.passed());
   RC_ASSERT(report.first_failure()->name == std::string("hc_streams (post)"));
 }
@@ -916,16 +917,16 @@ float beyond_f32(double want, double bound) {
 }
 
 RC_GTEST_PROP(MhcSinkhornPlanted, PostElementBeyondItsBoundFailsAtItsCoordinates, ()) {
-  const HcCase c = draw_finite(HcOpKind::post);
-  const HcPostOp op = HcPostOp::make(c.config, c.rows);
-  const auto in = gen::hc_post_inputs(c);
+  const MhcCase c = draw_finite(MhcOpKind::post);
+  const MhcPostOp op = MhcPostOp::make(c.config, c.rows);
+  const auto in = gen::mhc_post_inputs(c);
   auto out = run_post(cpu_backend(), c, in, true);
-  const auto want = oracle::hc_post(op, in);
-  const auto bound = oracle::hc_post_bounds(op, in);
+  const auto want = oracle::mhc_post(op, in);
+  const auto bound = oracle::mhc_post_bounds(op, in);
   const U e = *rc::gen::inRange<U>(0, out.size());
   RC_PRE(std::isfinite(want[e]) && std::fabs(want[e]) + bound[e] < 1e38);
   out[e] = beyond_f32(want[e], bound[e]);
-  const auto report = oracle::judge_hc_post(op, in, out, "planted", c.seed);
+  const auto report = oracle::judge_mhc_post(op, in, out, "planted", c.seed);
   RC_ASSERT(!report.passed());
   const auto* bad = report.first_failure();
   RC_ASSERT(bad->name == std::string("hc_streams (post)"));
@@ -936,13 +937,13 @@ RC_GTEST_PROP(MhcSinkhornPlanted, PostElementBeyondItsBoundFailsAtItsCoordinates
 }
 
 RC_GTEST_PROP(MhcSinkhornPlanted, HeadOutputLeftPoisonedFailsAtItsTokenAndDim, ()) {
-  const HcCase c = draw(HcOpKind::head);
-  const auto in = gen::hc_head_inputs(c);
+  const MhcCase c = draw(MhcOpKind::head);
+  const auto in = gen::mhc_head_inputs(c);
   auto out = run_head(cpu_backend(), c, in);
   const U t = *rc::gen::inRange<U>(0, c.rows), d = *rc::gen::inRange<U>(0, c.h());
   out.output[t * c.h() + d] = 0xFFFF;
   const auto report =
-      oracle::judge_hc_head(HcHeadOp::make(c.config, c.rows), in, out, "planted", c.seed);
+      oracle::judge_mhc_head(MhcHeadOp::make(c.config, c.rows), in, out, "planted", c.seed);
   RC_ASSERT(!report.passed());
   const auto* bad = report.first_failure();
   RC_ASSERT(bad->name == std::string("hidden_states (head)"));
@@ -951,13 +952,13 @@ RC_GTEST_PROP(MhcSinkhornPlanted, HeadOutputLeftPoisonedFailsAtItsTokenAndDim, (
 }
 
 RC_GTEST_PROP(MhcSinkhornPlanted, ExpandOneUlpOffFailsAtItsCoordinates, ()) {
-  const HcCase c = draw(HcOpKind::expand);
-  const auto in = gen::hc_expand_input(c);
+  const MhcCase c = draw(MhcOpKind::expand);
+  const auto in = gen::mhc_expand_input(c);
   auto out = run_expand(cpu_backend(), c, in);
   const U e = *rc::gen::inRange<U>(0, out.size()), hc = c.hc(), h = c.h();
   out[e] = std::nextafter(out[e], INFINITY);
   const auto report =
-      oracle::judge_hc_expand(HcExpandOp::make(c.config, c.rows), in, out, "planted", c.seed);
+      oracle::judge_mhc_expand(MhcExpandOp::make(c.config, c.rows), in, out, "planted", c.seed);
   RC_ASSERT(!report.passed());
   const auto* bad = report.first_failure();
   RC_ASSERT(bad->name == std::string("hc_streams (expand)"));

@@ -28,18 +28,18 @@
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
-#include "bufferlab/oracle/ssd.h"
-#include "bufferlab/oracle/ssd_harness.h"
-#include "bufferlab/oracle/ssd_judge.h"
-#include "bufferlab/properties/ssm_generators.h"
+#include "bufferlab/oracle/mamba2.h"
+#include "bufferlab/oracle/mamba2_harness.h"
+#include "bufferlab/oracle/mamba2_judge.h"
+#include "bufferlab/properties/gdn_mamba2_generators.h"
 #include "report_checks.h"
 
 namespace bufferlab::testing::gdn_mamba2 {
 
 using U = uint64_t;
 
-inline constexpr U kChunk = 64;  // both families' chunk (GdnChunkCarve, SsdCarve)
-static_assert(GdnChunkCarve::kChunk == kChunk && SsdCarve::kChunk == kChunk);
+inline constexpr U kChunk = 64;  // both families' chunk (GdnChunkCarve, Mamba2ChunkCarve)
+static_assert(GdnChunkCarve::kChunk == kChunk && Mamba2ChunkCarve::kChunk == kChunk);
 inline constexpr double kIdentityTol = 1e-12;  // numerics §5/§6: chunked FP64 vs recurrence FP64
 
 struct GdnFamily {
@@ -83,40 +83,40 @@ struct GdnFamily {
 };
 
 struct Mamba2Family {
-  using Case = gen::SsdCase;
-  using Ranges = gen::SsdRanges;
-  using Dims = oracle::SsdDims;
-  using Inputs = oracle::SsdInputs;
-  using Plan = oracle::SsdPlan;
-  using Run = oracle::SsdRun;
-  using Path = oracle::SsdPath;
-  static rc::Gen<Case> cases(const Ranges& r) { return gen::ssd_case(r); }
-  static Plan plan(const Dims& d, Path p) { return oracle::plan_ssd(d, p); }
+  using Case = gen::Mamba2Case;
+  using Ranges = gen::Mamba2Ranges;
+  using Dims = oracle::Mamba2Dims;
+  using Inputs = oracle::Mamba2Inputs;
+  using Plan = oracle::Mamba2Plan;
+  using Run = oracle::Mamba2Run;
+  using Path = oracle::Mamba2Path;
+  static rc::Gen<Case> cases(const Ranges& r) { return gen::mamba2_case(r); }
+  static Plan plan(const Dims& d, Path p) { return oracle::plan_mamba2(d, p); }
   static Workspace allocate(Backend& b, const Plan& p) {
-    return oracle::allocate_ssd_footprint(b, p);
+    return oracle::allocate_mamba2_footprint(b, p);
   }
   static Run run(Backend& b, const Workspace& ws, const Plan& p, const Inputs& in) {
-    return oracle::run_ssd(b, ws, p, in);
+    return oracle::run_mamba2(b, ws, p, in);
   }
   static oracle::AgreementReport judge(const Plan& p, const Inputs& in, const Run& r,
                                        const char* backend, U seed, const oracle::BoundModel& bm) {
-    return oracle::judge_ssd(p, in, r, backend, seed, bm);
+    return oracle::judge_mamba2(p, in, r, backend, seed, bm);
   }
-  static Inputs inputs(const Case& c) { return gen::ssd_inputs(c); }
+  static Inputs inputs(const Case& c) { return gen::mamba2_inputs(c); }
   // Sequence b alone; tokens [t0, t1) of one sequence from the given conv tail and state.
   static Inputs sequence(const Dims& d, const Inputs& in, U b) {
-    return oracle::ssd_sequence(d, in, b);
+    return oracle::mamba2_sequence(d, in, b);
   }
   static Inputs token_range(const Dims& d, const Inputs& in, U t0, U t1,
                             std::span<const uint16_t> conv_state, std::span<const float> state) {
-    return oracle::ssd_token_range(d, in, t0, t1, conv_state, state);
+    return oracle::mamba2_token_range(d, in, t0, t1, conv_state, state);
   }
   // The core output before the gated norm [rows, width], and one sequence's state elements.
   static const std::vector<uint16_t>& output(const Run& r) { return r.y; }
   static U width(const Dims& d) { return d.geom.d_inner; }
   static U state_cols(const Dims& d) { return d.geom.N; }
   static constexpr const char* kOutputName = "y";
-  using CoreResult = oracle::SsdCoreResult;
+  using CoreResult = oracle::Mamba2CoreResult;
   static std::vector<double>& fp64_out(CoreResult& r) { return r.y; }
   static U head_dim(const Dims& d) { return d.geom.P; }
   static U state_size(const Dims& d) { return d.geom.H * d.geom.P * d.geom.N; }
@@ -126,9 +126,9 @@ struct Mamba2Family {
 GdnFamily family_of(const gen::GdnCase&);
 GdnFamily family_of(const gen::GdnRanges&);
 GdnFamily family_of(const oracle::GdnDims&);
-Mamba2Family family_of(const gen::SsdCase&);
-Mamba2Family family_of(const gen::SsdRanges&);
-Mamba2Family family_of(const oracle::SsdDims&);
+Mamba2Family family_of(const gen::Mamba2Case&);
+Mamba2Family family_of(const gen::Mamba2Ranges&);
+Mamba2Family family_of(const oracle::Mamba2Dims&);
 template <class T>
 using FamilyOf = decltype(family_of(std::declval<const T&>()));
 

@@ -64,7 +64,7 @@ TEST(CliCompareTable, NumericFamiliesAndTheirMutants) {
 TEST(CliCompareTable, OptionReadersNameTheOpsInTheErrors) {
   EXPECT_EQ(compare_ops_reading(kOptLogitRange), "hc-pre and hc-post");
   EXPECT_EQ(compare_ops_reading(kOptStreamValues), "hc-pre, hc-post, hc-head and hc-lowrank");
-  EXPECT_EQ(compare_ops_reading(kOptHcEps), "hc-pre and hc-head");
+  EXPECT_EQ(compare_ops_reading(kOptMhcEps), "hc-pre and hc-head");
   EXPECT_EQ(compare_ops_reading(kOptRouterPath | kOptLowRankPath), "router, topk and hc-lowrank");
   EXPECT_EQ(compare_ops_reading(kOptZeroState), "gdn and ssd");
   EXPECT_EQ(compare_ops_reading(kOptDt), "ssd");

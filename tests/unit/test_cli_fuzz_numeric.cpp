@@ -143,8 +143,8 @@ TEST_F(CliFuzzNumeric, MhcShortRunIsClean) {
   EXPECT_TRUE(written().empty());
 }
 
-// M-SKCOL: hc_pre's Sinkhorn without the final exact column normalisation — judge_hc_pre's
-// column sums (the mutant runs hc_pre cases only).
+// M-SKCOL: mhc_pre's Sinkhorn without the final exact column normalisation — judge_mhc_pre's
+// column sums (the mutant runs mhc_pre cases only).
 TEST_F(CliFuzzNumeric, MutantMSkcolIsCaughtAndReplays) {
   expect_mutant_caught("mhc", "M-SKCOL", 20, "pre: hc_comb column sums");
 }

@@ -24,10 +24,10 @@ using nlohmann::json;
 
 // Clean: a GDN recurrence of 8 sequences of 33 tokens; an SSD chunked sequence of 63 tokens.
 constexpr const char* kGdnCleanSeed = "27";
-constexpr const char* kSsdCleanSeed = "26";
+constexpr const char* kMamba2CleanSeed = "26";
 // Mutant: a chunked GDN sequence of 85 tokens; a chunked SSD sequence of 139 tokens.
 constexpr const char* kGdnMutantSeed = "27";
-constexpr const char* kSsdMutantSeed = "16";
+constexpr const char* kMamba2MutantSeed = "16";
 
 class CliFuzzNumericSsm : public bufferlab::testing::TempDirTest {
  protected:
@@ -131,7 +131,7 @@ class CliFuzzNumericSsm : public bufferlab::testing::TempDirTest {
 
 TEST_F(CliFuzzNumericSsm, ShortRunsAreClean) {
   for (const auto& [family, seed] :
-       {std::pair{"gdn", kGdnCleanSeed}, std::pair{"ssd", kSsdCleanSeed}}) {
+       {std::pair{"gdn", kGdnCleanSeed}, std::pair{"ssd", kMamba2CleanSeed}}) {
     const auto r = run({"--numeric", family, "--cases", "1", "--seed", seed, "--out", out_dir()});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find(std::string("fuzz --numeric ") + family + ": 1 cases"), std::string::npos)
@@ -149,7 +149,7 @@ TEST_F(CliFuzzNumericSsm, MutantGdnCarryIsCaughtAndReplays) {
 
 // M-SSDSTATE: the scan restarts every chunk from zero — the scan's output y.
 TEST_F(CliFuzzNumericSsm, MutantSsdStateIsCaughtAndReplays) {
-  expect_mutant_caught("ssd", "M-SSDSTATE", kSsdMutantSeed, "ssd-chunked: y (scan)");
+  expect_mutant_caught("ssd", "M-SSDSTATE", kMamba2MutantSeed, "ssd-chunked: y (scan)");
 }
 
 TEST_F(CliFuzzNumericSsm, BadOptionsExitTwo) {
@@ -165,7 +165,7 @@ TEST_F(CliFuzzNumericSsm, BadOptionsExitTwo) {
 
 TEST_F(CliFuzzNumericSsm, CudaUnavailableIsSkipped) {
   const auto r = run({"--numeric", "ssd", "--cases", "1", "--backend", "cuda", "--seed",
-                      kSsdCleanSeed, "--out", out_dir()});
+                      kMamba2CleanSeed, "--out", out_dir()});
   if (r.exit_code == 0) GTEST_SKIP() << "a CUDA device is available here";
   EXPECT_EQ(r.exit_code, 77) << r.out << r.err;
   EXPECT_EQ(r.out.rfind("skipped: ", 0), 0u) << r.out;

@@ -8,11 +8,11 @@
 //   B13   (hc_post stores every stream value through BF16): the mHC deep-stack property
 //         (properties/mhc_deep_stack.h: 40 layers, a growing highway with block outputs below
 //         half a BF16 ULP of the streams) fails its stream check "hc_streams (deep stack)";
-//   M-SKCOL (hc_pre's Sinkhorn without the final exact column normalisation): judge_hc_pre with
+//   M-SKCOL (mhc_pre's Sinkhorn without the final exact column normalisation): judge_mhc_pre with
 //         hc_eps = 1e-6 fails "hc_comb column sums" (the columns sum to σ/(eps + σ));
 //   M-GDNCARRY (the GDN state pass carries its BF16 snapshot instead of the FP32 state):
 //         judge_gdn on 128 tokens (two chunks) fails "final state (state)";
-//   M-SSDSTATE (the SSD scan starts every chunk from the zero state): judge_ssd on 130 tokens
+//   M-SSDSTATE (the SSD scan starts every chunk from the zero state): judge_mamba2 on 130 tokens
 //         fails "y (scan)" from token 64 on.
 // The same runs without a mutant pass. Prints the kernel mutation score (must be 6/6). Runs on
 // the CPU backend, and on CUDA too where one is usable. (The static sizing / plan mutants are
@@ -31,13 +31,13 @@
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/core/sizing.h"
 #include "bufferlab/oracle/gdn_judge.h"
+#include "bufferlab/oracle/mamba2_judge.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
-#include "bufferlab/oracle/ssd_judge.h"
 #include "bufferlab/properties/mhc_deep_stack.h"
 #include "bufferlab/properties/routing_generators.h"
 
@@ -110,8 +110,8 @@ gen::DeepStackCase deep_stack() {
   return c;
 }
 
-// An hc_pre run judged by judge_hc_pre: hc = 4, hc_eps = 1e-6, 20 Sinkhorn iterations.
-oracle::AgreementReport hc_pre_judged(Backend& b, const oracle::BoundModel& bm) {
+// An mhc_pre run judged by judge_mhc_pre: hc = 4, hc_eps = 1e-6, 20 Sinkhorn iterations.
+oracle::AgreementReport mhc_pre_judged(Backend& b, const oracle::BoundModel& bm) {
   ModelConfig config;
   config.hidden_size = 16;
   config.vocab_size = 16;
@@ -119,14 +119,14 @@ oracle::AgreementReport hc_pre_judged(Backend& b, const oracle::BoundModel& bm) 
   config.hc_sinkhorn_iters = 20;
   config.hc_eps = 1e-6;
   config.rms_norm_eps = 1e-6;
-  HcPreOp op = HcPreOp::make(config, 8);
-  const uint64_t pool = oracle::place_hc_weights(op);
-  const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
-  oracle::HcInputProfile profile;
+  MhcPreOp op = MhcPreOp::make(config, 8);
+  const uint64_t pool = oracle::place_mhc_weights(op);
+  const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
+  oracle::MhcInputProfile profile;
   profile.logit_range = 4.0;
-  const oracle::HcPreInputs in = oracle::generate_hc_pre_inputs(op, 3, profile);
-  const oracle::HcPreOutputs out = oracle::run_hc_pre(b, ws, op, in);
-  return oracle::judge_hc_pre(op, in, out, b.name(), 3, bm);
+  const oracle::MhcPreInputs in = oracle::generate_mhc_pre_inputs(op, 3, profile);
+  const oracle::MhcPreOutputs out = oracle::run_mhc_pre(b, ws, op, in);
+  return oracle::judge_mhc_pre(op, in, out, b.name(), 3, bm);
 }
 
 const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
@@ -148,9 +148,9 @@ bool b13_caught(Backend& b, const oracle::BoundModel& bm) {
   return ok;
 }
 
-// M-SKCOL caught: judge_hc_pre's column-sum check fails.
+// M-SKCOL caught: judge_mhc_pre's column-sum check fails.
 bool m_skcol_caught(Backend& b, const oracle::BoundModel& bm) {
-  const oracle::AgreementReport r = hc_pre_judged(b, bm);
+  const oracle::AgreementReport r = mhc_pre_judged(b, bm);
   const oracle::TensorComparison* cols = check_named(r, "hc_comb column sums");
   const bool ok = !r.passed() && cols && !cols->passed();
   EXPECT_TRUE(ok) << b.name() << "\n" << oracle::format_report(r);
@@ -225,7 +225,7 @@ oracle::AgreementReport gdn_judged(Backend& b, const oracle::BoundModel& bm) {
 }
 
 // 130 tokens: two full chunks and a partial one, H/G = 2.
-oracle::AgreementReport ssd_judged(Backend& b, const oracle::BoundModel& bm) {
+oracle::AgreementReport mamba2_judged(Backend& b, const oracle::BoundModel& bm) {
   ModelConfig c;
   c.hidden_size = 64;
   c.vocab_size = 16;
@@ -234,12 +234,12 @@ oracle::AgreementReport ssd_judged(Backend& b, const oracle::BoundModel& bm) {
   c.ssm_state_size = 24;
   c.n_groups = 2;
   c.conv_kernel = 4;
-  const auto dims = oracle::SsdDims::of(c, 1, 130);
-  const oracle::SsdPlan plan = oracle::plan_ssd(dims, oracle::SsdPath::chunked);
-  const Workspace ws = oracle::allocate_ssd_footprint(b, plan);
-  const oracle::SsdInputs in = oracle::generate_ssd_inputs(dims, 52);
-  const oracle::SsdRun run = oracle::run_ssd(b, ws, plan, in);
-  return oracle::judge_ssd(plan, in, run, b.name(), 52, bm);
+  const auto dims = oracle::Mamba2Dims::of(c, 1, 130);
+  const oracle::Mamba2Plan plan = oracle::plan_mamba2(dims, oracle::Mamba2Path::chunked);
+  const Workspace ws = oracle::allocate_mamba2_footprint(b, plan);
+  const oracle::Mamba2Inputs in = oracle::generate_mamba2_inputs(dims, 52);
+  const oracle::Mamba2Run run = oracle::run_mamba2(b, ws, plan, in);
+  return oracle::judge_mamba2(plan, in, run, b.name(), 52, bm);
 }
 
 bool check_failed(const oracle::AgreementReport& r, const std::string& name) {
@@ -258,7 +258,7 @@ bool m_gdncarry_caught(Backend& b, const oracle::BoundModel& bm) {
 
 // M-SSDSTATE caught: the outputs of the second chunk on lose the carried state.
 bool m_ssdstate_caught(Backend& b, const oracle::BoundModel& bm) {
-  const oracle::AgreementReport r = ssd_judged(b, bm);
+  const oracle::AgreementReport r = mamba2_judged(b, bm);
   const bool caught = check_failed(r, "y (scan)");
   if (caught) std::printf("  M-SSDSTATE on %s: y (scan) fails\n", b.name().c_str());
   return caught;
@@ -276,11 +276,11 @@ TEST(KernelMutants, WithoutAMutantTheSameRunsPass) {
     }
     const gen::DeepStackResult stack = gen::run_mhc_deep_stack(*a.backend, deep_stack(), a.bm);
     EXPECT_TRUE(stack.passed()) << oracle::format_report(stack.report);
-    const oracle::AgreementReport pre = hc_pre_judged(*a.backend, a.bm);
+    const oracle::AgreementReport pre = mhc_pre_judged(*a.backend, a.bm);
     EXPECT_TRUE(pre.passed()) << oracle::format_report(pre);
     const oracle::AgreementReport gdn = gdn_judged(*a.backend, a.bm);
     EXPECT_TRUE(gdn.passed()) << oracle::format_report(gdn);
-    const oracle::AgreementReport ssd = ssd_judged(*a.backend, a.bm);
+    const oracle::AgreementReport ssd = mamba2_judged(*a.backend, a.bm);
     EXPECT_TRUE(ssd.passed()) << oracle::format_report(ssd);
   }
 }

@@ -33,9 +33,9 @@ Workspace footprint(Backend& b, const std::vector<Access>& accesses) {
 
 TEST(MhcBind, PreBindsEveryOperandInsideItsBuffer) {
   const auto backend = make_cpu_backend();
-  const HcPreOp op = HcPreOp::make(mhc(0), 3);
+  const MhcPreOp op = MhcPreOp::make(mhc(0), 3);
   const Workspace ws = footprint(*backend, op.accesses());
-  const HcPreOp::Bound b = op.bind(ws);
+  const MhcPreOp::Bound b = op.bind(ws);
   EXPECT_EQ(reinterpret_cast<const std::byte*>(b.streams), ws.resolve(op.streams));
   EXPECT_NE(b.fn, nullptr);
   EXPECT_NE(b.comb, nullptr);
@@ -45,23 +45,23 @@ TEST(MhcBind, PreBindsEveryOperandInsideItsBuffer) {
 
 TEST(MhcBind, AMisShapedOperandIsAnError) {
   const auto backend = make_cpu_backend();
-  HcPreOp op = HcPreOp::make(mhc(0), 3);
+  MhcPreOp op = MhcPreOp::make(mhc(0), 3);
   const Workspace ws = footprint(*backend, op.accesses());
   op.bias.shape = {23};  // one mix entry short
   EXPECT_THROW(op.bind(ws), Error);
-  HcHeadOp head = HcHeadOp::make(mhc(0), 3);
+  MhcHeadOp head = MhcHeadOp::make(mhc(0), 3);
   head.output.dtype = DType::f32;
   head.output.shape = {3, 8};
-  EXPECT_THROW(head.bind(footprint(*backend, HcHeadOp::make(mhc(0), 3).accesses())), Error);
+  EXPECT_THROW(head.bind(footprint(*backend, MhcHeadOp::make(mhc(0), 3).accesses())), Error);
 }
 
 TEST(MhcBind, SplitStagesBindOnlyWhatTheyUse) {
   const auto backend = make_cpu_backend();
-  using Stage = HcLowRankSplitOp::Stage;
+  using Stage = MhcLowRankSplitOp::Stage;
   for (Stage s : {Stage::norm, Stage::down, Stage::collapse}) {
-    const HcLowRankSplitOp op = HcLowRankSplitOp::make(s, mhc(8), 5);
+    const MhcLowRankSplitOp op = MhcLowRankSplitOp::make(s, mhc(8), 5);
     const Workspace ws = footprint(*backend, op.accesses());
-    const HcLowRankSplitOp::Bound b = op.bind(ws);
+    const MhcLowRankSplitOp::Bound b = op.bind(ws);
     EXPECT_NE(b.normed, nullptr);
     EXPECT_EQ(b.streams != nullptr, s == Stage::norm);
     EXPECT_EQ(b.post != nullptr, s == Stage::down);
@@ -72,17 +72,17 @@ TEST(MhcBind, SplitStagesBindOnlyWhatTheyUse) {
 
 TEST(MhcBind, SlabStagesBindAtTheirRowsAndCarve) {
   const auto backend = make_cpu_backend();
-  using Stage = HcLowRankSlabOp::Stage;
+  using Stage = MhcLowRankSlabOp::Stage;
   // The second slab of a 2500-token pass (m = 3000): token rows from 2048, scratch from 0.
-  const HcLowRankSlabOp norm = HcLowRankSlabOp::make(Stage::norm, mhc(8), 3000, 2048, 452);
+  const MhcLowRankSlabOp norm = MhcLowRankSlabOp::make(Stage::norm, mhc(8), 3000, 2048, 452);
   const Workspace ws = footprint(*backend, norm.accesses());
-  const HcLowRankSlabOp::Bound b = norm.bind(ws);
+  const MhcLowRankSlabOp::Bound b = norm.bind(ws);
   EXPECT_EQ(
       reinterpret_cast<const std::byte*>(b.streams),
       ws.resolve(arena_tensor(BufferId::hc_streams, 0, {1}, DType::f32)) + 2048ull * 4 * 16 * 4);
   EXPECT_EQ(b.up_pre, nullptr);
-  const HcLowRankSlabOp col = HcLowRankSlabOp::make(Stage::collapse, mhc(8), 3000, 2048, 452);
-  const HcLowRankSlabOp::Bound c = col.bind(footprint(*backend, col.accesses()));
+  const MhcLowRankSlabOp col = MhcLowRankSlabOp::make(Stage::collapse, mhc(8), 3000, 2048, 452);
+  const MhcLowRankSlabOp::Bound c = col.bind(footprint(*backend, col.accesses()));
   EXPECT_NE(c.inj_pre, nullptr);
   EXPECT_NE(c.post, nullptr);
   EXPECT_EQ(c.w_up, nullptr);
@@ -90,17 +90,17 @@ TEST(MhcBind, SlabStagesBindAtTheirRowsAndCarve) {
 
 TEST(MhcBind, PostInPlaceOrDisjointButNeverPartlyOverlapping) {
   const auto backend = make_cpu_backend();
-  const std::vector<Access> big = HcPostOp::make(mhc(0), 4).accesses();
+  const std::vector<Access> big = MhcPostOp::make(mhc(0), 4).accesses();
   const Workspace ws = footprint(*backend, big);
-  HcPostOp op = HcPostOp::make(mhc(0), 2);
-  const HcPostOp::Bound in_place = op.bind(ws);
+  MhcPostOp op = MhcPostOp::make(mhc(0), 2);
+  const MhcPostOp::Bound in_place = op.bind(ws);
   EXPECT_EQ(in_place.out, in_place.streams);
   op.out.offset = 2ull * 4 * 16 * 4;  // rows 2..3: disjoint
   EXPECT_NO_THROW(op.bind(ws));
   op.out.offset = 4;  // one float further: overlaps without being the same tensor
   EXPECT_THROW(op.bind(ws), Error);
   // The low-rank post reads no comb.
-  EXPECT_EQ(HcPostOp::make(mhc(8), 2).bind(ws).comb, nullptr);
+  EXPECT_EQ(MhcPostOp::make(mhc(8), 2).bind(ws).comb, nullptr);
 }
 
 }  // namespace
@@ -111,16 +111,16 @@ namespace {
 
 // The one path rule and slab split every caller uses (plans, harness, compare, generators).
 TEST(MhcPaths, SplitUpTo64TokensAndSlabsOf2048) {
-  EXPECT_TRUE(HcSplitCarve::takes_split_path(64));
-  EXPECT_FALSE(HcSplitCarve::takes_split_path(65));
-  EXPECT_TRUE(hc_gemm_slabs(0).empty());
-  const std::vector<HcSlab> two = hc_gemm_slabs(2049);
+  EXPECT_TRUE(MhcSplitCarve::takes_split_path(64));
+  EXPECT_FALSE(MhcSplitCarve::takes_split_path(65));
+  EXPECT_TRUE(mhc_gemm_slabs(0).empty());
+  const std::vector<MhcSlab> two = mhc_gemm_slabs(2049);
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0].row0, 0u);
   EXPECT_EQ(two[0].rows, 2048u);
   EXPECT_EQ(two[1].row0, 2048u);
   EXPECT_EQ(two[1].rows, 1u);
-  const std::vector<HcSlab> one = hc_gemm_slabs(65);
+  const std::vector<MhcSlab> one = mhc_gemm_slabs(65);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].rows, 65u);
 }

@@ -192,7 +192,7 @@ TEST(Mamba2Ops, GeometryAndCarveByHand) {
   EXPECT_EQ(g.in_proj, 132u);
   // nc = 3: dt [4][3][64] f32 = 3072 bytes at 0; dA_cumsum at 3072; CB at 6144,
   // [3][2][64][64] f32 = 98304 bytes → end 104448 (= 2·H·nc·64·4 + nc·G·64·64·4).
-  const SsdCarve c = SsdCarve::make(3, 4, 2);
+  const Mamba2ChunkCarve c = Mamba2ChunkCarve::make(3, 4, 2);
   EXPECT_EQ(c.da, 3072u);
   EXPECT_EQ(c.cb, 6144u);
   EXPECT_EQ(c.end, 104448u);
@@ -203,7 +203,7 @@ TEST(Mamba2Ops, ChunkFootprintsSpanTheHeads) {
   // h·nc·64·4 = h·768 bytes; the span runs from 0 to the end of head 3's second chunk:
   // (3·3 + 2)·64 rows·4 = 2816 bytes (≤ dA_cumsum at 3072); dA_cumsum spans [3072, 5888).
   const Mamba2Geometry g = Mamba2Geometry::of(mamba_config());
-  const auto op = SsdChunkOp::make(SsdChunkOp::Stage::cumsum, g, 0, 100, 3);
+  const auto op = Mamba2ChunkOp::make(Mamba2ChunkOp::Stage::cumsum, g, 0, 100, 3);
   EXPECT_EQ(op.shape().chunks, 2u);
   EXPECT_EQ(op.dt_span().offset, 0u);
   EXPECT_EQ(op.dt_span().bytes(), 2816u);
@@ -217,7 +217,7 @@ TEST(Mamba2Ops, ChunkFootprintsSpanTheHeads) {
 
   // nc = 1 (short): dA_cumsum at 4·64·4 = 1024, but the dt span ends at (3·1 + 2)·256 =
   // 1280: the two writes of the cumsum step overlap.
-  const auto short_nc = SsdChunkOp::make(SsdChunkOp::Stage::cumsum, g, 0, 100, 1);
+  const auto short_nc = Mamba2ChunkOp::make(Mamba2ChunkOp::Stage::cumsum, g, 0, 100, 1);
   EXPECT_EQ(short_nc.da_span().offset, 1024u);
   EXPECT_EQ(short_nc.dt_span().bytes(), 1280u);
   EXPECT_GT(undeclared_overlaps(short_nc.accesses()), 0);
@@ -227,7 +227,7 @@ TEST(Mamba2Ops, CodispatchStreamCarvesFromTheStart) {
   // Stream 1 of 2 streams of L = 50 at rows [50, 100): one chunk, carve from offset 0;
   // xbc rows at 50·96·2 = 9600; attn_output rows at 50·32·2 = 3200; values suffixed .s1.
   const Mamba2Geometry g = Mamba2Geometry::of(mamba_config());
-  const auto scan = SsdChunkOp::make(SsdChunkOp::Stage::scan, g, 50, 50, 3, 1, 2);
+  const auto scan = Mamba2ChunkOp::make(Mamba2ChunkOp::Stage::scan, g, 50, 50, 3, 1, 2);
   const auto acc = scan.accesses();
   EXPECT_EQ(find(acc, AccessKind::read, "xbc").begin(), 9600u);
   EXPECT_EQ(find(acc, AccessKind::read, "ssd_CB.s1").begin(), 6144u);
@@ -266,15 +266,15 @@ TEST(MhcOps, LowRankSplitLayoutAtT64) {
   // hc = 4, h = 16, r = 8, T = 64: normed [64, 64] f32 = 16384 bytes at 0, low [64, 8] f32
   // at 16384 → end 18432 = t·(hc·h + r)·4 of the §3 formula with t = 64.
   const ModelConfig c = mhc_config(8);
-  const HcSplitCarve k = HcSplitCarve::make(64, 4, 16, 8);
+  const MhcSplitCarve k = MhcSplitCarve::make(64, 4, 16, 8);
   EXPECT_EQ(k.low, 16384u);
   EXPECT_EQ(k.end, 18432u);
-  const auto down = HcLowRankSplitOp::make(HcLowRankSplitOp::Stage::down, c, 64).accesses();
+  const auto down = MhcLowRankSplitOp::make(MhcLowRankSplitOp::Stage::down, c, 64).accesses();
   const Access& low = find(down, AccessKind::write, "hc_low");
   EXPECT_EQ(low.begin(), 16384u);
   EXPECT_EQ(low.end(), 18432u);
   EXPECT_EQ(find(down, AccessKind::write, "hc_post").tensor.buffer, BufferId::hc_post);
-  const auto col = HcLowRankSplitOp::make(HcLowRankSplitOp::Stage::collapse, c, 64).accesses();
+  const auto col = MhcLowRankSplitOp::make(MhcLowRankSplitOp::Stage::collapse, c, 64).accesses();
   EXPECT_EQ(find(col, AccessKind::write, "norm").end(), 64u * 16 * 2);
 }
 
@@ -283,19 +283,19 @@ TEST(MhcOps, LowRankGemmLayoutAtT65) {
   // bytes); up_pre at 12800; low at 25600; inj_pre at 25600 + 100·8·2 = 27200; end
   // 27200 + 100·4·2 = 28000 = ts·(2·hc·h + r + hc)·2. T = 65 writes 65 rows of each.
   const ModelConfig c = mhc_config(8);
-  const HcGemmCarve k = HcGemmCarve::make(100, 4, 16, 8);
+  const MhcGemmCarve k = MhcGemmCarve::make(100, 4, 16, 8);
   EXPECT_EQ(k.slab_rows, 100u);
   EXPECT_EQ(k.up_pre, 12800u);
   EXPECT_EQ(k.low, 25600u);
   EXPECT_EQ(k.inj_pre, 27200u);
   EXPECT_EQ(k.end, 28000u);
-  using Stage = HcLowRankSlabOp::Stage;
-  const auto up = HcLowRankSlabOp::make(Stage::up, c, 100, 0, 65).accesses();
+  using Stage = MhcLowRankSlabOp::Stage;
+  const auto up = MhcLowRankSlabOp::make(Stage::up, c, 100, 0, 65).accesses();
   const Access& u = find(up, AccessKind::write, "hc_up_pre");
   EXPECT_EQ(u.begin(), 12800u);
   EXPECT_EQ(u.end(), 12800u + 65 * 64 * 2);
   EXPECT_EQ(find(up, AccessKind::read, "hc_low").end(), 25600u + 65 * 8 * 2);
-  const auto col = HcLowRankSlabOp::make(Stage::collapse, c, 100, 0, 65).accesses();
+  const auto col = MhcLowRankSlabOp::make(Stage::collapse, c, 100, 0, 65).accesses();
   EXPECT_EQ(find(col, AccessKind::read, "hc_inj_pre").begin(), 27200u);
   EXPECT_EQ(undeclared_overlaps(col), 0);
 }
@@ -304,26 +304,26 @@ TEST(MhcOps, SecondSlabReadsItsOwnStreamRows) {
   // T = 2500 with m = 3000: slabs of 2048 and 452 rows; Ts = 2048. The second slab's
   // norm reads hc_streams from row 2048 (2048·4·16·4 = 524288) and writes normed at 0.
   const ModelConfig c = mhc_config(8);
-  using Stage = HcLowRankSlabOp::Stage;
-  const auto acc = HcLowRankSlabOp::make(Stage::norm, c, 3000, 2048, 452).accesses();
+  using Stage = MhcLowRankSlabOp::Stage;
+  const auto acc = MhcLowRankSlabOp::make(Stage::norm, c, 3000, 2048, 452).accesses();
   const Access& x = find(acc, AccessKind::read, "@hc");
   EXPECT_EQ(x.begin(), 524288u);
   EXPECT_EQ(x.tensor.shape, (std::vector<uint64_t>{452, 4, 16}));
   EXPECT_EQ(find(acc, AccessKind::write, "hc_normed").begin(), 0u);
-  const auto col = HcLowRankSlabOp::make(Stage::collapse, c, 3000, 2048, 452).accesses();
+  const auto col = MhcLowRankSlabOp::make(Stage::collapse, c, 3000, 2048, 452).accesses();
   EXPECT_EQ(find(col, AccessKind::write, "norm").begin(), 2048u * 16 * 2);
   EXPECT_EQ(find(col, AccessKind::write, "hc_post").begin(), 2048u * 4 * 4);
 }
 
 TEST(MhcOps, SinkhornPrePostAndHead) {
   const ModelConfig c = mhc_config(0);
-  const auto pre = HcPreOp::make(c, 7).accesses();
+  const auto pre = MhcPreOp::make(c, 7).accesses();
   EXPECT_EQ(find(pre, AccessKind::write, "hc_comb").end(), 7u * 4 * 4 * 4);  // [7, hc, hc] f32
   EXPECT_EQ(find(pre, AccessKind::write, "hc_post").end(), 7u * 4 * 4);      // [7, hc] f32
   EXPECT_EQ(find(pre, AccessKind::write, "norm").tensor.buffer, BufferId::norm_output);
 
   // Post updates the streams in place (identical read and write) and reads comb.
-  const auto post = HcPostOp::make(c, 7).accesses();
+  const auto post = MhcPostOp::make(c, 7).accesses();
   const Access& r = find(post, AccessKind::read, "@hc");
   const Access& w = find(post, AccessKind::write, "@hc");
   EXPECT_EQ(r.tensor.shape, w.tensor.shape);
@@ -333,9 +333,10 @@ TEST(MhcOps, SinkhornPrePostAndHead) {
   EXPECT_EQ(undeclared_overlaps(post), 0);
 
   // The low-rank post does not read hc_comb (numerics §4).
-  for (const Access& a : HcPostOp::make(mhc_config(8), 7).accesses()) EXPECT_NE(a.value, "hc_comb");
+  for (const Access& a : MhcPostOp::make(mhc_config(8), 7).accesses())
+    EXPECT_NE(a.value, "hc_comb");
 
-  const auto head = HcHeadOp::make(c, 7).accesses();
+  const auto head = MhcHeadOp::make(c, 7).accesses();
   const Access& y = find(head, AccessKind::write, "@hc_head");
   EXPECT_EQ(y.tensor.buffer, BufferId::hidden_states);
   EXPECT_EQ(y.end(), 7u * 16 * 2);

@@ -115,11 +115,11 @@ TEST(OracleMhcSinkhorn, TwoByTwoByHand) {
 }
 
 TEST(OracleMhcPre, HcOneByHand) {
-  HcPreOp op = HcPreOp::make(mhc_config(1, 2, 0, 3), 1);
+  MhcPreOp op = MhcPreOp::make(mhc_config(1, 2, 0, 3), 1);
   op.rms_eps = 0.0;
   // x = [3, 4]: r = 1/sqrt(25/2). fn rows [pre | post | comb] = [1,0], [0,1], [1,1].
-  const HcPreInputs in{{3.0f, 4.0f}, {1, 0, 0, 1, 1, 1}, {1.0f, 2.0f, 5.0f}, {0.5f, -1.0f, 7.0f}};
-  const HcPreReference ref = hc_pre(op, in, Mode::exact);
+  const MhcPreInputs in{{3.0f, 4.0f}, {1, 0, 0, 1, 1, 1}, {1.0f, 2.0f, 5.0f}, {0.5f, -1.0f, 7.0f}};
+  const MhcPreReference ref = mhc_pre(op, in, Mode::exact);
   const double r = 1.0 / std::sqrt(12.5);
   EXPECT_NEAR(ref.mix[0], 3 * r, 1e-15);
   EXPECT_NEAR(ref.mix[1], 4 * r, 1e-15);
@@ -131,7 +131,7 @@ TEST(OracleMhcPre, HcOneByHand) {
   EXPECT_NEAR(ref.kernel[0], 1.0 + 1e-6, 1e-15);
   EXPECT_NEAR(ref.block_in[0], 3 * pre, 1e-14);
   EXPECT_NEAR(ref.block_in[1], 4 * pre, 1e-14);
-  const HcPreReference f = hc_pre(op, in, Mode::faithful);
+  const MhcPreReference f = mhc_pre(op, in, Mode::faithful);
   EXPECT_EQ(f.block_in[0], round_bf16(3 * pre));
   EXPECT_EQ(f.block_in[1], round_bf16(4 * pre));
 }
@@ -139,13 +139,13 @@ TEST(OracleMhcPre, HcOneByHand) {
 TEST(OracleMhcPre, HcTwoByHandMixOrder) {
   // fn = 0: every mix value is 0, so pre/post/comb come from the biases alone, in the order
   // [pre (hc) | post (hc) | comb (hc·hc, row-major)].
-  HcPreOp op = HcPreOp::make(mhc_config(2, 3, 0, 2, 0.0), 1);
-  HcPreInputs in;
+  MhcPreOp op = MhcPreOp::make(mhc_config(2, 3, 0, 2, 0.0), 1);
+  MhcPreInputs in;
   in.streams = {1, 2, 3, -4, 5, -6};
   in.fn.assign(8 * 6, 0.0f);
   in.scale = {1, 1, 1};
   in.bias = {0.0f, 1.0f, 2.0f, -2.0f, 0.0f, static_cast<float>(std::log(3.0)), 0.0f, 0.0f};
-  const HcPreReference ref = hc_pre(op, in, Mode::exact);
+  const MhcPreReference ref = mhc_pre(op, in, Mode::exact);
   const double s0 = 0.5, s1 = 1.0 / (1.0 + std::exp(-1.0));
   EXPECT_NEAR(ref.pre[0], s0, 1e-15);
   EXPECT_NEAR(ref.pre[1], s1, 1e-15);
@@ -161,11 +161,11 @@ TEST(OracleMhcPre, HcTwoByHandMixOrder) {
 }
 
 TEST(OracleMhcPre, NonFiniteTokenIsNaNAndCounted) {
-  const HcPreOp op = HcPreOp::make(mhc_config(3, 4), 3);
-  HcInputProfile p;
+  const MhcPreOp op = MhcPreOp::make(mhc_config(3, 4), 3);
+  MhcInputProfile p;
   p.nonfinite = {{1, 2, 3, INFINITY}};
-  const HcPreInputs in = generate_hc_pre_inputs(op, 5, p);
-  const HcPreReference ref = hc_pre(op, in, Mode::faithful);
+  const MhcPreInputs in = generate_mhc_pre_inputs(op, 5, p);
+  const MhcPreReference ref = mhc_pre(op, in, Mode::faithful);
   EXPECT_EQ(ref.nonfinite_tokens, 1u);
   for (uint64_t k = 0; k < 9; ++k) {
     EXPECT_TRUE(std::isnan(ref.comb[9 + k]));
@@ -178,50 +178,50 @@ TEST(OracleMhcPre, NonFiniteTokenIsNaNAndCounted) {
 
 TEST(OracleMhcPre, HugeStreamsAreScaleInvariant) {
   // r·(fn·x) is invariant under x → c·x (up to eps): 1e30 streams give the same weights.
-  HcPreOp op = HcPreOp::make(mhc_config(4, 8), 2);
+  MhcPreOp op = MhcPreOp::make(mhc_config(4, 8), 2);
   op.rms_eps = 0.0;  // with eps, r moves by eps/(2·mean x²) relative
-  HcPreInputs in = generate_hc_pre_inputs(op, 7);
-  HcPreInputs huge = in;
+  MhcPreInputs in = generate_mhc_pre_inputs(op, 7);
+  MhcPreInputs huge = in;
   for (float& x : huge.streams) x *= 0x1p100f;
-  const HcPreReference a = hc_pre(op, in, Mode::exact), b = hc_pre(op, huge, Mode::exact);
+  const MhcPreReference a = mhc_pre(op, in, Mode::exact), b = mhc_pre(op, huge, Mode::exact);
   for (size_t k = 0; k < a.comb.size(); ++k) EXPECT_NEAR(a.comb[k], b.comb[k], 1e-12);
   for (size_t k = 0; k < a.block_in.size(); ++k)
     EXPECT_NEAR(b.block_in[k], a.block_in[k] * 0x1p100, 1e-12 * 0x1p100);
 }
 
 TEST(OracleMhcPost, FormsByHand) {
-  HcPostOp op = HcPostOp::make(mhc_config(2, 1), 1);
-  const HcPostInputs in{
+  MhcPostOp op = MhcPostOp::make(mhc_config(2, 1), 1);
+  const MhcPostInputs in{
       {0.5f, 2.0f}, {0.25f, 0.75f, 0.75f, 0.25f}, {f32_to_bf16_bits(4.0f)}, {8.0f, 16.0f}};
-  const std::vector<double> out = hc_post(op, in);
+  const std::vector<double> out = mhc_post(op, in);
   EXPECT_EQ(out[0], 0.5 * 4 + 0.25 * 8 + 0.75 * 16);  // j = 0: post_0·b + Σ_i comb_i0·x_i
   EXPECT_EQ(out[1], 2.0 * 4 + 0.75 * 8 + 0.25 * 16);
   op.dims.lowrank = true;
-  const std::vector<double> lr = hc_post(op, HcPostInputs{in.post, {}, in.block_out, in.streams});
+  const std::vector<double> lr = mhc_post(op, MhcPostInputs{in.post, {}, in.block_out, in.streams});
   EXPECT_EQ(lr[0], 8 + 0.5 * 4);
   EXPECT_EQ(lr[1], 16 + 2.0 * 4);
 }
 
 TEST(OracleMhcLowRank, StagesByHand) {
   // hc = 1, h = 2, r = 1: x = [3, 4] → n = x·sqrt(2)/5 (eps 0), w = 0.
-  const HcLowRankDims d{1, 1, 2, 1, 0.0};
+  const MhcLowRankDims d{1, 1, 2, 1, 0.0};
   const std::vector<float> x = {3, 4}, w = {0, 0};
-  const std::vector<double> n = hc_lowrank_norm(d, x, w);
+  const std::vector<double> n = mhc_lowrank_norm(d, x, w);
   EXPECT_NEAR(n[0], 3 * std::sqrt(2.0) / 5, 1e-15);
-  const std::vector<double> low = hc_lowrank_down(d, n, std::vector<double>{1.0, 1.0});
+  const std::vector<double> low = mhc_lowrank_down(d, n, std::vector<double>{1.0, 1.0});
   const double g = (3 + 4) * std::sqrt(2.0) / 5;
   EXPECT_NEAR(low[0], g / (1 + std::exp(-g)), 1e-15);
-  const std::vector<double> up = hc_lowrank_up(d, low, std::vector<double>{2.0, -1.0});
+  const std::vector<double> up = mhc_lowrank_up(d, low, std::vector<double>{2.0, -1.0});
   EXPECT_NEAR(up[1], -low[0], 1e-15);
-  const std::vector<double> y = hc_lowrank_collapse(d, n, up);
+  const std::vector<double> y = mhc_lowrank_collapse(d, n, up);
   EXPECT_NEAR(y[1], n[1] / (1 + std::exp(low[0])), 1e-15);
-  EXPECT_NEAR(hc_lowrank_post(d, std::vector<double>{0.0})[0], 1.0, 0.0);
+  EXPECT_NEAR(mhc_lowrank_post(d, std::vector<double>{0.0})[0], 1.0, 0.0);
   // A non-finite value: the whole token NaN, counted.
   uint64_t bad = 0;
-  const std::vector<double> nn = hc_lowrank_norm(d, std::vector<float>{NAN, 1}, w, &bad);
+  const std::vector<double> nn = mhc_lowrank_norm(d, std::vector<float>{NAN, 1}, w, &bad);
   EXPECT_EQ(bad, 1u);
   EXPECT_TRUE(std::isnan(nn[1]));
-  EXPECT_THROW(hc_lowrank_norm(d, std::vector<float>{1}, w), Error);
+  EXPECT_THROW(mhc_lowrank_norm(d, std::vector<float>{1}, w), Error);
 }
 
 // --- Sinkhorn identities --------------------------------------------------------------------
@@ -351,20 +351,20 @@ TEST(OracleMhcSinkhorn, BadSizesAreErrors) {
   EXPECT_THROW(sinkhorn(std::vector<double>(4, 1.0), 2, 0, 0.0), Error);
   EXPECT_THROW(sinkhorn_kernel(std::vector<double>(3, 1.0), 2, 0.0), Error);
   EXPECT_THROW(sinkhorn_row_bound(std::vector<double>(4, 1.0), 2, 0, 0.0), Error);
-  const HcPreOp op = HcPreOp::make(mhc_config(2, 4), 2);
-  HcPreInputs in = generate_hc_pre_inputs(op, 1);
+  const MhcPreOp op = MhcPreOp::make(mhc_config(2, 4), 2);
+  MhcPreInputs in = generate_mhc_pre_inputs(op, 1);
   in.bias.pop_back();
-  EXPECT_THROW(hc_pre(op, in, Mode::exact), Error);
+  EXPECT_THROW(mhc_pre(op, in, Mode::exact), Error);
 }
 
 TEST(OracleMhcInputs, DeterministicWithRangeSpread) {
-  const HcPreOp op = HcPreOp::make(mhc_config(4, 16), 3);
-  HcInputProfile p;
+  const MhcPreOp op = MhcPreOp::make(mhc_config(4, 16), 3);
+  MhcInputProfile p;
   p.logit_range = 30.0;
-  const HcPreInputs a = generate_hc_pre_inputs(op, 9, p), b = generate_hc_pre_inputs(op, 9, p);
+  const MhcPreInputs a = generate_mhc_pre_inputs(op, 9, p), b = generate_mhc_pre_inputs(op, 9, p);
   EXPECT_EQ(a.streams, b.streams);
   EXPECT_EQ(a.bias, b.bias);
-  const HcPreReference ref = hc_pre(op, a, Mode::exact);
+  const MhcPreReference ref = mhc_pre(op, a, Mode::exact);
   for (uint64_t t = 0; t < 3; ++t)
     for (uint64_t i = 0; i < 4; ++i) {
       double lo = INFINITY, hi = -INFINITY;
@@ -375,26 +375,26 @@ TEST(OracleMhcInputs, DeterministicWithRangeSpread) {
       }
       EXPECT_NEAR(hi - lo, 30.0, 30.0 * 0.25);
     }
-  p.magnitude = HcStreamMagnitude::zero;
-  for (float x : generate_hc_pre_inputs(op, 9, p).streams) EXPECT_EQ(x, 0.0f);
+  p.magnitude = MhcStreamMagnitude::zero;
+  for (float x : generate_mhc_pre_inputs(op, 9, p).streams) EXPECT_EQ(x, 0.0f);
   p.nonfinite = {{5, 0, 0, NAN}};
-  EXPECT_THROW(generate_hc_pre_inputs(op, 9, p), Error);
+  EXPECT_THROW(generate_mhc_pre_inputs(op, 9, p), Error);
 }
 
 // --- judges on the CPU backend ---------------------------------------------------------------
 
 struct PreRun {
   std::unique_ptr<Backend> backend = make_cpu_backend();
-  HcPreOp op;
+  MhcPreOp op;
   uint64_t pool = 0;
   Workspace ws;
-  explicit PreRun(const ModelConfig& c, uint64_t rows) : op(HcPreOp::make(c, rows)) {
-    pool = place_hc_weights(op);
-    ws = allocate_hc_footprint(*backend, op, pool);
+  explicit PreRun(const ModelConfig& c, uint64_t rows) : op(MhcPreOp::make(c, rows)) {
+    pool = place_mhc_weights(op);
+    ws = allocate_mhc_footprint(*backend, op, pool);
   }
-  AgreementReport judge(const HcPreInputs& in, HcPreOutputs* keep = nullptr) {
-    HcPreOutputs out = run_hc_pre(*backend, ws, op, in);
-    AgreementReport r = judge_hc_pre(op, in, out, backend->name(), 0);
+  AgreementReport judge(const MhcPreInputs& in, MhcPreOutputs* keep = nullptr) {
+    MhcPreOutputs out = run_mhc_pre(*backend, ws, op, in);
+    AgreementReport r = judge_mhc_pre(op, in, out, backend->name(), 0);
     if (keep) *keep = std::move(out);
     return r;
   }
@@ -404,33 +404,33 @@ TEST(OracleMhcJudge, PreAgreesOnCpuAcrossRangesAndMagnitudes) {
   for (uint64_t hc : {1u, 2u, 4u, 16u})
     for (double range : {0.01, 4.0, 60.0}) {
       PreRun run(mhc_config(hc, 24), 5);
-      HcInputProfile p;
+      MhcInputProfile p;
       p.logit_range = range;
       p.nonfinite = {{3, hc - 1, 7, NAN}};
-      const AgreementReport r = run.judge(generate_hc_pre_inputs(run.op, hc * 7 + 1, p));
+      const AgreementReport r = run.judge(generate_mhc_pre_inputs(run.op, hc * 7 + 1, p));
       EXPECT_TRUE(r.passed()) << format_report(r);
     }
   PreRun run(mhc_config(4, 24), 4);
-  for (HcStreamMagnitude m : {HcStreamMagnitude::zero, HcStreamMagnitude::huge}) {
-    HcInputProfile p;
+  for (MhcStreamMagnitude m : {MhcStreamMagnitude::zero, MhcStreamMagnitude::huge}) {
+    MhcInputProfile p;
     p.magnitude = m;
     p.nonfinite = {{1, 0, 0, -INFINITY}};
-    const AgreementReport r = run.judge(generate_hc_pre_inputs(run.op, 3, p));
+    const AgreementReport r = run.judge(generate_mhc_pre_inputs(run.op, 3, p));
     EXPECT_TRUE(r.passed()) << format_report(r);
   }
 }
 
 TEST(OracleMhcJudge, PreFailsOnPlantedBugs) {
   PreRun run(mhc_config(4, 24), 3);
-  const HcPreInputs in = generate_hc_pre_inputs(run.op, 21);
-  HcPreOutputs out;
+  const MhcPreInputs in = generate_mhc_pre_inputs(run.op, 21);
+  MhcPreOutputs out;
   ASSERT_TRUE(run.judge(in, &out).passed());
-  const HcPreReference ref = hc_pre(run.op, in, Mode::faithful);
-  const HcPreBounds b = hc_pre_bounds(run.op, in, ref);
+  const MhcPreReference ref = mhc_pre(run.op, in, Mode::faithful);
+  const MhcPreBounds b = mhc_pre_bounds(run.op, in, ref);
   {  // a comb entry moved by far more than its bounds
-    HcPreOutputs bad = out;
+    MhcPreOutputs bad = out;
     bad.comb[4 * 4 + 6] *= 1.001f;
-    const AgreementReport r = judge_hc_pre(run.op, in, bad, "planted", 0);
+    const AgreementReport r = judge_mhc_pre(run.op, in, bad, "planted", 0);
     EXPECT_TRUE(failed(r, "hc_comb column sums")) << names(r);
     EXPECT_TRUE(failed(r, "hc_comb Sinkhorn class")) << names(r);
     const TensorComparison* f = r.first_failure();
@@ -438,43 +438,43 @@ TEST(OracleMhcJudge, PreFailsOnPlantedBugs) {
     EXPECT_NE(f->first_bad->reason.find("token 1"), std::string::npos) << f->first_bad->reason;
   }
   {  // a post weight moved by 3 of its bounds
-    HcPreOutputs bad = out;
+    MhcPreOutputs bad = out;
     bad.post[5] = static_cast<float>(ref.post[5] + 3.0 * b.post[5] + 1e-7);
-    const AgreementReport r = judge_hc_pre(run.op, in, bad, "planted", 0);
+    const AgreementReport r = judge_mhc_pre(run.op, in, bad, "planted", 0);
     EXPECT_TRUE(failed(r, "hc_post")) << names(r);
     EXPECT_NE(r.first_failure()->first_bad->reason.find("(token 1, stream 1)"), std::string::npos)
         << r.first_failure()->first_bad->reason;
   }
   {  // a poisoned (unwritten) element of each output
-    HcPreOutputs bad = out;
+    MhcPreOutputs bad = out;
     bad.block_in[7] = 0xFFFF;
     bad.comb[3] = std::bit_cast<float>(0xFFFFFFFFu);
-    const AgreementReport r = judge_hc_pre(run.op, in, bad, "planted", 0);
+    const AgreementReport r = judge_mhc_pre(run.op, in, bad, "planted", 0);
     EXPECT_TRUE(failed(r, "norm_output (block input)")) << names(r);
     EXPECT_TRUE(failed(r, "hc_comb entries >= 0")) << names(r);
   }
   {  // a kernel that stops after 2 Sinkhorn iterations of the 20 the op asks for. At logit
      // range 1 (κ ≤ tanh(1/2)) the bound after 20 is at the FP32 floor; at range 4 it is
      // still ~0.26 (Birkhoff–Hopf is a worst case), too loose to see this bug.
-    HcInputProfile narrow;
+    MhcInputProfile narrow;
     narrow.logit_range = 1.0;
-    const HcPreInputs in1 = generate_hc_pre_inputs(run.op, 21, narrow);
-    HcPreOp short_op = run.op;
+    const MhcPreInputs in1 = generate_mhc_pre_inputs(run.op, 21, narrow);
+    MhcPreOp short_op = run.op;
     short_op.dims.iters = 2;
-    const HcPreOutputs early = run_hc_pre(*run.backend, run.ws, short_op, in1);
-    const AgreementReport r = judge_hc_pre(run.op, in1, early, "planted", 0);
+    const MhcPreOutputs early = run_mhc_pre(*run.backend, run.ws, short_op, in1);
+    const AgreementReport r = judge_mhc_pre(run.op, in1, early, "planted", 0);
     EXPECT_TRUE(failed(r, "hc_comb row sums (Birkhoff-Hopf bound)")) << format_report(r);
   }
   {  // a wrong non-finite count
-    HcPreOutputs bad = out;
+    MhcPreOutputs bad = out;
     bad.diagnostics.nonfinite_tokens = 1;
-    EXPECT_TRUE(failed(judge_hc_pre(run.op, in, bad, "planted", 0), "non-finite token count"));
+    EXPECT_TRUE(failed(judge_mhc_pre(run.op, in, bad, "planted", 0), "non-finite token count"));
   }
 }
 
 TEST(OracleMhcJudge, SkcolMutantFailsTheColumnSums) {
   PreRun run(mhc_config(4, 24, 0, 20, 1e-6), 4);
-  const HcPreInputs in = generate_hc_pre_inputs(run.op, 5);
+  const MhcPreInputs in = generate_mhc_pre_inputs(run.op, 5);
   run.backend->set_kernel_mutant(Mutant::M_SKCOL);
   const AgreementReport r = run.judge(in);
   EXPECT_TRUE(failed(r, "hc_comb column sums")) << format_report(r);
@@ -485,22 +485,22 @@ TEST(OracleMhcJudge, SkcolMutantFailsTheColumnSums) {
 TEST(OracleMhcJudge, PostAgreesInAndOutOfPlaceAndCatchesB13) {
   for (uint64_t r : {0u, 8u}) {
     auto backend = make_cpu_backend();
-    HcPostOp op = HcPostOp::make(mhc_config(4, 32, r), 6);
-    const HcPostInputs in = generate_hc_post_inputs(op, 13);
-    Workspace ws = allocate_hc_footprint(*backend, op, 0);
-    const std::vector<float> in_place = run_hc_post(*backend, ws, op, in);
-    const AgreementReport a = judge_hc_post(op, in, in_place, "cpu", 13);
+    MhcPostOp op = MhcPostOp::make(mhc_config(4, 32, r), 6);
+    const MhcPostInputs in = generate_mhc_post_inputs(op, 13);
+    Workspace ws = allocate_mhc_footprint(*backend, op, 0);
+    const std::vector<float> in_place = run_mhc_post(*backend, ws, op, in);
+    const AgreementReport a = judge_mhc_post(op, in, in_place, "cpu", 13);
     EXPECT_TRUE(a.passed()) << format_report(a);
 
-    HcPostOp oop = op;
-    const uint64_t pool = place_hc_post_out_of_place(oop);
-    Workspace ws2 = allocate_hc_footprint(*backend, oop, pool);
-    const std::vector<float> out_of_place = run_hc_post(*backend, ws2, oop, in);
+    MhcPostOp oop = op;
+    const uint64_t pool = place_mhc_post_out_of_place(oop);
+    Workspace ws2 = allocate_mhc_footprint(*backend, oop, pool);
+    const std::vector<float> out_of_place = run_mhc_post(*backend, ws2, oop, in);
     ASSERT_EQ(in_place.size(), out_of_place.size());
     EXPECT_EQ(0, std::memcmp(in_place.data(), out_of_place.data(), 4 * in_place.size()));
 
     backend->set_kernel_mutant(Mutant::B13);
-    const AgreementReport m = judge_hc_post(op, in, run_hc_post(*backend, ws, op, in), "cpu", 13);
+    const AgreementReport m = judge_mhc_post(op, in, run_mhc_post(*backend, ws, op, in), "cpu", 13);
     EXPECT_FALSE(m.passed()) << "B13 (BF16 streams) must fail the post bound";
     EXPECT_NE(m.first_failure()->first_bad->reason.find("stream"), std::string::npos);
   }
@@ -508,53 +508,53 @@ TEST(OracleMhcJudge, PostAgreesInAndOutOfPlaceAndCatchesB13) {
 
 TEST(OracleMhcJudge, HeadAndExpandAgreeOnCpu) {
   auto backend = make_cpu_backend();
-  HcHeadOp head = HcHeadOp::make(mhc_config(4, 40), 5);
-  const uint64_t pool = place_hc_weights(head);
-  Workspace ws = allocate_hc_footprint(*backend, head, pool);
-  HcInputProfile p;
+  MhcHeadOp head = MhcHeadOp::make(mhc_config(4, 40), 5);
+  const uint64_t pool = place_mhc_weights(head);
+  Workspace ws = allocate_mhc_footprint(*backend, head, pool);
+  MhcInputProfile p;
   p.nonfinite = {{2, 3, 39, NAN}};
-  const HcHeadInputs in = generate_hc_head_inputs(head, 8, p);
-  HcHeadOutputs out = run_hc_head(*backend, ws, head, in);
-  const AgreementReport r = judge_hc_head(head, in, out, "cpu", 8);
+  const MhcHeadInputs in = generate_mhc_head_inputs(head, 8, p);
+  MhcHeadOutputs out = run_mhc_head(*backend, ws, head, in);
+  const AgreementReport r = judge_mhc_head(head, in, out, "cpu", 8);
   EXPECT_TRUE(r.passed()) << format_report(r);
   out.output[0] = f32_to_bf16_bits(bf16_bits_to_f32(out.output[0]) * 1.1f + 0.01f);
-  EXPECT_FALSE(judge_hc_head(head, in, out, "planted", 8).passed());
+  EXPECT_FALSE(judge_mhc_head(head, in, out, "planted", 8).passed());
 
-  const HcExpandOp expand = HcExpandOp::make(mhc_config(3, 16), 4);
-  Workspace ws2 = allocate_hc_footprint(*backend, expand, 0);
-  const std::vector<uint16_t> x = generate_hc_expand_input(expand, 2);
-  std::vector<float> streams = run_hc_expand(*backend, ws2, expand, x);
-  EXPECT_TRUE(judge_hc_expand(expand, x, streams, "cpu", 2).passed());
+  const MhcExpandOp expand = MhcExpandOp::make(mhc_config(3, 16), 4);
+  Workspace ws2 = allocate_mhc_footprint(*backend, expand, 0);
+  const std::vector<uint16_t> x = generate_mhc_expand_input(expand, 2);
+  std::vector<float> streams = run_mhc_expand(*backend, ws2, expand, x);
+  EXPECT_TRUE(judge_mhc_expand(expand, x, streams, "cpu", 2).passed());
   streams[16 * 3 + 5] = std::nextafter(streams[16 * 3 + 5], 1e9f);
-  const AgreementReport bad = judge_hc_expand(expand, x, streams, "planted", 2);
+  const AgreementReport bad = judge_mhc_expand(expand, x, streams, "planted", 2);
   ASSERT_FALSE(bad.passed());
   EXPECT_NE(bad.first_failure()->first_bad->reason.find("(token 1, stream 0, dim 5)"),
             std::string::npos);
 }
 
-HcLowRankRun lowrank_run(Backend& backend, const ModelConfig& c, uint64_t rows, HcLowRankPath path,
-                         const HcLowRankInputs& in, uint64_t m = 0) {
-  const HcLowRankPlan plan = plan_hc_lowrank(c, rows, path, m);
-  Workspace ws = allocate_hc_footprint(backend, plan);
-  return run_hc_lowrank(backend, ws, plan, in);
+MhcLowRankRun lowrank_run(Backend& backend, const ModelConfig& c, uint64_t rows,
+                          MhcLowRankPath path, const MhcLowRankInputs& in, uint64_t m = 0) {
+  const MhcLowRankPlan plan = plan_mhc_lowrank(c, rows, path, m);
+  Workspace ws = allocate_mhc_footprint(backend, plan);
+  return run_mhc_lowrank(backend, ws, plan, in);
 }
 
 TEST(OracleMhcJudge, LowRankPathsAgreeOnCpuAndWithEachOther) {
   auto backend = make_cpu_backend();
   const ModelConfig c = mhc_config(4, 32, 8);
-  const HcLowRankDims d{40, 4, 32, 8, c.rms_norm_eps};
-  HcInputProfile p;
+  const MhcLowRankDims d{40, 4, 32, 8, c.rms_norm_eps};
+  MhcInputProfile p;
   p.nonfinite = {{7, 2, 3, INFINITY}};
-  const HcLowRankInputs in = generate_hc_lowrank_inputs(d, 17, p);
-  const HcLowRankRun split = lowrank_run(*backend, c, d.rows, HcLowRankPath::split, in);
-  const AgreementReport rs = judge_hc_lowrank(split, in, "cpu", 17);
+  const MhcLowRankInputs in = generate_mhc_lowrank_inputs(d, 17, p);
+  const MhcLowRankRun split = lowrank_run(*backend, c, d.rows, MhcLowRankPath::split, in);
+  const AgreementReport rs = judge_mhc_lowrank(split, in, "cpu", 17);
   EXPECT_TRUE(rs.passed()) << format_report(rs);
   EXPECT_EQ(split.diagnostics.nonfinite_tokens, 1u);
-  const HcLowRankRun slab = lowrank_run(*backend, c, d.rows, HcLowRankPath::slab, in);
-  const AgreementReport rb = judge_hc_lowrank(slab, in, "cpu", 17);
+  const MhcLowRankRun slab = lowrank_run(*backend, c, d.rows, MhcLowRankPath::slab, in);
+  const AgreementReport rb = judge_mhc_lowrank(slab, in, "cpu", 17);
   EXPECT_TRUE(rb.passed()) << format_report(rb);
   const TensorComparison paths =
-      compare_hc_lowrank_paths(d, in, split.collapse.block_in, slab.collapse.block_in);
+      compare_mhc_lowrank_paths(d, in, split.collapse.block_in, slab.collapse.block_in);
   EXPECT_TRUE(paths.passed()) << paths.name << ": "
                               << (paths.first_bad ? paths.first_bad->reason : "");
   EXPECT_GT(paths.max_abs, 0.0);  // the paths differ (BF16 vs FP32), within the bound
@@ -565,11 +565,11 @@ TEST(OracleMhcJudge, LowRankSlabsOfAPartialLastSlab) {
   // partial 52-row one, both at the same carve offsets.
   auto backend = make_cpu_backend();
   const ModelConfig c = mhc_config(2, 8, 2);
-  const HcLowRankDims d{2100, 2, 8, 2, c.rms_norm_eps};
-  const HcLowRankInputs in = generate_hc_lowrank_inputs(d, 3);
-  const HcLowRankRun slab = lowrank_run(*backend, c, d.rows, HcLowRankPath::slab, in);
+  const MhcLowRankDims d{2100, 2, 8, 2, c.rms_norm_eps};
+  const MhcLowRankInputs in = generate_mhc_lowrank_inputs(d, 3);
+  const MhcLowRankRun slab = lowrank_run(*backend, c, d.rows, MhcLowRankPath::slab, in);
   EXPECT_EQ(slab.collapse.block_in.size(), d.rows * d.h);
-  const AgreementReport r = judge_hc_lowrank(slab, in, "cpu", 3);
+  const AgreementReport r = judge_mhc_lowrank(slab, in, "cpu", 3);
   EXPECT_TRUE(r.passed()) << format_report(r);
 }
 
@@ -581,38 +581,38 @@ TEST(OracleMhcJudge, RealPresetLayoutAgreesOnCpu) {
   const uint64_t m = 100;
   const Layout layout = Layout::build(BufferSizes::from_config(c, m, 256, 16, 4));
   for (auto [path, rows] :
-       {std::pair{HcLowRankPath::split, uint64_t{48}}, std::pair{HcLowRankPath::slab, m}}) {
-    const HcLowRankPlan plan = plan_hc_lowrank(c, rows, path, m);
+       {std::pair{MhcLowRankPath::split, uint64_t{48}}, std::pair{MhcLowRankPath::slab, m}}) {
+    const MhcLowRankPlan plan = plan_mhc_lowrank(c, rows, path, m);
     Workspace ws = backend->allocate(layout, plan.pool_bytes);
-    const HcLowRankInputs in = generate_hc_lowrank_inputs(plan.dims, 31);
+    const MhcLowRankInputs in = generate_mhc_lowrank_inputs(plan.dims, 31);
     const AgreementReport r =
-        judge_hc_lowrank(run_hc_lowrank(*backend, ws, plan, in), in, "cpu", 31);
+        judge_mhc_lowrank(run_mhc_lowrank(*backend, ws, plan, in), in, "cpu", 31);
     EXPECT_TRUE(r.passed()) << format_report(r);
   }
   ModelConfig sinkhorn_form = c;
   sinkhorn_form.hc_lowrank = 0;
-  HcPreOp op = HcPreOp::make(sinkhorn_form, m);
-  const uint64_t pool = place_hc_weights(op);
+  MhcPreOp op = MhcPreOp::make(sinkhorn_form, m);
+  const uint64_t pool = place_mhc_weights(op);
   Workspace ws = backend->allocate(
       Layout::build(BufferSizes::from_config(sinkhorn_form, m, 256, 16, 4)), pool);
-  const HcPreInputs in = generate_hc_pre_inputs(op, 31);
-  const AgreementReport r = judge_hc_pre(op, in, run_hc_pre(*backend, ws, op, in), "cpu", 31);
+  const MhcPreInputs in = generate_mhc_pre_inputs(op, 31);
+  const AgreementReport r = judge_mhc_pre(op, in, run_mhc_pre(*backend, ws, op, in), "cpu", 31);
   EXPECT_TRUE(r.passed()) << format_report(r);
 }
 
 TEST(OracleMhcJudge, LowRankFailsOnPlantedBugs) {
   auto backend = make_cpu_backend();
   const ModelConfig c = mhc_config(4, 32, 8);
-  const HcLowRankDims d{6, 4, 32, 8, c.rms_norm_eps};
-  const HcLowRankInputs in = generate_hc_lowrank_inputs(d, 29);
-  const HcLowRankRun slab = lowrank_run(*backend, c, d.rows, HcLowRankPath::slab, in);
-  ASSERT_TRUE(judge_hc_lowrank(slab, in, "cpu", 29).passed());
+  const MhcLowRankDims d{6, 4, 32, 8, c.rms_norm_eps};
+  const MhcLowRankInputs in = generate_mhc_lowrank_inputs(d, 29);
+  const MhcLowRankRun slab = lowrank_run(*backend, c, d.rows, MhcLowRankPath::slab, in);
+  ASSERT_TRUE(judge_mhc_lowrank(slab, in, "cpu", 29).passed());
   {  // up_pre off by 4 BF16 ULPs: the up stage fails; collapse, judged on what it read, not
-    HcLowRankRun bad = slab;
+    MhcLowRankRun bad = slab;
     uint16_t& v = bad.up.up_pre.bf16[2 * 128 + 37];
     v = static_cast<uint16_t>(v + 4);
     bad.collapse.up_pre.bf16[2 * 128 + 37] = v;
-    const AgreementReport r = judge_hc_lowrank(bad, in, "planted", 29);
+    const AgreementReport r = judge_mhc_lowrank(bad, in, "planted", 29);
     EXPECT_TRUE(failed(r, "hc_up_pre (up)")) << names(r);
     EXPECT_FALSE(failed(r, "norm_output (collapse)")) << names(r);
     EXPECT_NE(r.first_failure()->first_bad->reason.find("(token 2, stream 1, dim 5)"),
@@ -620,18 +620,18 @@ TEST(OracleMhcJudge, LowRankFailsOnPlantedBugs) {
         << r.first_failure()->first_bad->reason;
   }
   {  // a stage that read something else than what was stored
-    HcLowRankRun bad = slab;
+    MhcLowRankRun bad = slab;
     bad.collapse.normed.bf16[3] ^= 1;
     EXPECT_TRUE(
-        failed(judge_hc_lowrank(bad, in, "planted", 29), "hc_normed intact (collapse input)"));
+        failed(judge_mhc_lowrank(bad, in, "planted", 29), "hc_normed intact (collapse input)"));
   }
   {  // poison in the split path's post
-    const HcLowRankRun split = lowrank_run(*backend, c, d.rows, HcLowRankPath::split, in);
-    HcLowRankRun bad = split;
+    const MhcLowRankRun split = lowrank_run(*backend, c, d.rows, MhcLowRankPath::split, in);
+    MhcLowRankRun bad = split;
     bad.down.post[9] = std::bit_cast<float>(0xFFFFFFFFu);
-    EXPECT_TRUE(failed(judge_hc_lowrank(bad, in, "planted", 29), "hc_post (down)"));
+    EXPECT_TRUE(failed(judge_mhc_lowrank(bad, in, "planted", 29), "hc_post (down)"));
   }
-  EXPECT_THROW(plan_hc_lowrank(c, 65, HcLowRankPath::split), Error);
+  EXPECT_THROW(plan_mhc_lowrank(c, 65, MhcLowRankPath::split), Error);
 }
 
 }  // namespace

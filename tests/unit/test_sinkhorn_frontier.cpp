@@ -16,7 +16,7 @@
 #include "bufferlab/oracle/mhc.h"
 // The unit-test target compiles no tools/ sources, so the report (fmt-free for this reason) is
 // compiled into this test; the CLI links its own copy.
-#include "bufferlab/oracle/sinkhorn_trace.h"
+#include "bufferlab/oracle/mhc_sinkhorn_trace.h"
 
 namespace {
 
@@ -138,7 +138,7 @@ TEST(SinkhornFrontier, ExactArithmeticBoundIsBelowTheFp64Floor) {
   o.range = 0.01;
   o.iters = 12;
   o.cases = 8;
-  const SinkhornTrace tr = bufferlab::oracle::sinkhorn_trace(o);
+  const SinkhornTrace tr = bufferlab::oracle::mhc_sinkhorn_trace(o);
   EXPECT_TRUE(tr.holds());
   uint64_t above_exact = 0;
   for (const auto& it : tr.iterations) above_exact += it.above_exact_bound;
@@ -154,7 +154,7 @@ TEST(SinkhornFrontier, TraceSummariesMatchTheCases) {
   o.range = 8;
   o.iters = 40;
   o.cases = 5;
-  const SinkhornTrace tr = bufferlab::oracle::sinkhorn_trace(o);
+  const SinkhornTrace tr = bufferlab::oracle::mhc_sinkhorn_trace(o);
   ASSERT_EQ(tr.cases.size(), 5u);
   ASSERT_EQ(tr.iterations.size(), 40u);
   EXPECT_TRUE(tr.holds());

@@ -1,4 +1,4 @@
-// The GDN / SSD case generators (properties/ssm_generators.h): the cost formulas against
+// The GDN / SSD case generators (properties/gdn_mamba2_generators.h): the cost formulas against
 // values worked by hand, and over many draws of each range — every case fits its cost cap,
 // its config validates and builds the oracle's dims, GQA and group divisibility hold, the
 // chunked path only with kd = vd = 128, and the chunk edges, both paths, every regime and the
@@ -9,13 +9,13 @@
 #include <cstdint>
 #include <set>
 
-#include "bufferlab/properties/ssm_generators.h"
+#include "bufferlab/properties/gdn_mamba2_generators.h"
 
 namespace bufferlab {
 namespace {
 
 using oracle::GdnPath;
-using oracle::SsdPath;
+using oracle::Mamba2Path;
 using U = uint64_t;
 
 constexpr U kDraws = 600;
@@ -35,9 +35,9 @@ TEST(SsmGenerators, CostFormulasByHand) {
   // Recurrence: 3·kd·vd = 3·16·32 = 1536.
   EXPECT_EQ(gen::gdn_call_cost(GdnPath::recurrent, 7, 3, 16, 32), 7u * 3u * 1536u);
   // SSD chunked: T·H·(64·P + 2·N·P) + T·G·64·N = 5·4·(64·16 + 2·8·16) + 5·2·64·8 = 25600 + 5120.
-  EXPECT_EQ(gen::ssd_call_cost(SsdPath::chunked, 5, 4, 16, 8, 2), 30720u);
-  EXPECT_EQ(gen::ssd_call_cost(SsdPath::chunked, 5, 4, 16, 8, 0), 25600u + 2560u);  // G = 1
-  EXPECT_EQ(gen::ssd_call_cost(SsdPath::recurrent, 5, 4, 16, 8, 2), 5u * 4u * 2u * 8u * 16u);
+  EXPECT_EQ(gen::mamba2_call_cost(Mamba2Path::chunked, 5, 4, 16, 8, 2), 30720u);
+  EXPECT_EQ(gen::mamba2_call_cost(Mamba2Path::chunked, 5, 4, 16, 8, 0), 25600u + 2560u);  // G = 1
+  EXPECT_EQ(gen::mamba2_call_cost(Mamba2Path::recurrent, 5, 4, 16, 8, 2), 5u * 4u * 2u * 8u * 16u);
 }
 
 void check_gdn(const gen::GdnRanges& r, bool full) {
@@ -86,12 +86,12 @@ TEST(SsmGenerators, GdnFullRangeCasesFitAndCoverTheEdges) {
   check_gdn(gen::full_gdn_ranges(), true);
 }
 
-void check_ssd(const gen::SsdRanges& r, bool full) {
+void check_mamba2(const gen::Mamba2Ranges& r, bool full) {
   std::set<U> Ls;
-  std::set<SsdPath> paths;
-  std::set<oracle::SsdDtRegime> dts;
+  std::set<Mamba2Path> paths;
+  std::set<oracle::Mamba2DtRegime> dts;
   bool grouped = false, zero = false, many = false;
-  for (const gen::SsdCase& c : sample(gen::ssd_case(r), kDraws)) {
+  for (const gen::Mamba2Case& c : sample(gen::mamba2_case(r), kDraws)) {
     SCOPED_TRACE(c.describe());
     EXPECT_LE(c.cost(), r.cost_cap);
     EXPECT_NO_THROW(c.config.validate());
@@ -116,9 +116,9 @@ void check_ssd(const gen::SsdRanges& r, bool full) {
   EXPECT_EQ(many, full);
 }
 
-TEST(SsmGenerators, SsdCiCasesFitAndCoverTheEdges) { check_ssd(gen::ci_ssd_ranges(), false); }
+TEST(SsmGenerators, SsdCiCasesFitAndCoverTheEdges) { check_mamba2(gen::ci_mamba2_ranges(), false); }
 TEST(SsmGenerators, SsdFullRangeCasesFitAndCoverTheEdges) {
-  check_ssd(gen::full_ssd_ranges(), true);
+  check_mamba2(gen::full_mamba2_ranges(), true);
 }
 
 }  // namespace

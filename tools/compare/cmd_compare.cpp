@@ -87,9 +87,9 @@ struct CompareCommand {
   std::string path = "bf16";
   std::string pattern = "random";
   std::string mutant = "none";
-  RawCompareOptions raw;  // mHC / SSM options as given; --streams, --path sorted by the op
-  HcCompareOptions hc;    // mHC ops: parsed from raw when the command runs
-  SsmCompareOptions ssm;  // gdn, ssd: parsed from raw when the command runs
+  RawCompareOptions raw;        // mHC / SSM options as given; --streams, --path sorted by the op
+  MhcCompareOptions hc;         // mHC ops: parsed from raw when the command runs
+  GdnMamba2CompareOptions ssm;  // gdn, ssd: parsed from raw when the command runs
   bool hash = false;
   std::string dump_dir;
   bool json = false;
@@ -170,8 +170,8 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
   if (!backend) return;
   // Parsed once the run is set up (model, tokens, backend): a bad value is reported where the
   // runners reported it before they took typed options.
-  c.hc = s.hc = parse_hc_options(c.raw);
-  c.ssm = s.ssm = parse_ssm_options(c.raw);
+  c.hc = s.hc = parse_mhc_options(c.raw);
+  c.ssm = s.ssm = parse_gdn_mamba2_options(c.raw);
   const CompareResult r = op.runner(*backend, s);
   const bool agree = r.report.passed() && r.findings.empty();
   if (c.json) {

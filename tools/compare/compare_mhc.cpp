@@ -24,21 +24,21 @@
 namespace bufferlab::cli {
 namespace {
 
-constexpr uint64_t kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr uint64_t kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
 oracle::BoundModel bounds_of(const Backend& backend) {
   return backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
 }
 
 // What an mHC op run is given: the model (hc_eps replaced by --hc-eps) and the input profile.
-struct HcRun {
+struct MhcRun {
   ModelConfig config;
-  oracle::HcInputProfile profile;
+  oracle::MhcInputProfile profile;
   std::string streams = "normal";  // --streams, as the report and dump name it
 };
 
-HcRun hc_run(const CompareSetup& s, const std::string& op) {
-  HcRun r;
+MhcRun hc_run(const CompareSetup& s, const std::string& op) {
+  MhcRun r;
   r.config = s.config;
   if (r.config.hc_mult == 0)
     throw Error(
@@ -47,7 +47,7 @@ HcRun hc_run(const CompareSetup& s, const std::string& op) {
                     s.model_label, op));
   if (s.hc.hc_eps) r.config.hc_eps = s.hc.hc_eps->value;
   if (s.hc.logit_range) r.profile.logit_range = s.hc.logit_range->value;
-  r.profile.magnitude = s.hc.streams.value_or(oracle::HcStreamMagnitude::normal);
+  r.profile.magnitude = s.hc.streams.value_or(oracle::MhcStreamMagnitude::normal);
   r.streams = to_string(r.profile.magnitude);
   return r;
 }
@@ -67,13 +67,13 @@ std::string arena_and_pool(const CompareSetup& s, uint64_t pool) {
                      human_bytes(pool));
 }
 
-HcDumpInfo dump_info(const CompareSetup& s, const Backend& backend, const HcRun& r) {
+MhcDumpInfo dump_info(const CompareSetup& s, const Backend& backend, const MhcRun& r) {
   return {s.model_label, backend.name(), r.streams, r.profile.logit_range, s.tokens, s.seed};
 }
 
 // M-SKCOL skips the exact column normalisation after the last eps one: the column sums then
 // miss 1 by about hc_eps, which the column-sum check sees only above its tolerance.
-std::string skcol_note(const HcPreOp& op, nlohmann::json& j) {
+std::string skcol_note(const MhcPreOp& op, nlohmann::json& j) {
   const double tol = oracle::col_sum_tolerance_fp32(op.shape().hc);
   if (op.hc_eps > tol) {
     j["mutant_visible"] = true;
@@ -94,11 +94,11 @@ std::string skcol_note(const HcPreOp& op, nlohmann::json& j) {
 
 }  // namespace
 
-CompareResult compare_hc_pre(Backend& backend, const CompareSetup& s) {
-  const HcRun r = hc_run(s, "hc-pre");
+CompareResult compare_mhc_pre(Backend& backend, const CompareSetup& s) {
+  const MhcRun r = hc_run(s, "hc-pre");
   require_sinkhorn_form(s, "hc-pre");
-  HcPreOp op = HcPreOp::make(r.config, s.tokens);
-  const uint64_t pool = oracle::place_hc_weights(op);
+  MhcPreOp op = MhcPreOp::make(r.config, s.tokens);
+  const uint64_t pool = oracle::place_mhc_weights(op);
   require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
   // Host: the inputs, the stored outputs and the oracle's FP64 arrays (~6 copies of fn and
   // the streams); oracle: the faithful and exact references and the bounds, each rows·mix·hc·h.
@@ -108,12 +108,12 @@ CompareResult compare_hc_pre(Backend& backend, const CompareSetup& s) {
                      3.0 * static_cast<double>(d.rows) * static_cast<double>(d.mix) *
                          static_cast<double>(d.hc) * static_cast<double>(d.h),
                      s);
-  const oracle::HcPreInputs in = oracle::generate_hc_pre_inputs(op, s.seed, r.profile);
+  const oracle::MhcPreInputs in = oracle::generate_mhc_pre_inputs(op, s.seed, r.profile);
   const Workspace ws = backend.allocate(s.layout, pool);
-  const oracle::HcPreOutputs out = oracle::run_hc_pre(backend, ws, op, in);
+  const oracle::MhcPreOutputs out = oracle::run_mhc_pre(backend, ws, op, in);
 
   CompareResult res;
-  res.report = oracle::judge_hc_pre(op, in, out, backend.name(), s.seed, bounds_of(backend));
+  res.report = oracle::judge_mhc_pre(op, in, out, backend.name(), s.seed, bounds_of(backend));
   res.weight_pool_bytes = pool;
   res.header = fmt::format(
       "compare hc-pre (Sinkhorn form: hc {}, {} iterations, hc_eps {:g}; comb logit range {:g}, "
@@ -126,13 +126,13 @@ CompareResult compare_hc_pre(Backend& backend, const CompareSetup& s) {
                     {"nonfinite_tokens", out.diagnostics.nonfinite_tokens}};
   if (s.mutant == "M-SKCOL") res.details = skcol_note(op, res.extra_json);
   if (!s.dump_dir.empty())
-    write_hc_pre_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
+    write_mhc_pre_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
   return res;
 }
 
-CompareResult compare_hc_post(Backend& backend, const CompareSetup& s) {
-  const HcRun r = hc_run(s, "hc-post");
-  const HcPostOp op = HcPostOp::make(r.config, s.tokens);  // in place, as the engine runs it
+CompareResult compare_mhc_post(Backend& backend, const CompareSetup& s) {
+  const MhcRun r = hc_run(s, "hc-post");
+  const MhcPostOp op = MhcPostOp::make(r.config, s.tokens);  // in place, as the engine runs it
   require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
   // Host: the streams before and after, the oracle's values and bounds (FP64, ~8 copies).
   const auto& d = op.shape();
@@ -140,12 +140,12 @@ CompareResult compare_hc_post(Backend& backend, const CompareSetup& s) {
                      2.0 * static_cast<double>(d.rows) * static_cast<double>(d.hc) *
                          static_cast<double>(d.hc + 1) * static_cast<double>(d.h),
                      s);
-  const oracle::HcPostInputs in = oracle::generate_hc_post_inputs(op, s.seed, r.profile);
+  const oracle::MhcPostInputs in = oracle::generate_mhc_post_inputs(op, s.seed, r.profile);
   const Workspace ws = backend.allocate(s.layout, 0);
-  const std::vector<float> out = oracle::run_hc_post(backend, ws, op, in);
+  const std::vector<float> out = oracle::run_mhc_post(backend, ws, op, in);
 
   CompareResult res;
-  res.report = oracle::judge_hc_post(op, in, out, backend.name(), s.seed, bounds_of(backend));
+  res.report = oracle::judge_mhc_post(op, in, out, backend.name(), s.seed, bounds_of(backend));
   res.weight_pool_bytes = 0;
   res.header = fmt::format(
       "compare hc-post ({} form, in place on hc_streams: hc {}; {}{} streams) on {}, {} tokens: "
@@ -157,14 +157,14 @@ CompareResult compare_hc_post(Backend& backend, const CompareSetup& s) {
                     {"form", d.lowrank ? "low-rank" : "sinkhorn"},
                     {"logit_range", r.profile.logit_range}};
   if (!s.dump_dir.empty())
-    write_hc_post_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
+    write_mhc_post_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
   return res;
 }
 
-CompareResult compare_hc_head(Backend& backend, const CompareSetup& s) {
-  const HcRun r = hc_run(s, "hc-head");
-  HcHeadOp op = HcHeadOp::make(r.config, s.tokens);
-  const uint64_t pool = oracle::place_hc_weights(op);
+CompareResult compare_mhc_head(Backend& backend, const CompareSetup& s) {
+  const MhcRun r = hc_run(s, "hc-head");
+  MhcHeadOp op = MhcHeadOp::make(r.config, s.tokens);
+  const uint64_t pool = oracle::place_mhc_weights(op);
   require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
   const auto& d = op.shape();
   require_affordable("--op hc-head (weights and streams)", bytes_of(op.fn) + bytes_of(op.streams),
@@ -172,12 +172,12 @@ CompareResult compare_hc_head(Backend& backend, const CompareSetup& s) {
                      3.0 * static_cast<double>(d.rows) * static_cast<double>(d.hc) *
                          static_cast<double>(d.hc) * static_cast<double>(d.h),
                      s);
-  const oracle::HcHeadInputs in = oracle::generate_hc_head_inputs(op, s.seed, r.profile);
+  const oracle::MhcHeadInputs in = oracle::generate_mhc_head_inputs(op, s.seed, r.profile);
   const Workspace ws = backend.allocate(s.layout, pool);
-  const oracle::HcHeadOutputs out = oracle::run_hc_head(backend, ws, op, in);
+  const oracle::MhcHeadOutputs out = oracle::run_mhc_head(backend, ws, op, in);
 
   CompareResult res;
-  res.report = oracle::judge_hc_head(op, in, out, backend.name(), s.seed, bounds_of(backend));
+  res.report = oracle::judge_mhc_head(op, in, out, backend.name(), s.seed, bounds_of(backend));
   res.weight_pool_bytes = pool;
   res.header =
       fmt::format("compare hc-head (hc {}, hc_eps {:g}; {} streams) on {}, {} tokens: {}", d.hc,
@@ -186,49 +186,49 @@ CompareResult compare_hc_head(Backend& backend, const CompareSetup& s) {
                     {"hc_eps", op.hc_eps},
                     {"nonfinite_tokens", out.diagnostics.nonfinite_tokens}};
   if (!s.dump_dir.empty())
-    write_hc_head_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
+    write_mhc_head_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
   return res;
 }
 
-CompareResult compare_hc_expand(Backend& backend, const CompareSetup& s) {
-  const HcRun r = hc_run(s, "hc-expand");
-  const HcExpandOp op = HcExpandOp::make(r.config, s.tokens);
+CompareResult compare_mhc_expand(Backend& backend, const CompareSetup& s) {
+  const MhcRun r = hc_run(s, "hc-expand");
+  const MhcExpandOp op = MhcExpandOp::make(r.config, s.tokens);
   require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
   require_affordable("--op hc-expand (streams)", bytes_of(op.streams), 4.0, 0.0, s);
-  const std::vector<uint16_t> in = oracle::generate_hc_expand_input(op, s.seed);
+  const std::vector<uint16_t> in = oracle::generate_mhc_expand_input(op, s.seed);
   const Workspace ws = backend.allocate(s.layout, 0);
-  const std::vector<float> out = oracle::run_hc_expand(backend, ws, op, in);
+  const std::vector<float> out = oracle::run_mhc_expand(backend, ws, op, in);
 
   CompareResult res;
-  res.report = oracle::judge_hc_expand(op, in, out, backend.name(), s.seed);
+  res.report = oracle::judge_mhc_expand(op, in, out, backend.name(), s.seed);
   res.weight_pool_bytes = 0;
   res.header = fmt::format("compare hc-expand (hc {}) on {}, {} tokens: {}", op.shape().hc,
                            s.model_label, s.tokens, arena_and_pool(s, 0));
   if (!s.dump_dir.empty())
-    write_hc_expand_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
+    write_mhc_expand_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
   return res;
 }
 
-CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s) {
-  const HcRun r = hc_run(s, "hc-lowrank");
+CompareResult compare_mhc_lowrank(Backend& backend, const CompareSetup& s) {
+  const MhcRun r = hc_run(s, "hc-lowrank");
   if (r.config.hc_lowrank == 0)
     throw Error(fmt::format(
         "{} uses the Sinkhorn mHC form (hc_lowrank = 0): --op hc-lowrank needs a low-rank model "
         "(e.g. tiny-mhc-lowrank); its pre step is --op hc-pre",
         s.model_label));
   const bool forced = s.hc.lowrank_path.has_value();
-  const oracle::HcLowRankPath path = s.hc.lowrank_path.value_or(
-      HcSplitCarve::takes_split_path(s.tokens) ? oracle::HcLowRankPath::split
-                                               : oracle::HcLowRankPath::slab);
-  if (path == oracle::HcLowRankPath::split && s.tokens > kSplitMaxRows)
+  const oracle::MhcLowRankPath path = s.hc.lowrank_path.value_or(
+      MhcSplitCarve::takes_split_path(s.tokens) ? oracle::MhcLowRankPath::split
+                                                : oracle::MhcLowRankPath::slab);
+  if (path == oracle::MhcLowRankPath::split && s.tokens > kSplitMaxRows)
     throw Error(fmt::format(
         "--path split: the split path runs T <= {} tokens (numerics §4), not {}: use --path slab "
         "or at most {} --tokens",
         kSplitMaxRows, s.tokens, kSplitMaxRows));
 
   // m = --tokens: the layout was sized for it, so the slab carve is the engine's.
-  const oracle::HcLowRankPlan plan = oracle::plan_hc_lowrank(r.config, s.tokens, path, s.tokens);
-  const oracle::HcLowRankDims& d = plan.dims;
+  const oracle::MhcLowRankPlan plan = oracle::plan_mhc_lowrank(r.config, s.tokens, path, s.tokens);
+  const oracle::MhcLowRankDims& d = plan.dims;
   const std::string params = fmt::format("hc_lowrank_{}(rows={},hc={},h={},r={})",
                                          oracle::to_string(path), d.rows, d.hc, d.h, d.r);
   require_footprint_fits(params, plan.accesses(), s.layout, s.model_label, s.tokens);
@@ -241,21 +241,21 @@ CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s) {
   require_affordable(
       "--op hc-lowrank (weights and streams)", weight_bytes + bytes_of(plan.streams), 24.0,
       4.0 * static_cast<double>(d.rows) * static_cast<double>(2 * d.r + d.hc) * W, s);
-  const oracle::HcLowRankInputs in = oracle::generate_hc_lowrank_inputs(d, s.seed, r.profile);
+  const oracle::MhcLowRankInputs in = oracle::generate_mhc_lowrank_inputs(d, s.seed, r.profile);
   const Workspace ws = backend.allocate(s.layout, plan.pool_bytes);
-  const oracle::HcLowRankRun run = oracle::run_hc_lowrank(backend, ws, plan, in);
+  const oracle::MhcLowRankRun run = oracle::run_mhc_lowrank(backend, ws, plan, in);
 
   CompareResult res;
-  res.report = oracle::judge_hc_lowrank(run, in, backend.name(), s.seed, bounds_of(backend));
+  res.report = oracle::judge_mhc_lowrank(run, in, backend.name(), s.seed, bounds_of(backend));
   res.weight_pool_bytes = plan.pool_bytes;
   const uint64_t slabs = plan.slab.size() / 5;
-  const char* engine = HcSplitCarve::takes_split_path(s.tokens) ? "split" : "slab";
+  const char* engine = MhcSplitCarve::takes_split_path(s.tokens) ? "split" : "slab";
   const std::string why =
       forced
           ? fmt::format("forced by --path; the engine runs {} at T = {}", engine, s.tokens)
           : std::string("chosen by the token count as the engine does: T <= 64 split, else slab");
   const std::string stages =
-      path == oracle::HcLowRankPath::split
+      path == oracle::MhcLowRankPath::split
           ? std::string("norm -> down -> collapse in FP32")
           : fmt::format("norm -> down -> inject -> up -> collapse in BF16, {} slab{} of <= {} rows",
                         slabs, slabs == 1 ? "" : "s", plan.slab.front().carve.slab_rows);
@@ -269,7 +269,7 @@ CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s) {
                     {"slabs", slabs},
                     {"nonfinite_tokens", run.diagnostics.nonfinite_tokens}};
   if (!s.dump_dir.empty())
-    write_hc_lowrank_dump(s.dump_dir, plan, in, run, res.report, dump_info(s, backend, r));
+    write_mhc_lowrank_dump(s.dump_dir, plan, in, run, res.report, dump_info(s, backend, r));
   return res;
 }
 

@@ -14,7 +14,7 @@ namespace {
 using Shape = std::vector<uint64_t>;
 
 nlohmann::json manifest_head(const std::string& op, const std::string& params,
-                             const HcDumpInfo& info, const oracle::AgreementReport& report) {
+                             const MhcDumpInfo& info, const oracle::AgreementReport& report) {
   return {{"op", op},
           {"params", params},
           {"model", info.model},
@@ -29,7 +29,7 @@ nlohmann::json manifest_head(const std::string& op, const std::string& params,
 
 // A low-rank scratch tensor as the stage stored it: FP32 (split path) or BF16 (slab path).
 void scratch(DumpWriter& w, const std::string& file, const std::string& tensor,
-             const oracle::HcScratch& s, Shape shape) {
+             const oracle::MhcScratch& s, Shape shape) {
   if (!s.bf16.empty())
     w.bf16(file, tensor, s.bf16, std::move(shape));
   else
@@ -38,9 +38,9 @@ void scratch(DumpWriter& w, const std::string& file, const std::string& tensor,
 
 }  // namespace
 
-void write_hc_pre_dump(const std::string& dir, const HcPreOp& op, const oracle::HcPreInputs& in,
-                       const oracle::HcPreOutputs& out, const oracle::AgreementReport& report,
-                       const HcDumpInfo& info) {
+void write_mhc_pre_dump(const std::string& dir, const MhcPreOp& op, const oracle::MhcPreInputs& in,
+                        const oracle::MhcPreOutputs& out, const oracle::AgreementReport& report,
+                        const MhcDumpInfo& info) {
   const auto& d = op.shape();
   const Shape streams{d.rows, d.hc, d.h}, per_stream{d.rows, d.hc}, comb{d.rows, d.hc, d.hc},
       rows_h{d.rows, d.h};
@@ -52,7 +52,7 @@ void write_hc_pre_dump(const std::string& dir, const HcPreOp& op, const oracle::
   w.f32("backend_post.npy", "hc_post", out.post, per_stream);
   w.f32("backend_comb.npy", "hc_comb", out.comb, comb);
   w.bf16("backend_block_in.npy", "norm_output (block input)", out.block_in, rows_h);
-  const oracle::HcPreReference ref = oracle::hc_pre(op, in, oracle::Mode::faithful);
+  const oracle::MhcPreReference ref = oracle::mhc_pre(op, in, oracle::Mode::faithful);
   w.f64("oracle_pre.npy", "FP64 pre weights sigma(mix*s0 + b) + hc_eps", ref.pre, per_stream);
   w.f64("oracle_post.npy", "FP64 post weights", ref.post, per_stream);
   w.f64("oracle_kernel.npy", "FP64 Sinkhorn kernel K = softmax(comb logits) + hc_eps", ref.kernel,
@@ -67,9 +67,9 @@ void write_hc_pre_dump(const std::string& dir, const HcPreOp& op, const oracle::
   w.write_manifest(m);
 }
 
-void write_hc_post_dump(const std::string& dir, const HcPostOp& op, const oracle::HcPostInputs& in,
-                        const std::vector<float>& out, const oracle::AgreementReport& report,
-                        const HcDumpInfo& info) {
+void write_mhc_post_dump(const std::string& dir, const MhcPostOp& op,
+                         const oracle::MhcPostInputs& in, const std::vector<float>& out,
+                         const oracle::AgreementReport& report, const MhcDumpInfo& info) {
   const auto& d = op.shape();
   const Shape streams{d.rows, d.hc, d.h};
   DumpWriter w(dir);
@@ -78,16 +78,16 @@ void write_hc_post_dump(const std::string& dir, const HcPostOp& op, const oracle
   w.bf16("input_block_out.npy", "moe_output (block output)", in.block_out, {d.rows, d.h});
   w.f32("input_streams.npy", "hc_streams before the op", in.streams, streams);
   w.f32("backend_streams.npy", "hc_streams after the op", out, streams);
-  w.f64("oracle_streams.npy", "FP64 post step of the inputs", oracle::hc_post(op, in), streams);
+  w.f64("oracle_streams.npy", "FP64 post step of the inputs", oracle::mhc_post(op, in), streams);
   nlohmann::json m = manifest_head("hc-post", op.params(), info, report);
   m["form"] = d.lowrank ? "low-rank" : "sinkhorn";
   if (!d.lowrank) m["logit_range"] = info.logit_range;
   w.write_manifest(m);
 }
 
-void write_hc_head_dump(const std::string& dir, const HcHeadOp& op, const oracle::HcHeadInputs& in,
-                        const oracle::HcHeadOutputs& out, const oracle::AgreementReport& report,
-                        const HcDumpInfo& info) {
+void write_mhc_head_dump(const std::string& dir, const MhcHeadOp& op,
+                         const oracle::MhcHeadInputs& in, const oracle::MhcHeadOutputs& out,
+                         const oracle::AgreementReport& report, const MhcDumpInfo& info) {
   const auto& d = op.shape();
   DumpWriter w(dir);
   w.f32("input_streams.npy", "hc_streams (x)", in.streams, {d.rows, d.hc, d.h});
@@ -95,7 +95,7 @@ void write_hc_head_dump(const std::string& dir, const HcHeadOp& op, const oracle
   w.f32("input_scale.npy", "scale s0", in.scale, {1});
   w.f32("input_bias.npy", "bias", in.bias, {d.hc});
   w.bf16("backend_output.npy", "hidden_states (head output)", out.output, {d.rows, d.h});
-  const oracle::HcHeadReference ref = oracle::hc_head(op, in, oracle::Mode::faithful);
+  const oracle::MhcHeadReference ref = oracle::mhc_head(op, in, oracle::Mode::faithful);
   w.f64("oracle_pre.npy", "FP64 pre weights", ref.pre, {d.rows, d.hc});
   w.f64("oracle_faithful_output.npy", "FP64 head output, BF16-rounded", ref.output, {d.rows, d.h});
   nlohmann::json m = manifest_head("hc-head", op.params(), info, report);
@@ -104,23 +104,23 @@ void write_hc_head_dump(const std::string& dir, const HcHeadOp& op, const oracle
   w.write_manifest(m);
 }
 
-void write_hc_expand_dump(const std::string& dir, const HcExpandOp& op,
-                          const std::vector<uint16_t>& in, const std::vector<float>& out,
-                          const oracle::AgreementReport& report, const HcDumpInfo& info) {
+void write_mhc_expand_dump(const std::string& dir, const MhcExpandOp& op,
+                           const std::vector<uint16_t>& in, const std::vector<float>& out,
+                           const oracle::AgreementReport& report, const MhcDumpInfo& info) {
   const auto& d = op.shape();
   DumpWriter w(dir);
   w.bf16("input_hidden_states.npy", "hidden_states (embedding rows)", in, {d.rows, d.h});
   w.f32("backend_streams.npy", "hc_streams", out, {d.rows, d.hc, d.h});
-  w.f64("oracle_streams.npy", "every stream = the embedding row", oracle::hc_expand(op, in),
+  w.f64("oracle_streams.npy", "every stream = the embedding row", oracle::mhc_expand(op, in),
         {d.rows, d.hc, d.h});
   w.write_manifest(manifest_head("hc-expand", op.params(), info, report));
 }
 
-void write_hc_lowrank_dump(const std::string& dir, const oracle::HcLowRankPlan& plan,
-                           const oracle::HcLowRankInputs& in, const oracle::HcLowRankRun& run,
-                           const oracle::AgreementReport& report, const HcDumpInfo& info) {
-  const oracle::HcLowRankDims& d = plan.dims;
-  const bool slab = plan.path == oracle::HcLowRankPath::slab;
+void write_mhc_lowrank_dump(const std::string& dir, const oracle::MhcLowRankPlan& plan,
+                            const oracle::MhcLowRankInputs& in, const oracle::MhcLowRankRun& run,
+                            const oracle::AgreementReport& report, const MhcDumpInfo& info) {
+  const oracle::MhcLowRankDims& d = plan.dims;
+  const bool slab = plan.path == oracle::MhcLowRankPath::slab;
   const uint64_t W = d.hc * d.h;
   const Shape streams{d.rows, d.hc, d.h}, low{d.rows, d.r}, per_stream{d.rows, d.hc},
       rows_h{d.rows, d.h};
@@ -128,7 +128,7 @@ void write_hc_lowrank_dump(const std::string& dir, const oracle::HcLowRankPlan& 
   w.f32("input_streams.npy", "hc_streams (x)", in.streams, streams);
   w.f32("input_norm_w.npy", "norm weight w (scale 1 + w)", in.weights.norm_w, {d.hc, d.h});
   if (slab) {
-    const oracle::HcLowRankSlabWeights sw = oracle::slab_weights(in.weights);
+    const oracle::MhcLowRankSlabWeights sw = oracle::slab_weights(in.weights);
     w.bf16("input_w_down.npy", "W_down (BF16, as the slab path reads it)", sw.w_down, {d.r, W});
     w.bf16("input_w_inject.npy", "W_inject (BF16)", sw.w_inject, {d.hc, W});
     w.bf16("input_w_up.npy", "W_up (BF16)", sw.w_up, {W, d.r});
@@ -150,7 +150,7 @@ void write_hc_lowrank_dump(const std::string& dir, const oracle::HcLowRankPlan& 
     w.f32("backend_post.npy", "hc_post (down stage)", run.down.post, per_stream);
   }
   w.bf16("backend_block_in.npy", "norm_output (collapse stage)", run.collapse.block_in, rows_h);
-  const oracle::HcLowRankReference ref = oracle::hc_lowrank(
+  const oracle::MhcLowRankReference ref = oracle::hc_lowrank(
       d.rows, d.hc, d.h, d.r, d.rms_eps, in.streams, in.weights, slab, oracle::Mode::faithful);
   const char* of = slab ? "FP64 chain of the original inputs, stored BF16 rounded"
                         : "FP64 chain of the original inputs";

@@ -15,7 +15,7 @@
 
 namespace bufferlab::cli {
 
-struct HcDumpInfo {
+struct MhcDumpInfo {
   std::string model;    // preset name or config path
   std::string backend;  // "cpu", "cuda"
   std::string streams;  // normal | zero | huge
@@ -24,21 +24,21 @@ struct HcDumpInfo {
   uint64_t seed = 0;
 };
 
-void write_hc_pre_dump(const std::string& dir, const HcPreOp& op, const oracle::HcPreInputs& in,
-                       const oracle::HcPreOutputs& out, const oracle::AgreementReport& report,
-                       const HcDumpInfo& info);
+void write_mhc_pre_dump(const std::string& dir, const MhcPreOp& op, const oracle::MhcPreInputs& in,
+                        const oracle::MhcPreOutputs& out, const oracle::AgreementReport& report,
+                        const MhcDumpInfo& info);
 // `out`: the streams after the op.
-void write_hc_post_dump(const std::string& dir, const HcPostOp& op, const oracle::HcPostInputs& in,
-                        const std::vector<float>& out, const oracle::AgreementReport& report,
-                        const HcDumpInfo& info);
-void write_hc_head_dump(const std::string& dir, const HcHeadOp& op, const oracle::HcHeadInputs& in,
-                        const oracle::HcHeadOutputs& out, const oracle::AgreementReport& report,
-                        const HcDumpInfo& info);
-void write_hc_expand_dump(const std::string& dir, const HcExpandOp& op,
-                          const std::vector<uint16_t>& in, const std::vector<float>& out,
-                          const oracle::AgreementReport& report, const HcDumpInfo& info);
-void write_hc_lowrank_dump(const std::string& dir, const oracle::HcLowRankPlan& plan,
-                           const oracle::HcLowRankInputs& in, const oracle::HcLowRankRun& run,
-                           const oracle::AgreementReport& report, const HcDumpInfo& info);
+void write_mhc_post_dump(const std::string& dir, const MhcPostOp& op,
+                         const oracle::MhcPostInputs& in, const std::vector<float>& out,
+                         const oracle::AgreementReport& report, const MhcDumpInfo& info);
+void write_mhc_head_dump(const std::string& dir, const MhcHeadOp& op,
+                         const oracle::MhcHeadInputs& in, const oracle::MhcHeadOutputs& out,
+                         const oracle::AgreementReport& report, const MhcDumpInfo& info);
+void write_mhc_expand_dump(const std::string& dir, const MhcExpandOp& op,
+                           const std::vector<uint16_t>& in, const std::vector<float>& out,
+                           const oracle::AgreementReport& report, const MhcDumpInfo& info);
+void write_mhc_lowrank_dump(const std::string& dir, const oracle::MhcLowRankPlan& plan,
+                            const oracle::MhcLowRankInputs& in, const oracle::MhcLowRankRun& run,
+                            const oracle::AgreementReport& report, const MhcDumpInfo& info);
 
 }  // namespace bufferlab::cli

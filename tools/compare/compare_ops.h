@@ -1,6 +1,6 @@
 // The op runners of `bufferlab compare` beyond rmsnorm: router, top-k (router → top-k),
 // the routed experts, the LM head, the mHC ops (compare_mhc.cpp) and the SSM mixers GDN and
-// Mamba-2 SSD (compare_ssm.cpp). Each runs on a backend over the model's real arena
+// Mamba-2 SSD (compare_gdn_mamba2.cpp). Each runs on a backend over the model's real arena
 // (BufferSizes::from_config at max_batch_tokens = --tokens; gdn / ssd: streams·tokens, sizing
 // corrected), judges every stage against the FP64 oracle on the backend's own stored inputs,
 // and returns the report plus what the op adds to it (the first token whose top-k selection
@@ -19,9 +19,9 @@
 #include "bufferlab/core/model_config.h"
 #include "bufferlab/oracle/agreement_report.h"
 #include "bufferlab/oracle/gdn.h"
+#include "bufferlab/oracle/mamba2.h"
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/mhc_inputs.h"
-#include "bufferlab/oracle/ssd.h"
 
 namespace bufferlab::cli {
 
@@ -33,31 +33,31 @@ struct Given {
 };
 
 // --path of gdn / ssd.
-enum class SsmPath { auto_path, chunked, recurrent };
+enum class GdnMamba2Path { auto_path, chunked, recurrent };
 
 // The options of the mHC ops (compare_mhc.cpp), parsed; nullopt = not given (the default).
-struct HcCompareOptions {
-  std::optional<Given<double>> logit_range;           // --logit-range L: hc-pre, hc-post (4)
-  std::optional<oracle::HcStreamMagnitude> streams;   // --streams: default normal
-  std::optional<Given<double>> hc_eps;                // --hc-eps E: default the model's
-  std::optional<oracle::HcLowRankPath> lowrank_path;  // --path split | slab: hc-lowrank
+struct MhcCompareOptions {
+  std::optional<Given<double>> logit_range;            // --logit-range L: hc-pre, hc-post (4)
+  std::optional<oracle::MhcStreamMagnitude> streams;   // --streams: default normal
+  std::optional<Given<double>> hc_eps;                 // --hc-eps E: default the model's
+  std::optional<oracle::MhcLowRankPath> lowrank_path;  // --path split | slab: hc-lowrank
 };
 
-// The options of the SSM ops gdn and ssd (compare_ssm.cpp), parsed; nullopt = not given.
-struct SsmCompareOptions {
+// The options of the SSM ops gdn and ssd (compare_gdn_mamba2.cpp), parsed; nullopt = not given.
+struct GdnMamba2CompareOptions {
   std::optional<Given<uint64_t>> streams;  // --streams N >= 1: sequences of --tokens each (1)
-  std::optional<SsmPath> path;             // --path chunked | recurrent | auto (default auto)
+  std::optional<GdnMamba2Path> path;       // --path chunked | recurrent | auto (default auto)
   std::optional<oracle::GdnGateRegime> alpha, beta;  // gdn: default mixed
   bool parallel_keys = false;                        // --parallel-keys (gdn)
   bool zero_state = false;                           // --zero-state: fresh sequences
-  std::optional<oracle::SsdDtRegime> dt;             // ssd: default typical
+  std::optional<oracle::Mamba2DtRegime> dt;          // ssd: default typical
 };
 
 // The names the CLI spells these values with.
-const char* to_string(SsmPath p);
+const char* to_string(GdnMamba2Path p);
 const char* to_string(oracle::GdnGateRegime r);
-const char* to_string(oracle::SsdDtRegime r);
-const char* to_string(oracle::HcStreamMagnitude m);
+const char* to_string(oracle::Mamba2DtRegime r);
+const char* to_string(oracle::MhcStreamMagnitude m);
 
 // The mHC and SSM options as given on the command line (empty = not given), for parsing.
 struct RawCompareOptions {
@@ -70,11 +70,11 @@ struct RawCompareOptions {
 // ignored); the ops reading each come from the compare table.
 void require_options_apply(const std::string& op, const RawCompareOptions& raw);
 // Parses the options given; the errors name the option and the value.
-HcCompareOptions parse_hc_options(const RawCompareOptions& raw);
-SsmCompareOptions parse_ssm_options(const RawCompareOptions& raw);
+MhcCompareOptions parse_mhc_options(const RawCompareOptions& raw);
+GdnMamba2CompareOptions parse_gdn_mamba2_options(const RawCompareOptions& raw);
 // The mHC / SSM options given, for the re-run line: " --streams 3 --path chunked ...".
-std::string hc_rerun_options(const HcCompareOptions& options);
-std::string ssm_rerun_options(const SsmCompareOptions& options);
+std::string hc_rerun_options(const MhcCompareOptions& options);
+std::string ssm_rerun_options(const GdnMamba2CompareOptions& options);
 
 struct CompareSetup {
   ModelConfig config;
@@ -88,8 +88,8 @@ struct CompareSetup {
   std::string dump_dir;  // empty: no dump
 
   std::string mutant = "none";  // the kernel mutant active on the backend
-  HcCompareOptions hc;          // mHC ops only
-  SsmCompareOptions ssm;        // gdn and ssd only
+  MhcCompareOptions hc;         // mHC ops only
+  GdnMamba2CompareOptions ssm;  // gdn and ssd only
 };
 
 struct CompareResult {
@@ -111,18 +111,18 @@ CompareResult compare_lm_head(Backend& backend, const CompareSetup& s);
 
 // mHC hyper-connection ops (compare_mhc.cpp): hc-pre (Sinkhorn form), hc-post, hc-head,
 // hc-expand, hc-lowrank (the low-rank pre step on its split or slab GEMM path).
-CompareResult compare_hc_pre(Backend& backend, const CompareSetup& s);
-CompareResult compare_hc_post(Backend& backend, const CompareSetup& s);
-CompareResult compare_hc_head(Backend& backend, const CompareSetup& s);
-CompareResult compare_hc_expand(Backend& backend, const CompareSetup& s);
-CompareResult compare_hc_lowrank(Backend& backend, const CompareSetup& s);
+CompareResult compare_mhc_pre(Backend& backend, const CompareSetup& s);
+CompareResult compare_mhc_post(Backend& backend, const CompareSetup& s);
+CompareResult compare_mhc_head(Backend& backend, const CompareSetup& s);
+CompareResult compare_mhc_expand(Backend& backend, const CompareSetup& s);
+CompareResult compare_mhc_lowrank(Backend& backend, const CompareSetup& s);
 
-// The SSM mixers (compare_ssm.cpp): gdn — Gated DeltaNet conv1d -> gates -> chunked core
+// The SSM mixers (compare_gdn_mamba2.cpp): gdn — Gated DeltaNet conv1d -> gates -> chunked core
 // (wu, state, output) or the recurrence -> gated norm, over --streams co-dispatched sequences
 // of --tokens each; ssd — Mamba-2 conv1d -> chunked SSD (cumsum, bmm, scan) per sequence or
 // the recurrence -> gated norm.
 CompareResult compare_gdn(Backend& backend, const CompareSetup& s);
-CompareResult compare_ssd(Backend& backend, const CompareSetup& s);
+CompareResult compare_mamba2(Backend& backend, const CompareSetup& s);
 
 // The checks before a runner allocates (compare_checks.cpp). Every arena tensor of `accesses`
 // must lie inside the buffer the sizing gave it; saying so up front names the sizing instead

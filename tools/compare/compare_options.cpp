@@ -31,21 +31,23 @@ struct Named {
   T value;
 };
 
-constexpr Named<oracle::HcStreamMagnitude> kStreamValues[] = {
-    {"normal", oracle::HcStreamMagnitude::normal},
-    {"zero", oracle::HcStreamMagnitude::zero},
-    {"huge", oracle::HcStreamMagnitude::huge}};
-constexpr Named<oracle::HcLowRankPath> kLowRankPaths[] = {{"split", oracle::HcLowRankPath::split},
-                                                          {"slab", oracle::HcLowRankPath::slab}};
-constexpr Named<SsmPath> kSsmPaths[] = {
-    {"chunked", SsmPath::chunked}, {"recurrent", SsmPath::recurrent}, {"auto", SsmPath::auto_path}};
+constexpr Named<oracle::MhcStreamMagnitude> kStreamValues[] = {
+    {"normal", oracle::MhcStreamMagnitude::normal},
+    {"zero", oracle::MhcStreamMagnitude::zero},
+    {"huge", oracle::MhcStreamMagnitude::huge}};
+constexpr Named<oracle::MhcLowRankPath> kLowRankPaths[] = {{"split", oracle::MhcLowRankPath::split},
+                                                           {"slab", oracle::MhcLowRankPath::slab}};
+constexpr Named<GdnMamba2Path> kSsmPaths[] = {{"chunked", GdnMamba2Path::chunked},
+                                              {"recurrent", GdnMamba2Path::recurrent},
+                                              {"auto", GdnMamba2Path::auto_path}};
 constexpr Named<oracle::GdnGateRegime> kGateRegimes[] = {
     {"mixed", oracle::GdnGateRegime::mixed},
     {"near-zero", oracle::GdnGateRegime::near_zero},
     {"near-one", oracle::GdnGateRegime::near_one}};
-constexpr Named<oracle::SsdDtRegime> kDtRegimes[] = {{"typical", oracle::SsdDtRegime::typical},
-                                                     {"large", oracle::SsdDtRegime::large},
-                                                     {"tiny", oracle::SsdDtRegime::tiny}};
+constexpr Named<oracle::Mamba2DtRegime> kDtRegimes[] = {
+    {"typical", oracle::Mamba2DtRegime::typical},
+    {"large", oracle::Mamba2DtRegime::large},
+    {"tiny", oracle::Mamba2DtRegime::tiny}};
 
 // The value named `text` (empty: not given); else "OPTION: unknown WHAT 'TEXT'[ WHERE] (known:
 // ...)".
@@ -77,15 +79,15 @@ std::optional<Given<uint64_t>> sequences(const std::string& text) {
 
 }  // namespace
 
-const char* to_string(SsmPath p) { return name_of(p, kSsmPaths); }
+const char* to_string(GdnMamba2Path p) { return name_of(p, kSsmPaths); }
 const char* to_string(oracle::GdnGateRegime r) { return name_of(r, kGateRegimes); }
-const char* to_string(oracle::SsdDtRegime r) { return name_of(r, kDtRegimes); }
-const char* to_string(oracle::HcStreamMagnitude m) { return name_of(m, kStreamValues); }
+const char* to_string(oracle::Mamba2DtRegime r) { return name_of(r, kDtRegimes); }
+const char* to_string(oracle::MhcStreamMagnitude m) { return name_of(m, kStreamValues); }
 
 void require_options_apply(const std::string& op, const RawCompareOptions& raw) {
   require_reads(op, !raw.logit_range.empty(), "--logit-range", kOptLogitRange);
   require_reads(op, !raw.hc_streams.empty(), "--streams", kOptStreamValues);
-  require_reads(op, !raw.hc_eps.empty(), "--hc-eps", kOptHcEps);
+  require_reads(op, !raw.hc_eps.empty(), "--hc-eps", kOptMhcEps);
   require_reads(op, !raw.lowrank_path.empty(), "--path", kOptRouterPath | kOptLowRankPath);
   require_reads(op, !raw.alpha.empty(), "--alpha", kOptAlpha);
   require_reads(op, !raw.beta.empty(), "--beta", kOptBeta);
@@ -94,8 +96,8 @@ void require_options_apply(const std::string& op, const RawCompareOptions& raw) 
   require_reads(op, raw.zero_state, "--zero-state", kOptZeroState);
 }
 
-HcCompareOptions parse_hc_options(const RawCompareOptions& raw) {
-  HcCompareOptions o;
+MhcCompareOptions parse_mhc_options(const RawCompareOptions& raw) {
+  MhcCompareOptions o;
   o.hc_eps = given_double("--hc-eps", raw.hc_eps);
   if (o.hc_eps && o.hc_eps->value < 0.0)
     throw Error("--hc-eps = '" + raw.hc_eps + "': must be >= 0");
@@ -107,8 +109,8 @@ HcCompareOptions parse_hc_options(const RawCompareOptions& raw) {
   return o;
 }
 
-SsmCompareOptions parse_ssm_options(const RawCompareOptions& raw) {
-  SsmCompareOptions o;
+GdnMamba2CompareOptions parse_gdn_mamba2_options(const RawCompareOptions& raw) {
+  GdnMamba2CompareOptions o;
   o.streams = sequences(raw.ssm_streams);
   o.path = parse_named("--path", raw.ssm_path, kSsmPaths, "path", " for --op gdn/ssd");
   o.alpha = parse_named("--alpha", raw.alpha, kGateRegimes, "gate regime");
@@ -119,7 +121,7 @@ SsmCompareOptions parse_ssm_options(const RawCompareOptions& raw) {
   return o;
 }
 
-std::string hc_rerun_options(const HcCompareOptions& o) {
+std::string hc_rerun_options(const MhcCompareOptions& o) {
   std::string line;
   if (o.logit_range) line += " --logit-range " + o.logit_range->text;
   if (o.streams) line += std::string(" --streams ") + to_string(*o.streams);
@@ -127,7 +129,7 @@ std::string hc_rerun_options(const HcCompareOptions& o) {
   return line;
 }
 
-std::string ssm_rerun_options(const SsmCompareOptions& o) {
+std::string ssm_rerun_options(const GdnMamba2CompareOptions& o) {
   std::string line;
   if (o.streams) line += " --streams " + o.streams->text;
   if (o.path) line += std::string(" --path ") + to_string(*o.path);

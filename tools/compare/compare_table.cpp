@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "bufferlab/core/op_registry.h"
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
@@ -29,34 +30,28 @@ constexpr ChainStage kExpertsChain[] = {
     BUFFERLAB_STAGE(MoeExpertGemmOp, "up"),   BUFFERLAB_STAGE(SwigluOp, ""),
     BUFFERLAB_STAGE(MoeExpertGemmOp, "down"), BUFFERLAB_STAGE(MoeCombineOp, "")};
 constexpr ChainStage kLmHeadChain[] = {BUFFERLAB_STAGE(LmHeadOp, "")};
-constexpr ChainStage kHcPreChain[] = {BUFFERLAB_STAGE(HcPreOp, "")};
-constexpr ChainStage kHcPostChain[] = {BUFFERLAB_STAGE(HcPostOp, "")};
-constexpr ChainStage kHcHeadChain[] = {BUFFERLAB_STAGE(HcHeadOp, "")};
-constexpr ChainStage kHcExpandChain[] = {BUFFERLAB_STAGE(HcExpandOp, "")};
-constexpr ChainStage kHcLowRankChain[] = {
-    BUFFERLAB_STAGE(HcLowRankSplitOp, "norm"),     BUFFERLAB_STAGE(HcLowRankSplitOp, "down"),
-    BUFFERLAB_STAGE(HcLowRankSplitOp, "collapse"), BUFFERLAB_STAGE(HcLowRankSlabOp, "norm"),
-    BUFFERLAB_STAGE(HcLowRankSlabOp, "down"),      BUFFERLAB_STAGE(HcLowRankSlabOp, "inject"),
-    BUFFERLAB_STAGE(HcLowRankSlabOp, "up"),        BUFFERLAB_STAGE(HcLowRankSlabOp, "collapse")};
+constexpr ChainStage kMhcPreChain[] = {BUFFERLAB_STAGE(MhcPreOp, "")};
+constexpr ChainStage kMhcPostChain[] = {BUFFERLAB_STAGE(MhcPostOp, "")};
+constexpr ChainStage kMhcHeadChain[] = {BUFFERLAB_STAGE(MhcHeadOp, "")};
+constexpr ChainStage kMhcExpandChain[] = {BUFFERLAB_STAGE(MhcExpandOp, "")};
+constexpr ChainStage kMhcLowRankChain[] = {
+    BUFFERLAB_STAGE(MhcLowRankSplitOp, "norm"),     BUFFERLAB_STAGE(MhcLowRankSplitOp, "down"),
+    BUFFERLAB_STAGE(MhcLowRankSplitOp, "collapse"), BUFFERLAB_STAGE(MhcLowRankSlabOp, "norm"),
+    BUFFERLAB_STAGE(MhcLowRankSlabOp, "down"),      BUFFERLAB_STAGE(MhcLowRankSlabOp, "inject"),
+    BUFFERLAB_STAGE(MhcLowRankSlabOp, "up"),        BUFFERLAB_STAGE(MhcLowRankSlabOp, "collapse")};
 constexpr ChainStage kGdnChain[] = {
     BUFFERLAB_STAGE(GdnConvOp, ""),        BUFFERLAB_STAGE(GdnGatesOp, ""),
     BUFFERLAB_STAGE(GdnChunkOp, "wu"),     BUFFERLAB_STAGE(GdnChunkOp, "state"),
     BUFFERLAB_STAGE(GdnChunkOp, "output"), BUFFERLAB_STAGE(GdnRecurrentOp, ""),
     BUFFERLAB_STAGE(GdnGatedNormOp, "")};
-constexpr ChainStage kSsdChain[] = {
-    BUFFERLAB_STAGE(Mamba2ConvOp, ""),      BUFFERLAB_STAGE(SsdChunkOp, "cumsum"),
-    BUFFERLAB_STAGE(SsdChunkOp, "bmm"),     BUFFERLAB_STAGE(SsdChunkOp, "scan"),
+constexpr ChainStage kMamba2Chain[] = {
+    BUFFERLAB_STAGE(Mamba2ConvOp, ""),      BUFFERLAB_STAGE(Mamba2ChunkOp, "cumsum"),
+    BUFFERLAB_STAGE(Mamba2ChunkOp, "bmm"),  BUFFERLAB_STAGE(Mamba2ChunkOp, "scan"),
     BUFFERLAB_STAGE(Mamba2RecurrentOp, ""), BUFFERLAB_STAGE(Mamba2GatedNormOp, "")};
 
 #undef BUFFERLAB_STAGE
 
-constexpr Mutant kRouterMutants[] = {Mutant::B14};
-constexpr Mutant kTopKMutants[] = {Mutant::B14, Mutant::M_TIE};
-constexpr Mutant kHcPreMutants[] = {Mutant::M_SKCOL};
-constexpr Mutant kHcPostMutants[] = {Mutant::B13};
-constexpr Mutant kGdnMutants[] = {Mutant::M_GDNCARRY};
 constexpr Mutant kGdnSizingMutants[] = {Mutant::B15};
-constexpr Mutant kSsdMutants[] = {Mutant::M_SSDSTATE};
 
 constexpr uint32_t kRoutingOptions = kOptRouterPath | kOptPattern | kOptHash;
 constexpr uint32_t kSsmOptions = kOptSequences | kOptSsmPath | kOptZeroState;
@@ -67,14 +62,12 @@ constexpr CompareOpEntry kCompareOps[] = {
      kRmsNormChain,
      kOptVariant,
      {},
-     {},
      NumericFamily::none,
      "fused residual add + RMSNorm, y = r * rsqrt(mean(r^2) + eps) * (1 + w)"},
     {"router",
      compare_router,
      kRouterChain,
      kRoutingOptions,
-     kRouterMutants,
      {},
      NumericFamily::routing,
      "router GEMM logits = x Wg^T on --path (MoE models)"},
@@ -82,7 +75,6 @@ constexpr CompareOpEntry kCompareOps[] = {
      compare_topk,
      kTopKChain,
      kRoutingOptions,
-     kTopKMutants,
      {},
      NumericFamily::routing,
      "router -> top-k selection on --path: ids + weights in scratch, judged on the\n"
@@ -94,7 +86,6 @@ constexpr CompareOpEntry kCompareOps[] = {
      kExpertsChain,
      0,
      {},
-     {},
      NumericFamily::experts,
      "routed experts: gather -> gate -> up -> SwiGLU -> down -> combine on seeded\n"
      "routing, every stage judged on its stored inputs (only the selected experts get\n"
@@ -104,62 +95,55 @@ constexpr CompareOpEntry kCompareOps[] = {
      kLmHeadChain,
      0,
      {},
-     {},
      NumericFamily::none,
      "LM head: logits rows = x W_vocab^T (one row per token)"},
     {"hc-pre",
-     compare_hc_pre,
-     kHcPreChain,
-     kOptLogitRange | kOptStreamValues | kOptHcEps,
-     kHcPreMutants,
+     compare_mhc_pre,
+     kMhcPreChain,
+     kOptLogitRange | kOptStreamValues | kOptMhcEps,
      {},
      NumericFamily::mhc,
      "mHC pre step, Sinkhorn form: post, comb (Sinkhorn) and the block input (mHC models\n"
      "with hc_lowrank = 0); comb logits of spread --logit-range"},
     {"hc-post",
-     compare_hc_post,
-     kHcPostChain,
+     compare_mhc_post,
+     kMhcPostChain,
      kOptLogitRange | kOptStreamValues,
-     kHcPostMutants,
      {},
      NumericFamily::mhc,
      "mHC post step, in place on hc_streams (Sinkhorn or low-rank form)"},
     {"hc-head",
-     compare_hc_head,
-     kHcHeadChain,
-     kOptStreamValues | kOptHcEps,
-     {},
+     compare_mhc_head,
+     kMhcHeadChain,
+     kOptStreamValues | kOptMhcEps,
      {},
      NumericFamily::mhc,
      "mHC head before the final norm: hidden_states = sum_i pre_i x_i"},
     {"hc-expand",
-     compare_hc_expand,
-     kHcExpandChain,
+     compare_mhc_expand,
+     kMhcExpandChain,
      0,
-     {},
      {},
      NumericFamily::mhc,
      "mHC expand: every stream = the embedding row (exact)"},
     {"hc-lowrank",
-     compare_hc_lowrank,
-     kHcLowRankChain,
+     compare_mhc_lowrank,
+     kMhcLowRankChain,
      kOptStreamValues | kOptLowRankPath,
-     {},
      {},
      NumericFamily::mhc,
      "mHC low-rank pre step (hc_lowrank > 0), stage by stage: norm -> down -> collapse\n"
      "(split path, T <= 64) or norm -> down -> inject -> up -> collapse in slabs of\n"
      "<= 2048 rows (slab GEMM path, T > 64); --path split|slab forces one (split: T <= 64)"},
     {"gdn", compare_gdn, kGdnChain, kSsmOptions | kOptAlpha | kOptBeta | kOptParallelKeys,
-     kGdnMutants, kGdnSizingMutants, NumericFamily::gdn,
+     kGdnSizingMutants, NumericFamily::gdn,
      "Gated DeltaNet (GDN models): conv1d -> gates -> chunked core wu -> state -> output\n"
      "(kd = vd = 128) or the token recurrence -> gated norm, over --streams N\n"
      "co-dispatched sequences of --tokens each, every stage judged on its stored inputs"},
     {"ssd",
-     compare_ssd,
-     kSsdChain,
+     compare_mamba2,
+     kMamba2Chain,
      kSsmOptions | kOptDt,
-     kSsdMutants,
      {},
      NumericFamily::ssd,
      "Mamba-2 (Mamba models): conv1d -> chunked SSD cumsum -> bmm -> scan per sequence\n"
@@ -186,9 +170,24 @@ std::string and_list(const std::vector<std::string_view>& items) {
 
 }  // namespace
 
+bool CompareOpEntry::changes_kernels(Mutant m) const {
+  for (const ChainStage& stage : chain)
+    for (const OpInfo& op : kOpRegistry)
+      if (op.type == stage.op && op.changed_by(m)) return true;
+  return false;
+}
+
+std::vector<Mutant> CompareOpEntry::kernel_mutants() const {
+  std::vector<Mutant> out;
+#define BUFFERLAB_KERNEL_MUTANT_OF_CHAIN(name) \
+  if (changes_kernels(Mutant::name)) out.push_back(Mutant::name);
+  BUFFERLAB_MUTANTS(BUFFERLAB_KERNEL_MUTANT_OF_CHAIN)
+#undef BUFFERLAB_KERNEL_MUTANT_OF_CHAIN
+  return out;
+}
+
 bool CompareOpEntry::accepts(Mutant m) const {
-  return std::ranges::find(kernel_mutants, m) != kernel_mutants.end() ||
-         std::ranges::find(sizing_mutants, m) != sizing_mutants.end();
+  return changes_kernels(m) || std::ranges::find(sizing_mutants, m) != sizing_mutants.end();
 }
 
 std::span<const CompareOpEntry> compare_ops() { return kCompareOps; }
@@ -240,7 +239,7 @@ std::vector<Mutant> compare_kernel_mutants() {
     std::vector<Mutant> family;
     for (const CompareOpEntry& e : kCompareOps)
       if (e.family == f.family)
-        for (Mutant m : e.kernel_mutants)
+        for (Mutant m : e.kernel_mutants())
           if (std::ranges::find(family, m) == family.end()) family.push_back(m);
     std::ranges::sort(family);
     out.insert(out.end(), family.begin(), family.end());
@@ -250,7 +249,7 @@ std::vector<Mutant> compare_kernel_mutants() {
 
 NumericFamily family_of_kernel_mutant(Mutant m) {
   for (const CompareOpEntry& e : kCompareOps)
-    if (std::ranges::find(e.kernel_mutants, m) != e.kernel_mutants.end()) return e.family;
+    if (e.changes_kernels(m)) return e.family;
   return NumericFamily::none;
 }
 

@@ -5,9 +5,10 @@
 // and their mutants) and the mutant -> op map all derive from it: a new compare op is one
 // entry here plus its runner.
 //
-// The kernel mutants of an entry are those of its chain's descriptors: once the core op
-// registry lists each descriptor's kernel mutants, `kernel_mutants` can be derived from
-// `chain` (the descriptor names are the registry's type names, checked to be real types).
+// The kernel mutants of an entry are those the core op registry (core/op_registry.h) lists for
+// its chain's descriptors: the chain names the registry's type names (checked to be real
+// types), so a kernel mutant is declared once, on its op, and every CLI op running that op
+// accepts it.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,7 @@ enum CompareOption : uint32_t {
   kOptHash = 1u << 3,           // --hash
   kOptLogitRange = 1u << 4,     // --logit-range (checked)
   kOptStreamValues = 1u << 5,   // --streams normal | zero | huge (checked)
-  kOptHcEps = 1u << 6,          // --hc-eps (checked)
+  kOptMhcEps = 1u << 6,         // --hc-eps (checked)
   kOptLowRankPath = 1u << 7,    // --path split | slab (checked on hc-* ops)
   kOptSequences = 1u << 8,      // --streams N: co-dispatched sequences
   kOptSsmPath = 1u << 9,        // --path chunked | recurrent | auto
@@ -65,12 +66,15 @@ struct CompareOpEntry {
   CompareRunner runner;
   std::span<const ChainStage> chain;
   uint32_t options;                        // CompareOption bits
-  std::span<const Mutant> kernel_mutants;  // change the chain's kernels (Backend)
   std::span<const Mutant> sizing_mutants;  // change the workspace the op runs in (B15)
   NumericFamily family;                    // the `fuzz --numeric` family running its kernels
   std::string_view help;                   // the help lines after the name (wrapped)
 
   bool reads(CompareOption o) const { return (options & o) != 0; }
+  // Whether kernel mutant `m` changes one of the chain's ops (the op registry says).
+  bool changes_kernels(Mutant m) const;
+  // The kernel mutants of the chain's ops, in Mutant order.
+  std::vector<Mutant> kernel_mutants() const;
   bool accepts(Mutant m) const;
 };
 

@@ -3,7 +3,7 @@
 // properties/routing_generators.h with the ranges of tests/slow/test_routing_full_range.cpp,
 // an expert-chain generator modelled on tests/property/test_moe_ffn_properties.cpp's, widened
 // to real model sizes, the mHC generators (fuzz_numeric_mhc.cpp) and the GDN / SSD generators
-// (fuzz_numeric_ssm.cpp) — run on a backend and judged by the oracle's judges.
+// (fuzz_numeric_gdn_mamba2.cpp) — run on a backend and judged by the oracle's judges.
 #include "fuzz/fuzz_numeric.h"
 
 #include <algorithm>
@@ -36,8 +36,8 @@
 #include "common/stopwatch.h"
 #include "compare/compare_report.h"
 #include "compare/compare_table.h"
+#include "fuzz/fuzz_numeric_gdn_mamba2.h"
 #include "fuzz/fuzz_numeric_mhc.h"
-#include "fuzz/fuzz_numeric_ssm.h"
 #include "io/json_file.h"
 
 namespace bufferlab::cli {
@@ -198,7 +198,7 @@ struct DrawnCase {
   std::string check_description;
   Outcome outcome;
   // gdn / ssd: the case's model in the normalized config form and the `compare` options that
-  // re-run it from that config (fuzz_numeric_ssm.h); null / empty otherwise.
+  // re-run it from that config (fuzz_numeric_gdn_mamba2.h); null / empty otherwise.
   nlohmann::json config;
   std::string compare_options;
 };
@@ -218,9 +218,10 @@ DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs)
   const NumericFamily f = find_numeric_family(family)->family;  // checked by the caller
   if (f == NumericFamily::gdn || f == NumericFamily::ssd) {
     try {
-      SsmFuzzOutcome m = f == NumericFamily::gdn
-                             ? run_gdn_fuzz_case(backend, cs, size, backend.kernel_mutant())
-                             : run_ssd_fuzz_case(backend, cs, size, backend.kernel_mutant());
+      GdnMamba2FuzzOutcome m =
+          f == NumericFamily::gdn
+              ? run_gdn_fuzz_case(backend, cs, size, backend.kernel_mutant())
+              : run_mamba2_fuzz_case(backend, cs, size, backend.kernel_mutant());
       d.config = std::move(m.config);
       d.compare_options = std::move(m.compare_options);
       take(d, std::move(m));
@@ -331,7 +332,7 @@ std::unique_ptr<Backend> open_backend(const NumericFuzzOptions& o) {
 
 // A kernel mutant is only fuzzed by the family that runs the kernels it changes — elsewhere a
 // clean run would prove nothing: B14 (the router's logit store) and M-TIE (the top-k's tie
-// order) change the routing kernels, B13 (hc_post's stream store) and M-SKCOL (hc_pre's final
+// order) change the routing kernels, B13 (hc_post's stream store) and M-SKCOL (mhc_pre's final
 // column normalisation) the mHC kernels, M-GDNCARRY (the GDN state pass's carry) the GDN
 // kernels and M-SSDSTATE (the SSD scan's state between chunks) the SSD kernels; the expert
 // chain runs none.

@@ -41,18 +41,18 @@ MhcCheck mhc_check(uint64_t cs, Mutant mutant) {
   return kDraw[mix(cs ^ 0x3c3c3c3c3c3c3c3cull) % 16];
 }
 
-gen::HcOpKind kind_of(MhcCheck c) {
+gen::MhcOpKind kind_of(MhcCheck c) {
   switch (c) {
     case MhcCheck::post:
-      return gen::HcOpKind::post;
+      return gen::MhcOpKind::post;
     case MhcCheck::head:
-      return gen::HcOpKind::head;
+      return gen::MhcOpKind::head;
     case MhcCheck::expand:
-      return gen::HcOpKind::expand;
+      return gen::MhcOpKind::expand;
     case MhcCheck::lowrank:
-      return gen::HcOpKind::lowrank;
+      return gen::MhcOpKind::lowrank;
     default:
-      return gen::HcOpKind::pre;
+      return gen::MhcOpKind::pre;
   }
 }
 
@@ -60,7 +60,7 @@ gen::HcOpKind kind_of(MhcCheck c) {
 // ~2^27 oracle multiply-adds per case (40 layers · rows · (2 + hc)·hc · hc·h, three passes).
 gen::DeepStackRanges fuzz_deep_stack_ranges() {
   gen::DeepStackRanges r;
-  r.max_hc = 8;
+  r.max_mhc = 8;
   r.max_h = 128;
   r.max_rows = 8;
   r.max_iters = 50;
@@ -71,50 +71,50 @@ gen::DeepStackRanges fuzz_deep_stack_ranges() {
 // Post cases run out of place in about half the cases (the result must be the same).
 bool post_out_of_place(uint64_t cs) { return (mix(cs ^ 0x0f0f0f0f0f0f0f0full) & 1) != 0; }
 
-std::string check_name(const gen::HcCase& c, uint64_t cs) {
-  if (c.kind == gen::HcOpKind::post)
+std::string check_name(const gen::MhcCase& c, uint64_t cs) {
+  if (c.kind == gen::MhcOpKind::post)
     return post_out_of_place(cs) ? "post-out-of-place" : "post-in-place";
-  if (c.kind == gen::HcOpKind::lowrank) return std::string("lowrank-") + oracle::to_string(c.path);
+  if (c.kind == gen::MhcOpKind::lowrank) return std::string("lowrank-") + oracle::to_string(c.path);
   return to_string(c.kind);
 }
 
-oracle::AgreementReport run_op(Backend& b, const gen::HcCase& c, bool out_of_place,
+oracle::AgreementReport run_op(Backend& b, const gen::MhcCase& c, bool out_of_place,
                                const oracle::BoundModel& bm) {
   const std::string name = b.name();
   switch (c.kind) {
-    case gen::HcOpKind::pre: {
-      HcPreOp op = HcPreOp::make(c.config, c.rows);
-      const uint64_t pool = oracle::place_hc_weights(op);
-      const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
-      const oracle::HcPreInputs in = gen::hc_pre_inputs(c);
-      return oracle::judge_hc_pre(op, in, oracle::run_hc_pre(b, ws, op, in), name, c.seed, bm);
+    case gen::MhcOpKind::pre: {
+      MhcPreOp op = MhcPreOp::make(c.config, c.rows);
+      const uint64_t pool = oracle::place_mhc_weights(op);
+      const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
+      const oracle::MhcPreInputs in = gen::mhc_pre_inputs(c);
+      return oracle::judge_mhc_pre(op, in, oracle::run_mhc_pre(b, ws, op, in), name, c.seed, bm);
     }
-    case gen::HcOpKind::post: {
-      HcPostOp op = HcPostOp::make(c.config, c.rows);
-      const uint64_t pool = out_of_place ? oracle::place_hc_post_out_of_place(op) : 0;
-      const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
-      const oracle::HcPostInputs in = gen::hc_post_inputs(c);
-      return oracle::judge_hc_post(op, in, oracle::run_hc_post(b, ws, op, in), name, c.seed, bm);
+    case gen::MhcOpKind::post: {
+      MhcPostOp op = MhcPostOp::make(c.config, c.rows);
+      const uint64_t pool = out_of_place ? oracle::place_mhc_post_out_of_place(op) : 0;
+      const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
+      const oracle::MhcPostInputs in = gen::mhc_post_inputs(c);
+      return oracle::judge_mhc_post(op, in, oracle::run_mhc_post(b, ws, op, in), name, c.seed, bm);
     }
-    case gen::HcOpKind::head: {
-      HcHeadOp op = HcHeadOp::make(c.config, c.rows);
-      const uint64_t pool = oracle::place_hc_weights(op);
-      const Workspace ws = oracle::allocate_hc_footprint(b, op, pool);
-      const oracle::HcHeadInputs in = gen::hc_head_inputs(c);
-      return oracle::judge_hc_head(op, in, oracle::run_hc_head(b, ws, op, in), name, c.seed, bm);
+    case gen::MhcOpKind::head: {
+      MhcHeadOp op = MhcHeadOp::make(c.config, c.rows);
+      const uint64_t pool = oracle::place_mhc_weights(op);
+      const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
+      const oracle::MhcHeadInputs in = gen::mhc_head_inputs(c);
+      return oracle::judge_mhc_head(op, in, oracle::run_mhc_head(b, ws, op, in), name, c.seed, bm);
     }
-    case gen::HcOpKind::expand: {
-      const HcExpandOp op = HcExpandOp::make(c.config, c.rows);
-      const Workspace ws = oracle::allocate_hc_footprint(b, op, 0);
-      const std::vector<uint16_t> in = gen::hc_expand_input(c);
-      return oracle::judge_hc_expand(op, in, oracle::run_hc_expand(b, ws, op, in), name, c.seed);
+    case gen::MhcOpKind::expand: {
+      const MhcExpandOp op = MhcExpandOp::make(c.config, c.rows);
+      const Workspace ws = oracle::allocate_mhc_footprint(b, op, 0);
+      const std::vector<uint16_t> in = gen::mhc_expand_input(c);
+      return oracle::judge_mhc_expand(op, in, oracle::run_mhc_expand(b, ws, op, in), name, c.seed);
     }
-    case gen::HcOpKind::lowrank: {
-      const oracle::HcLowRankPlan plan = oracle::plan_hc_lowrank(c.config, c.rows, c.path);
-      const Workspace ws = oracle::allocate_hc_footprint(b, plan);
-      const oracle::HcLowRankInputs in = gen::hc_lowrank_inputs(c);
-      return oracle::judge_hc_lowrank(oracle::run_hc_lowrank(b, ws, plan, in), in, name, c.seed,
-                                      bm);
+    case gen::MhcOpKind::lowrank: {
+      const oracle::MhcLowRankPlan plan = oracle::plan_mhc_lowrank(c.config, c.rows, c.path);
+      const Workspace ws = oracle::allocate_mhc_footprint(b, plan);
+      const oracle::MhcLowRankInputs in = gen::mhc_lowrank_inputs(c);
+      return oracle::judge_mhc_lowrank(oracle::run_mhc_lowrank(b, ws, plan, in), in, name, c.seed,
+                                       bm);
     }
   }
   return {};
@@ -141,13 +141,13 @@ MhcFuzzOutcome run_mhc_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant
   const MhcCheck check = mhc_check(cs, mutant);
   MhcFuzzOutcome o;
   std::optional<gen::DeepStackCase> stack;
-  std::optional<gen::HcCase> op;
+  std::optional<gen::MhcCase> op;
   if (check == MhcCheck::deep_stack) {
     stack = gen::deep_stack_case(fuzz_deep_stack_ranges())(random, size).value();
     o.description = stack->describe();
     o.check = "deep-stack";
   } else {
-    op = gen::hc_case(kind_of(check), gen::full_hc_ranges())(random, size).value();
+    op = gen::hc_case(kind_of(check), gen::full_mhc_ranges())(random, size).value();
     o.description = op->describe();
     o.check = check_name(*op, cs);
   }

@@ -70,7 +70,7 @@ std::vector<std::string> sub_layout_differences(const json& j, const SubLayoutPa
                                                    {"splitk_splits", p.splitk_splits},
                                                    {"splitk_slots", p.splitk_slots},
                                                    {"gdn_chunks", p.gdn_chunks},
-                                                   {"ssd_chunks", p.ssd_chunks}};
+                                                   {"ssd_chunks", p.mamba2_chunks}};
   for (const auto& [key, value] : used) {
     const json& s = j.at("sub_layout");
     if (!s.contains(key) || !s.at(key).is_number_unsigned()) continue;

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bufferlab/core/error.h"
-#include "bufferlab/oracle/sinkhorn_trace.h"
+#include "bufferlab/oracle/mhc_sinkhorn_trace.h"
 #include "common/commands.h"
 #include "common/parse_number.h"
 #include "common/stopwatch.h"
@@ -34,8 +34,8 @@ using oracle::FrontierOptions;
 using oracle::FrontierRow;
 using oracle::FrontierTarget;
 using oracle::kSinkhornFp64UnitRoundoff;
+using oracle::mhc_sinkhorn_trace;
 using oracle::sinkhorn_frontier;
-using oracle::sinkhorn_trace;
 using oracle::SinkhornCaseTrace;
 using oracle::SinkhornIterationSummary;
 using oracle::SinkhornTrace;
@@ -229,7 +229,7 @@ int run_trace(const SinkhornCommand& cmd) {
   check_sinkhorn_options(o);
 
   Progress progress;
-  const SinkhornTrace tr = sinkhorn_trace(
+  const SinkhornTrace tr = mhc_sinkhorn_trace(
       o, [&progress](uint64_t done, uint64_t total) { progress.update("", done, total); });
   progress.finish();
   if (!cmd.svg.empty()) write_text_file(cmd.svg, sinkhorn_svg(tr));

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "bufferlab/oracle/sinkhorn_trace.h"
+#include "bufferlab/oracle/mhc_sinkhorn_trace.h"
 
 namespace bufferlab::cli {
 

@@ -97,28 +97,28 @@ void CpuBackend::lm_head(const Workspace& ws, const LmHeadOp& op) {
   cpu::lm_head(host(ws), op, scratch_);
 }
 
-void CpuBackend::hc_expand(const Workspace& ws, const HcExpandOp& op) {
-  cpu::hc_expand(host(ws), op);
+void CpuBackend::mhc_expand(const Workspace& ws, const MhcExpandOp& op) {
+  cpu::mhc_expand(host(ws), op);
 }
 
-HcDiagnostics CpuBackend::hc_pre(const Workspace& ws, const HcPreOp& op) {
-  return cpu::hc_pre(host(ws), op, kernel_mutant());
+MhcDiagnostics CpuBackend::mhc_pre(const Workspace& ws, const MhcPreOp& op) {
+  return cpu::mhc_pre(host(ws), op, kernel_mutant());
 }
 
-HcDiagnostics CpuBackend::hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) {
-  return cpu::hc_lowrank_split(host(ws), op);
+MhcDiagnostics CpuBackend::mhc_lowrank_split(const Workspace& ws, const MhcLowRankSplitOp& op) {
+  return cpu::mhc_lowrank_split(host(ws), op);
 }
 
-HcDiagnostics CpuBackend::hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) {
-  return cpu::hc_lowrank_slab(host(ws), op, scratch_);
+MhcDiagnostics CpuBackend::mhc_lowrank_slab(const Workspace& ws, const MhcLowRankSlabOp& op) {
+  return cpu::mhc_lowrank_slab(host(ws), op, scratch_);
 }
 
-void CpuBackend::hc_post(const Workspace& ws, const HcPostOp& op) {
-  cpu::hc_post(host(ws), op, kernel_mutant());
+void CpuBackend::mhc_post(const Workspace& ws, const MhcPostOp& op) {
+  cpu::mhc_post(host(ws), op, kernel_mutant());
 }
 
-HcDiagnostics CpuBackend::hc_head(const Workspace& ws, const HcHeadOp& op) {
-  return cpu::hc_head(host(ws), op);
+MhcDiagnostics CpuBackend::mhc_head(const Workspace& ws, const MhcHeadOp& op) {
+  return cpu::mhc_head(host(ws), op);
 }
 
 void CpuBackend::gdn_conv(const Workspace& ws, const GdnConvOp& op) { cpu::gdn_conv(host(ws), op); }
@@ -143,8 +143,8 @@ void CpuBackend::mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) {
   cpu::mamba2_conv(host(ws), op);
 }
 
-void CpuBackend::ssd_chunk(const Workspace& ws, const SsdChunkOp& op) {
-  cpu::ssd_chunk(host(ws), op, kernel_mutant());
+void CpuBackend::mamba2_chunk(const Workspace& ws, const Mamba2ChunkOp& op) {
+  cpu::mamba2_chunk(host(ws), op, kernel_mutant());
 }
 
 void CpuBackend::mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) {

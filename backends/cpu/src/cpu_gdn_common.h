@@ -15,9 +15,9 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/gdn.h"
 #include "bufferlab/core/ops/mamba2.h"  // kSoftplusThreshold: one softplus for GDN and SSD
+#include "cpu_mamba2_common.h"          // softplus
 #include "cpu_mhc_common.h"             // mhc::sigmoid, the backend's FP32 σ
 #include "cpu_parallel.h"
-#include "cpu_ssd_common.h"  // softplus
 
 namespace bufferlab::cpu::gdn {
 

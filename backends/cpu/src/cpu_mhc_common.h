@@ -28,8 +28,8 @@ namespace bufferlab::cpu::mhc {
 
 // FP32 values per stack chunk of a row (2 KiB).
 inline constexpr uint64_t kChunk = 512;
-// The largest mix vector: (2 + hc)·hc rows [pre | post | comb] at hc = kMaxHcMult (288).
-inline constexpr uint64_t kMaxMix = (2 + kMaxHcMult) * kMaxHcMult;
+// The largest mix vector: (2 + hc)·hc rows [pre | post | comb] at hc = kMaxMhcMult (288).
+inline constexpr uint64_t kMaxMix = (2 + kMaxMhcMult) * kMaxMhcMult;
 
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMatrixMap = Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;
@@ -46,14 +46,14 @@ inline ConstMatrixMap matrix(const float* p, uint64_t rows, uint64_t cols, uint6
   return ConstMatrixMap(p, idx(rows), idx(cols), Eigen::OuterStride<>(idx(stride)));
 }
 
-// Every launch: 1 ≤ hc ≤ kMaxHcMult (the per-token arrays are fixed-size stack arrays) and
+// Every launch: 1 ≤ hc ≤ kMaxMhcMult (the per-token arrays are fixed-size stack arrays) and
 // rows within the int64_t index range of the OpenMP loops. The message (op.params()) is built
 // only on failure: a launch allocates nothing.
 template <class Op>
 void require_launchable(const Op& op, uint64_t rows, uint64_t hc) {
-  if (hc == 0 || hc > kMaxHcMult)
+  if (hc == 0 || hc > kMaxMhcMult)
     throw Error(op.params() + ": hc = " + std::to_string(hc) + " outside the kernels' range 1.." +
-                std::to_string(kMaxHcMult) + " (kMaxHcMult)");
+                std::to_string(kMaxMhcMult) + " (kMaxHcMult)");
   if (rows > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     throw Error(op.params() + ": extents exceed the host index range");
 }
@@ -121,7 +121,7 @@ inline void weighted_stream_sum(const float* x, const float* pre, uint64_t hc, u
 // NaN in all hc·h outputs and returns false.
 template <class Store>
 bool norm_token(const float* x, const float* w, uint64_t hc, uint64_t h, float eps, Store store) {
-  float inv_s[kMaxHcMult];
+  float inv_s[kMaxMhcMult];
   bool finite = true;
   for (uint64_t i = 0; i < hc; ++i) {
     inv_s[i] = inverse_scale(x + i * h, h);

@@ -1,6 +1,6 @@
 // CPU low-rank mHC pre step (numerics §4, ops/mhc.h): the split path (T ≤ 64, FP32 weights
 // and intermediates, per-token Eigen GEMVs in parallel over tokens) and the GEMM path (one slab
-// of ≤ 2048 tokens, BF16 intermediates at the HcGemmCarve offsets, the down / inject / up
+// of ≤ 2048 tokens, BF16 intermediates at the MhcGemmCarve offsets, the down / inject / up
 // products on the backend's tiled BF16 GEMM with FP32 accumulation).
 //
 // A token whose streams hold a NaN or ±Inf is found and counted by the norm stage, which
@@ -30,8 +30,8 @@ uint64_t norm_work(uint64_t rows, uint64_t hc, uint64_t h) { return rows * hc * 
 
 // --- split path ------------------------------------------------------------------------------
 
-HcDiagnostics split_norm(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
-                         float eps) {
+MhcDiagnostics split_norm(const MhcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
+                          float eps) {
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
   const uint64_t bad = parallel_sum(n, norm_work(rows, hc, h) >= kParallelMinWork, [&](int64_t ti) {
@@ -41,11 +41,11 @@ HcDiagnostics split_norm(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64
                                     [out](uint64_t k, float v) { out[k] = v; });
     return ok ? uint64_t{0} : uint64_t{1};
   });
-  return HcDiagnostics{bad};
+  return MhcDiagnostics{bad};
 }
 
 // low = silu((W_down·n)/hc) written in place of the GEMV result; post_i = 2σ((W_inject·n)_i/hc).
-void split_down(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
+void split_down(const MhcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
                 uint64_t r) {
   const uint64_t K = hc * h;
   const float hcf = static_cast<float>(hc);
@@ -56,7 +56,7 @@ void split_down(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, ui
     float* low = b.low + t * r;
     VectorMap(low, idx(r)).noalias() = matrix(b.w_down_inject, r, K, K) * x;
     for (uint64_t j = 0; j < r; ++j) low[j] = silu(low[j] / hcf);
-    float inj[kMaxHcMult];
+    float inj[kMaxMhcMult];
     VectorMap(inj, idx(hc)).noalias() = matrix(b.w_down_inject + r * K, hc, K, K) * x;
     for (uint64_t i = 0; i < hc; ++i) b.post[t * hc + i] = 2.0f * sigmoid(inj[i] / hcf);
   });
@@ -64,10 +64,10 @@ void split_down(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, ui
 
 // y[d] = bf16((1/hc)·Σ_i σ((W_up·low)[i·h + d])·n[i·h + d]), the gate GEMV computed one column
 // chunk of one stream at a time into the stack.
-void split_collapse(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
+void split_collapse(const MhcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
                     uint64_t r) {
   const uint64_t K = hc * h;
-  const float inv_hc = 1.0f / static_cast<float>(hc);
+  const float inv_mhc = 1.0f / static_cast<float>(hc);
   const auto n = static_cast<int64_t>(rows);
   parallel_for(n, rows * K * r >= kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
@@ -86,15 +86,15 @@ void split_collapse(const HcLowRankSplitOp::Bound& b, uint64_t rows, uint64_t hc
         else
           for (uint64_t d = 0; d < c; ++d) acc[d] += sigmoid(gate[d]) * ni[d];
       }
-      for (uint64_t d = 0; d < c; ++d) y[d0 + d] = f32_to_bf16_bits(inv_hc * acc[d]);
+      for (uint64_t d = 0; d < c; ++d) y[d0 + d] = f32_to_bf16_bits(inv_mhc * acc[d]);
     }
   });
 }
 
 // --- GEMM path -------------------------------------------------------------------------------
 
-HcDiagnostics slab_norm(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
-                        float eps) {
+MhcDiagnostics slab_norm(const MhcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h,
+                         float eps) {
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
   const uint64_t bad = parallel_sum(n, norm_work(rows, hc, h) >= kParallelMinWork, [&](int64_t ti) {
@@ -104,7 +104,7 @@ HcDiagnostics slab_norm(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t
                                     [out](uint64_t k, float v) { out[k] = f32_to_bf16_bits(v); });
     return ok ? uint64_t{0} : uint64_t{1};
   });
-  return HcDiagnostics{bad};
+  return MhcDiagnostics{bad};
 }
 
 // out[rows, N] = bf16(epilogue(A·Wᵀ)) with A rows of `a` (row stride K), W [N, K] BF16.
@@ -125,9 +125,9 @@ void slab_gemm(const uint16_t* a, uint64_t rows, uint64_t K, const uint16_t* w, 
 
 // y[d] = bf16((1/hc)·Σ_i σ(up_pre[i·h + d])·normed[i·h + d]); post_i = 2σ(inj_pre_i/hc), FP32
 // math on the stored BF16 values.
-void slab_collapse(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h) {
+void slab_collapse(const MhcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, uint64_t h) {
   const uint64_t K = hc * h;
-  const float hcf = static_cast<float>(hc), inv_hc = 1.0f / hcf;
+  const float hcf = static_cast<float>(hc), inv_mhc = 1.0f / hcf;
   const auto n = static_cast<int64_t>(rows);
   parallel_for(n, rows * K >= kParallelMinWork, [&](int64_t ti) {
     const auto t = static_cast<uint64_t>(ti);
@@ -144,7 +144,7 @@ void slab_collapse(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, 
         for (uint64_t d = 0; d < c; ++d)
           acc[d] += sigmoid(bf16_bits_to_f32(up[at + d])) * bf16_bits_to_f32(normed[at + d]);
       }
-      for (uint64_t d = 0; d < c; ++d) y[d0 + d] = f32_to_bf16_bits(inv_hc * acc[d]);
+      for (uint64_t d = 0; d < c; ++d) y[d0 + d] = f32_to_bf16_bits(inv_mhc * acc[d]);
     }
     for (uint64_t i = 0; i < hc; ++i)
       b.post[t * hc + i] = 2.0f * sigmoid(bf16_bits_to_f32(b.inj_pre[t * hc + i]) / hcf);
@@ -153,45 +153,45 @@ void slab_collapse(const HcLowRankSlabOp::Bound& b, uint64_t rows, uint64_t hc, 
 
 }  // namespace
 
-HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) {
+MhcDiagnostics mhc_lowrank_split(const Workspace& ws, const MhcLowRankSplitOp& op) {
   const auto [rows, hc, h, r] = op.shape();
   mhc::require_launchable(op, rows, hc);
-  const HcLowRankSplitOp::Bound b = op.bind(ws);
+  const MhcLowRankSplitOp::Bound b = op.bind(ws);
   switch (op.stage) {
-    case HcLowRankSplitOp::Stage::norm:
+    case MhcLowRankSplitOp::Stage::norm:
       return split_norm(b, rows, hc, h, static_cast<float>(op.rms_eps));
-    case HcLowRankSplitOp::Stage::down:
+    case MhcLowRankSplitOp::Stage::down:
       split_down(b, rows, hc, h, r);
       break;
-    case HcLowRankSplitOp::Stage::collapse:
+    case MhcLowRankSplitOp::Stage::collapse:
       split_collapse(b, rows, hc, h, r);
       break;
   }
   return {};
 }
 
-HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op, Scratch& scratch) {
+MhcDiagnostics mhc_lowrank_slab(const Workspace& ws, const MhcLowRankSlabOp& op, Scratch& scratch) {
   const auto [row0, rows, hc, h, r] = op.shape();
   mhc::require_launchable(op, rows, hc);
-  const HcLowRankSlabOp::Bound b = op.bind(ws);
+  const MhcLowRankSlabOp::Bound b = op.bind(ws);
   const uint64_t K = hc * h;
   const float hcf = static_cast<float>(hc);
   switch (op.stage) {
-    case HcLowRankSlabOp::Stage::norm:
+    case MhcLowRankSlabOp::Stage::norm:
       return slab_norm(b, rows, hc, h, static_cast<float>(op.rms_eps));
-    case HcLowRankSlabOp::Stage::down:
+    case MhcLowRankSlabOp::Stage::down:
       slab_gemm(
           b.normed, rows, K, b.w_down, r, b.low, [hcf](float c) { return silu(c / hcf); }, scratch);
       break;
-    case HcLowRankSlabOp::Stage::inject:
+    case MhcLowRankSlabOp::Stage::inject:
       slab_gemm(
           b.normed, rows, K, b.w_inject, hc, b.inj_pre, [](float c) { return c; }, scratch);
       break;
-    case HcLowRankSlabOp::Stage::up:
+    case MhcLowRankSlabOp::Stage::up:
       slab_gemm(
           b.low, rows, r, b.w_up, K, b.up_pre, [](float c) { return c; }, scratch);
       break;
-    case HcLowRankSlabOp::Stage::collapse:
+    case MhcLowRankSlabOp::Stage::collapse:
       slab_collapse(b, rows, hc, h);
       break;
   }

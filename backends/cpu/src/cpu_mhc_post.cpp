@@ -28,7 +28,7 @@ void store(float* out, const float* v, uint64_t n, bool b13) {
 // out[j, d] = post_j·bo[d] + Σ_i comb_ij·x[i, d] (i ascending) over one token.
 void sinkhorn_token(const float* x, const float* post, const float* comb, const uint16_t* bo,
                     uint64_t hc, uint64_t h, float* out, bool b13) {
-  alignas(64) float in[kMaxHcMult][kPostChunk];
+  alignas(64) float in[kMaxMhcMult][kPostChunk];
   alignas(64) float block[kPostChunk];
   alignas(64) float acc[kPostChunk];
   for (uint64_t d0 = 0; d0 < h; d0 += kPostChunk) {
@@ -67,10 +67,10 @@ void lowrank_token(const float* x, const float* post, const uint16_t* bo, uint64
 
 }  // namespace
 
-void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
+void mhc_post(const Workspace& ws, const MhcPostOp& op, Mutant mutant) {
   const auto [rows, hc, h, lowrank] = op.shape();
   mhc::require_launchable(op, rows, hc);
-  const HcPostOp::Bound b = op.bind(ws);  // refuses a partial overlap of out and streams
+  const MhcPostOp::Bound b = op.bind(ws);  // refuses a partial overlap of out and streams
   const bool b13 = mutant == Mutant::B13;
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);

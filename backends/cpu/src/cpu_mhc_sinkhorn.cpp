@@ -1,7 +1,7 @@
 // CPU mHC, Sinkhorn form (numerics §3, ops/mhc.h): expand, the pre step (flattened RMS, mix
 // GEMV, pre/post weights, Sinkhorn-normalised comb, block input) and the head. Tokens run in
 // parallel with OpenMP; each token's matrices live in fixed-size stack arrays bounded by
-// kMaxHcMult, so nothing is allocated per call.
+// kMaxMhcMult, so nothing is allocated per call.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -70,7 +70,7 @@ struct PreParams {
 };
 
 // One token of the pre step; false for a non-finite token (every output NaN).
-bool pre_token(const HcPreOp::Bound& b, const PreParams& p, uint64_t t) {
+bool pre_token(const MhcPreOp::Bound& b, const PreParams& p, uint64_t t) {
   const uint64_t hc = p.hc, h = p.h, K = hc * h;
   const float* x = b.streams + t * K;
   float* post = b.post + t * hc;
@@ -84,12 +84,12 @@ bool pre_token(const HcPreOp::Bound& b, const PreParams& p, uint64_t t) {
     return false;
   }
   const float s0 = b.scale[0], s1 = b.scale[1], s2 = b.scale[2];
-  float pre[kMaxHcMult];
+  float pre[kMaxMhcMult];
   for (uint64_t i = 0; i < hc; ++i) {
     pre[i] = sigmoid(mix[i] * s0 + b.bias[i]) + p.hc_eps;
     post[i] = 2.0f * sigmoid(mix[hc + i] * s1 + b.bias[hc + i]);
   }
-  float c[kMaxHcMult * kMaxHcMult];
+  float c[kMaxMhcMult * kMaxMhcMult];
   for (uint64_t k = 0; k < hc * hc; ++k) c[k] = mix[2 * hc + k] * s2 + b.bias[2 * hc + k];
   sinkhorn(c, hc, p.iters, p.hc_eps, p.final_exact_column);
   std::copy(c, c + hc * hc, comb);
@@ -99,10 +99,10 @@ bool pre_token(const HcPreOp::Bound& b, const PreParams& p, uint64_t t) {
 
 }  // namespace
 
-void hc_expand(const Workspace& ws, const HcExpandOp& op) {
+void mhc_expand(const Workspace& ws, const MhcExpandOp& op) {
   const auto [rows, hc, h] = op.shape();
   mhc::require_launchable(op, rows, hc);
-  const HcExpandOp::Bound b = op.bind(ws);
+  const MhcExpandOp::Bound b = op.bind(ws);
   const auto n = static_cast<int64_t>(rows);
   parallel_for(n, rows * hc * h >= kParallelMinWork, [&](int64_t t) {
     const uint16_t* in = b.input + static_cast<uint64_t>(t) * h;
@@ -112,14 +112,14 @@ void hc_expand(const Workspace& ws, const HcExpandOp& op) {
   });
 }
 
-HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op, Mutant mutant) {
-  const HcPreOp::Shape& s = op.shape();
+MhcDiagnostics mhc_pre(const Workspace& ws, const MhcPreOp& op, Mutant mutant) {
+  const MhcPreOp::Shape& s = op.shape();
   mhc::require_launchable(op, s.rows, s.hc);
   if (s.iters == 0)
     throw Error(op.params() + ": hc_sinkhorn_iters = 0 (the Sinkhorn needs at least one round)");
   if (s.mix != (2 + s.hc) * s.hc)
     throw Error(op.params() + ": mix = " + std::to_string(s.mix) + ", not (2 + hc)·hc");
-  const HcPreOp::Bound b = op.bind(ws);
+  const MhcPreOp::Bound b = op.bind(ws);
   const PreParams p{s.hc,
                     s.h,
                     s.mix,
@@ -132,13 +132,13 @@ HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op, Mutant mutant) {
       parallel_sum(n, s.rows * s.hc * s.h * s.mix >= kParallelMinWork, [&](int64_t t) {
         return pre_token(b, p, static_cast<uint64_t>(t)) ? uint64_t{0} : uint64_t{1};
       });
-  return HcDiagnostics{bad};
+  return MhcDiagnostics{bad};
 }
 
-HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) {
+MhcDiagnostics mhc_head(const Workspace& ws, const MhcHeadOp& op) {
   const auto [rows, hc, h] = op.shape();
   mhc::require_launchable(op, rows, hc);
-  const HcHeadOp::Bound b = op.bind(ws);
+  const MhcHeadOp::Bound b = op.bind(ws);
   const float rms_eps = static_cast<float>(op.rms_eps), hc_eps = static_cast<float>(op.hc_eps);
   const uint64_t K = hc * h;
   const auto n = static_cast<int64_t>(rows);
@@ -146,7 +146,7 @@ HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) {
     const auto t = static_cast<uint64_t>(ti);
     const float* x = b.streams + t * K;
     uint16_t* y = b.output + t * h;
-    float pre[kMaxHcMult];
+    float pre[kMaxMhcMult];
     if (!mhc::scaled_mix(x, K, b.fn, hc, rms_eps, pre)) {
       nan_row(y, h);
       return uint64_t{1};
@@ -155,7 +155,7 @@ HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op) {
     mhc::weighted_stream_sum(x, pre, hc, h, y);
     return uint64_t{0};
   });
-  return HcDiagnostics{bad};
+  return MhcDiagnostics{bad};
 }
 
 }  // namespace bufferlab::cpu

@@ -30,14 +30,14 @@ void moe_combine(const Workspace& ws, const MoeCombineOp& op);
 void gemm(const Workspace& ws, const GemmOp& op, Scratch& scratch);
 void lm_head(const Workspace& ws, const LmHeadOp& op, Scratch& scratch);
 
-// mHC hyper-connections (spec/numerics.md §3–§4, ops/mhc.h). `mutant`: M-SKCOL in hc_pre,
+// mHC hyper-connections (spec/numerics.md §3–§4, ops/mhc.h). `mutant`: M-SKCOL in mhc_pre,
 // B13 in hc_post, else Mutant::none. The slab path's GEMMs run on the tiled BF16 GEMM.
-void hc_expand(const Workspace& ws, const HcExpandOp& op);
-HcDiagnostics hc_pre(const Workspace& ws, const HcPreOp& op, Mutant mutant);
-HcDiagnostics hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op);
-HcDiagnostics hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op, Scratch& scratch);
-void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant);
-HcDiagnostics hc_head(const Workspace& ws, const HcHeadOp& op);
+void mhc_expand(const Workspace& ws, const MhcExpandOp& op);
+MhcDiagnostics mhc_pre(const Workspace& ws, const MhcPreOp& op, Mutant mutant);
+MhcDiagnostics mhc_lowrank_split(const Workspace& ws, const MhcLowRankSplitOp& op);
+MhcDiagnostics mhc_lowrank_slab(const Workspace& ws, const MhcLowRankSlabOp& op, Scratch& scratch);
+void mhc_post(const Workspace& ws, const MhcPostOp& op, Mutant mutant);
+MhcDiagnostics mhc_head(const Workspace& ws, const MhcHeadOp& op);
 
 // Gated DeltaNet (spec/numerics.md §5, ops/gdn.h): cpu_gdn_*.cpp. `mutant`: M-GDNCARRY in
 // gdn_chunk's state stage, else Mutant::none.
@@ -47,10 +47,10 @@ void gdn_chunk(const Workspace& ws, const GdnChunkOp& op, Mutant mutant);
 void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op);
 void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op);
 
-// Mamba-2 (spec/numerics.md §6, ops/mamba2.h): cpu_ssd_*.cpp. `mutant`: M-SSDSTATE in
-// ssd_chunk's scan stage, else Mutant::none.
+// Mamba-2 (spec/numerics.md §6, ops/mamba2.h): cpu_mamba2_*.cpp. `mutant`: M-SSDSTATE in
+// mamba2_chunk's scan stage, else Mutant::none.
 void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op);
-void ssd_chunk(const Workspace& ws, const SsdChunkOp& op, Mutant mutant);
+void mamba2_chunk(const Workspace& ws, const Mamba2ChunkOp& op, Mutant mutant);
 void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op);
 void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op);
 

@@ -15,10 +15,10 @@
 #include "cublas_context.h"
 #include "cuda_check.h"
 #include "gdn_ops.h"
+#include "mamba2_ops.h"
 #include "mhc_ops.h"
 #include "moe_ops.h"
 #include "rmsnorm_kernel.h"
-#include "ssd_ops.h"
 
 namespace bufferlab {
 namespace {
@@ -124,28 +124,28 @@ void CudaBackend::lm_head(const Workspace& ws, const LmHeadOp& op) {
   cuda::lm_head(*ctx_, device(ws), op);
 }
 
-void CudaBackend::hc_expand(const Workspace& ws, const HcExpandOp& op) {
-  cuda::hc_expand(device(ws), op);
+void CudaBackend::mhc_expand(const Workspace& ws, const MhcExpandOp& op) {
+  cuda::mhc_expand(device(ws), op);
 }
 
-HcDiagnostics CudaBackend::hc_pre(const Workspace& ws, const HcPreOp& op) {
-  return cuda::hc_pre(*ctx_, device(ws), op, kernel_mutant());
+MhcDiagnostics CudaBackend::mhc_pre(const Workspace& ws, const MhcPreOp& op) {
+  return cuda::mhc_pre(*ctx_, device(ws), op, kernel_mutant());
 }
 
-HcDiagnostics CudaBackend::hc_lowrank_split(const Workspace& ws, const HcLowRankSplitOp& op) {
-  return cuda::hc_lowrank_split(*ctx_, device(ws), op);
+MhcDiagnostics CudaBackend::mhc_lowrank_split(const Workspace& ws, const MhcLowRankSplitOp& op) {
+  return cuda::mhc_lowrank_split(*ctx_, device(ws), op);
 }
 
-HcDiagnostics CudaBackend::hc_lowrank_slab(const Workspace& ws, const HcLowRankSlabOp& op) {
-  return cuda::hc_lowrank_slab(*ctx_, device(ws), op);
+MhcDiagnostics CudaBackend::mhc_lowrank_slab(const Workspace& ws, const MhcLowRankSlabOp& op) {
+  return cuda::mhc_lowrank_slab(*ctx_, device(ws), op);
 }
 
-void CudaBackend::hc_post(const Workspace& ws, const HcPostOp& op) {
-  cuda::hc_post(device(ws), op, kernel_mutant());
+void CudaBackend::mhc_post(const Workspace& ws, const MhcPostOp& op) {
+  cuda::mhc_post(device(ws), op, kernel_mutant());
 }
 
-HcDiagnostics CudaBackend::hc_head(const Workspace& ws, const HcHeadOp& op) {
-  return cuda::hc_head(*ctx_, device(ws), op);
+MhcDiagnostics CudaBackend::mhc_head(const Workspace& ws, const MhcHeadOp& op) {
+  return cuda::mhc_head(*ctx_, device(ws), op);
 }
 
 void CudaBackend::gdn_conv(const Workspace& ws, const GdnConvOp& op) {
@@ -172,8 +172,8 @@ void CudaBackend::mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op) {
   cuda::mamba2_conv(device(ws), op);
 }
 
-void CudaBackend::ssd_chunk(const Workspace& ws, const SsdChunkOp& op) {
-  cuda::ssd_chunk(*ctx_, device(ws), op, kernel_mutant());
+void CudaBackend::mamba2_chunk(const Workspace& ws, const Mamba2ChunkOp& op) {
+  cuda::mamba2_chunk(*ctx_, device(ws), op, kernel_mutant());
 }
 
 void CudaBackend::mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op) {

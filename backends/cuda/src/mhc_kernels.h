@@ -4,7 +4,7 @@
 //                    slab path's GEMM epilogues and collapse
 //   mhc_post.cu      the post step (both forms) and the expand
 // Arguments are device pointers already bound (bounds-checked) by the op descriptors and
-// extents from op.shape(); the callers refuse hc = 0 and hc > kMaxHcMult. Every launcher
+// extents from op.shape(); the callers refuse hc = 0 and hc > kMaxMhcMult. Every launcher
 // checks its launch and enqueues on `stream`. FP32 math throughout, accurate expf and IEEE
 // division (no fast-math intrinsics). Private to the CUDA backend.
 #pragma once
@@ -24,7 +24,7 @@ namespace bufferlab::cuda {
 //   head = true:  fn has hc rows and scale one entry: pre only;
 // and out[t, d] = bf16(Σ_i pre_i·x[i, d]). A token holding a NaN or ±Inf writes NaN to every
 // output and adds 1 to *nonfinite.
-struct HcMixLaunch {
+struct MhcMixLaunch {
   const float* streams = nullptr;           // [rows, hc, h]
   const float* fn = nullptr;                // [mix, hc·h]; mix = (2 + hc)·hc, or hc for the head
   const float* scale = nullptr;             // [3], or [1] for the head
@@ -38,7 +38,7 @@ struct HcMixLaunch {
   bool head = false;
   bool skip_final_column = false;  // kernel mutant M-SKCOL
 };
-void launch_hc_mix(const HcMixLaunch& a, cudaStream_t stream);
+void launch_mhc_mix(const MhcMixLaunch& a, cudaStream_t stream);
 
 // ---- low-rank form (mhc_lowrank.cu) ----
 
@@ -46,7 +46,7 @@ void launch_hc_mix(const HcMixLaunch& a, cudaStream_t stream);
 // eps/s_i²) (s_i from max|x_i| as above), stored FP32 (normed_f32) or BF16 (normed_bf16;
 // exactly one is set). A token with a non-finite stream value writes NaN to all hc·h values
 // and adds 1 to *nonfinite.
-struct HcNormLaunch {
+struct MhcNormLaunch {
   const float* streams = nullptr;   // [rows, hc, h]
   const float* norm_w = nullptr;    // [hc, h]
   float* normed_f32 = nullptr;      // [rows, hc·h]
@@ -55,38 +55,38 @@ struct HcNormLaunch {
   uint64_t rows = 0, hc = 0, h = 0;
   float eps = 0.0f;
 };
-void launch_hc_lowrank_norm(const HcNormLaunch& a, cudaStream_t stream);
+void launch_mhc_lowrank_norm(const MhcNormLaunch& a, cudaStream_t stream);
 
 // Split path, down: for row o < r + hc of w_down_inject, v = (w[o]·normed[t]) / hc;
 // o < r: low[t, o] = silu(v); else post[t, o − r] = 2σ(v). One warp per (t, o).
-struct HcSplitDownLaunch {
+struct MhcSplitDownLaunch {
   const float* normed = nullptr;         // [rows, hc·h]
   const float* w_down_inject = nullptr;  // [r + hc, hc·h]
   float* low = nullptr;                  // [rows, r]
   float* post = nullptr;                 // [rows, hc]
   uint64_t rows = 0, hc = 0, h = 0, r = 0;
 };
-void launch_hc_split_down(const HcSplitDownLaunch& a, cudaStream_t stream);
+void launch_mhc_split_down(const MhcSplitDownLaunch& a, cudaStream_t stream);
 
 // Split path, collapse: block_in[t, d] = bf16((Σ_i σ(w_up[i·h + d]·low[t])·normed[t, i·h + d])
 // / hc). One thread per (t, d).
-struct HcSplitCollapseLaunch {
+struct MhcSplitCollapseLaunch {
   const float* normed = nullptr;  // [rows, hc·h]
   const float* low = nullptr;     // [rows, r]
   const float* w_up = nullptr;    // [hc·h, r]
   uint16_t* block_in = nullptr;   // [rows, h]
   uint64_t rows = 0, hc = 0, h = 0, r = 0;
 };
-void launch_hc_split_collapse(const HcSplitCollapseLaunch& a, cudaStream_t stream);
+void launch_mhc_split_collapse(const MhcSplitCollapseLaunch& a, cudaStream_t stream);
 
 // Slab path, the down GEMM's epilogue: low[i] = bf16(silu(acc[i] / hc)) over n values (the
 // FP32 GEMM result rows and the low rows have the same stride r).
-void launch_hc_down_epilogue(const float* acc, uint16_t* low, uint64_t n, uint64_t hc,
-                             cudaStream_t stream);
+void launch_mhc_down_epilogue(const float* acc, uint16_t* low, uint64_t n, uint64_t hc,
+                              cudaStream_t stream);
 
 // Slab path, collapse: block_in[t, d] = bf16((Σ_i σ(up_pre[t, i·h + d])·normed[t, i·h + d]) /
 // hc) and post[t, i] = 2σ(inj_pre[t, i] / hc), FP32 math on the stored BF16 values.
-struct HcSlabCollapseLaunch {
+struct MhcSlabCollapseLaunch {
   const uint16_t* normed = nullptr;   // [rows, hc·h]
   const uint16_t* up_pre = nullptr;   // [rows, hc·h]
   const uint16_t* inj_pre = nullptr;  // [rows, hc]
@@ -94,7 +94,7 @@ struct HcSlabCollapseLaunch {
   float* post = nullptr;              // [rows, hc]
   uint64_t rows = 0, hc = 0, h = 0;
 };
-void launch_hc_slab_collapse(const HcSlabCollapseLaunch& a, cudaStream_t stream);
+void launch_mhc_slab_collapse(const MhcSlabCollapseLaunch& a, cudaStream_t stream);
 
 // ---- post and expand (mhc_post.cu) ----
 
@@ -103,7 +103,7 @@ void launch_hc_slab_collapse(const HcSlabCollapseLaunch& a, cudaStream_t stream)
 // per (t, d) loads all hc stream values before it writes any, so out may equal streams (the
 // result is the same bit for bit). round_bf16 (kernel mutant B13) rounds every written value
 // to BF16.
-struct HcPostLaunch {
+struct MhcPostLaunch {
   const float* post = nullptr;          // [rows, hc]
   const float* comb = nullptr;          // [rows, hc, hc] or null
   const uint16_t* block_out = nullptr;  // bf16 [rows, h]
@@ -112,11 +112,11 @@ struct HcPostLaunch {
   uint64_t rows = 0, hc = 0, h = 0;
   bool round_bf16 = false;
 };
-void launch_hc_post(const HcPostLaunch& a, cudaStream_t stream);
+void launch_mhc_post(const MhcPostLaunch& a, cudaStream_t stream);
 
 // streams[t, i, d] = input[t, d] (BF16 → FP32, exact) for every stream i.
-void launch_hc_expand(const uint16_t* input, float* streams, uint64_t rows, uint64_t hc, uint64_t h,
-                      cudaStream_t stream);
+void launch_mhc_expand(const uint16_t* input, float* streams, uint64_t rows, uint64_t hc,
+                       uint64_t h, cudaStream_t stream);
 
 }  // namespace bufferlab::cuda
 

@@ -30,7 +30,7 @@ using namespace mhc_device;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
-constexpr int kMaxHc = static_cast<int>(kMaxHcMult);
+constexpr int kMaxMhc = static_cast<int>(kMaxMhcMult);
 constexpr uint64_t kMaxBlocks = 65535;
 
 unsigned blocks_for(uint64_t items) {
@@ -53,8 +53,8 @@ __device__ float warp_max(float v) {
 struct NormShared {
   float part[kWarps];
   float total;
-  float inv_scale[kMaxHc];  // 1/s_i
-  float rs[kMaxHc];         // 1/sqrt(Σ(x_i/s_i)²/h + eps/s_i²), IEEE sqrt and division
+  float inv_scale[kMaxMhc];  // 1/s_i
+  float rs[kMaxMhc];         // 1/sqrt(Σ(x_i/s_i)²/h + eps/s_i²), IEEE sqrt and division
 };
 
 // The max (is_max) or sum of v over the block, in warp order; every thread gets the result.
@@ -76,7 +76,7 @@ __device__ float block_reduce(float v, bool is_max, NormShared& sh) {
 }
 
 template <bool kBf16Out>
-__global__ void __launch_bounds__(kThreads) hc_norm_kernel(HcNormLaunch a) {
+__global__ void __launch_bounds__(kThreads) mhc_norm_kernel(MhcNormLaunch a) {
   __shared__ NormShared sh;
   const uint64_t tid = threadIdx.x;
   const uint64_t t = blockIdx.x;
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) hc_norm_kernel(HcNormLaunch a) {
   if (bad && tid == 0) atomicAdd(a.nonfinite, 1ull);
 }
 
-__global__ void __launch_bounds__(kThreads) hc_split_down_kernel(HcSplitDownLaunch a) {
+__global__ void __launch_bounds__(kThreads) mhc_split_down_kernel(MhcSplitDownLaunch a) {
   const uint64_t lane = threadIdx.x % kWarpSize;
   const uint64_t item = static_cast<uint64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
   const uint64_t outputs = a.r + a.hc, W = a.hc * a.h;
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) hc_split_down_kernel(HcSplitDownLaun
     a.post[t * a.hc + (o - a.r)] = 2.0f * sigmoid(v);
 }
 
-__global__ void __launch_bounds__(kThreads) hc_split_collapse_kernel(HcSplitCollapseLaunch a) {
+__global__ void __launch_bounds__(kThreads) mhc_split_collapse_kernel(MhcSplitCollapseLaunch a) {
   const uint64_t n = a.rows * a.h, W = a.hc * a.h;
   for (uint64_t item = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; item < n;
        item += uint64_t{gridDim.x} * blockDim.x) {
@@ -166,13 +166,13 @@ __global__ void __launch_bounds__(kThreads) hc_split_collapse_kernel(HcSplitColl
   }
 }
 
-__global__ void hc_down_epilogue_kernel(const float* acc, uint16_t* low, uint64_t n, float hc) {
+__global__ void mhc_down_epilogue_kernel(const float* acc, uint16_t* low, uint64_t n, float hc) {
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
        i += uint64_t{gridDim.x} * blockDim.x)
     low[i] = f32_to_bf16_bits(silu(acc[i] / hc));
 }
 
-__global__ void __launch_bounds__(kThreads) hc_slab_collapse_kernel(HcSlabCollapseLaunch a) {
+__global__ void __launch_bounds__(kThreads) mhc_slab_collapse_kernel(MhcSlabCollapseLaunch a) {
   const uint64_t cols = a.h > a.hc ? a.h : a.hc, W = a.hc * a.h;
   const uint64_t n = a.rows * cols;
   const float hc = static_cast<float>(a.hc);
@@ -192,62 +192,62 @@ __global__ void __launch_bounds__(kThreads) hc_slab_collapse_kernel(HcSlabCollap
   }
 }
 
-void check_hc(const char* what, uint64_t hc) {
-  if (hc == 0 || hc > kMaxHcMult)
+void check_mhc(const char* what, uint64_t hc) {
+  if (hc == 0 || hc > kMaxMhcMult)
     throw Error(std::string(what) + ": hc = " + std::to_string(hc) +
-                " outside [1, kMaxHcMult = " + std::to_string(kMaxHcMult) + "]");
+                " outside [1, kMaxHcMult = " + std::to_string(kMaxMhcMult) + "]");
 }
 
 }  // namespace
 
-void launch_hc_lowrank_norm(const HcNormLaunch& a, cudaStream_t stream) {
+void launch_mhc_lowrank_norm(const MhcNormLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.h == 0) return;
-  check_hc("hc_lowrank norm", a.hc);
+  check_mhc("hc_lowrank norm", a.hc);
   if ((a.normed_f32 == nullptr) == (a.normed_bf16 == nullptr))
     throw Error("hc_lowrank norm: exactly one of the FP32 / BF16 outputs must be set");
   if (a.rows > 0x7FFFFFFFull)
     throw Error("hc_lowrank norm: " + std::to_string(a.rows) + " rows exceed the grid limit");
   const auto blocks = static_cast<unsigned>(a.rows);
   if (a.normed_bf16 != nullptr)
-    hc_norm_kernel<true><<<blocks, kThreads, 0, stream>>>(a);
+    mhc_norm_kernel<true><<<blocks, kThreads, 0, stream>>>(a);
   else
-    hc_norm_kernel<false><<<blocks, kThreads, 0, stream>>>(a);
+    mhc_norm_kernel<false><<<blocks, kThreads, 0, stream>>>(a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_hc_split_down(const HcSplitDownLaunch& a, cudaStream_t stream) {
+void launch_mhc_split_down(const MhcSplitDownLaunch& a, cudaStream_t stream) {
   const uint64_t items = a.rows * (a.r + a.hc);
   if (items == 0) return;
-  check_hc("hc_lowrank_split down", a.hc);
+  check_mhc("hc_lowrank_split down", a.hc);
   const uint64_t blocks = (items + kWarps - 1) / kWarps;
   if (blocks > 0x7FFFFFFFull)
     throw Error("hc_lowrank_split down: " + std::to_string(items) + " outputs exceed the grid");
-  hc_split_down_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  mhc_split_down_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_hc_split_collapse(const HcSplitCollapseLaunch& a, cudaStream_t stream) {
+void launch_mhc_split_collapse(const MhcSplitCollapseLaunch& a, cudaStream_t stream) {
   const uint64_t items = a.rows * a.h;
   if (items == 0) return;
-  check_hc("hc_lowrank_split collapse", a.hc);
-  hc_split_collapse_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
+  check_mhc("hc_lowrank_split collapse", a.hc);
+  mhc_split_collapse_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_hc_down_epilogue(const float* acc, uint16_t* low, uint64_t n, uint64_t hc,
-                             cudaStream_t stream) {
+void launch_mhc_down_epilogue(const float* acc, uint16_t* low, uint64_t n, uint64_t hc,
+                              cudaStream_t stream) {
   if (n == 0) return;
-  check_hc("hc_lowrank_slab down", hc);
-  hc_down_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, low, n,
-                                                                  static_cast<float>(hc));
+  check_mhc("hc_lowrank_slab down", hc);
+  mhc_down_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, low, n,
+                                                                   static_cast<float>(hc));
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_hc_slab_collapse(const HcSlabCollapseLaunch& a, cudaStream_t stream) {
+void launch_mhc_slab_collapse(const MhcSlabCollapseLaunch& a, cudaStream_t stream) {
   const uint64_t items = a.rows * std::max(a.h, a.hc);
   if (items == 0) return;
-  check_hc("hc_lowrank_slab collapse", a.hc);
-  hc_slab_collapse_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
+  check_mhc("hc_lowrank_slab collapse", a.hc);
+  mhc_slab_collapse_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 

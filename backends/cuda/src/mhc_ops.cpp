@@ -28,10 +28,10 @@ namespace {
 
 // The message (op.params()) is built only when the check fails: a launch allocates nothing.
 template <class Op>
-void require_hc(const Op& op, uint64_t hc) {
-  if (hc == 0 || hc > kMaxHcMult)
+void require_mhc(const Op& op, uint64_t hc) {
+  if (hc == 0 || hc > kMaxMhcMult)
     throw Error(op.params() + ": hc = " + std::to_string(hc) + " outside [1, kMaxHcMult = " +
-                std::to_string(kMaxHcMult) + "] (the CUDA kernels hold hc ≤ 16 per token)");
+                std::to_string(kMaxMhcMult) + "] (the CUDA kernels hold hc ≤ 16 per token)");
 }
 
 uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
@@ -40,42 +40,43 @@ void reset_counter(LibraryContext& ctx) {
   BUFFERLAB_CUDA_CHECK(cudaMemsetAsync(ctx.nan_counter(), 0, sizeof(unsigned long long)));
 }
 
-HcDiagnostics read_counter(LibraryContext& ctx) {
+MhcDiagnostics read_counter(LibraryContext& ctx) {
   unsigned long long count = 0;
   BUFFERLAB_CUDA_CHECK(
       cudaMemcpy(&count, ctx.nan_counter(), sizeof(count), cudaMemcpyDeviceToHost));
-  HcDiagnostics diag;
+  MhcDiagnostics diag;
   diag.nonfinite_tokens = count;
   return diag;
 }
 
-HcDiagnostics run_norm(LibraryContext& ctx, HcNormLaunch a) {
+MhcDiagnostics run_norm(LibraryContext& ctx, MhcNormLaunch a) {
   a.nonfinite = ctx.nan_counter();
   reset_counter(ctx);
-  launch_hc_lowrank_norm(a, nullptr);
+  launch_mhc_lowrank_norm(a, nullptr);
   return read_counter(ctx);
 }
 
 }  // namespace
 
-void hc_expand(const Workspace& ws, const HcExpandOp& op) {
+void mhc_expand(const Workspace& ws, const MhcExpandOp& op) {
   const auto& d = op.shape();
-  require_hc(op, d.hc);
-  const HcExpandOp::Bound b = op.bind(ws);
-  launch_hc_expand(b.input, b.streams, d.rows, d.hc, d.h, nullptr);
+  require_mhc(op, d.hc);
+  const MhcExpandOp::Bound b = op.bind(ws);
+  launch_mhc_expand(b.input, b.streams, d.rows, d.hc, d.h, nullptr);
 }
 
-HcDiagnostics hc_pre(LibraryContext& ctx, const Workspace& ws, const HcPreOp& op, Mutant mutant) {
+MhcDiagnostics mhc_pre(LibraryContext& ctx, const Workspace& ws, const MhcPreOp& op,
+                       Mutant mutant) {
   const auto& d = op.shape();
-  require_hc(op, d.hc);
+  require_mhc(op, d.hc);
   if (d.mix != (d.hc + 2) * d.hc)
     throw Error(op.params() + ": mix = " + std::to_string(d.mix) +
                 ", expected (2 + hc)·hc = " + std::to_string((d.hc + 2) * d.hc));
   if (d.iters == 0)
     throw Error(op.params() + ": hc_sinkhorn_iters = 0 (the Sinkhorn needs at least one round)");
-  const HcPreOp::Bound b = op.bind(ws);
+  const MhcPreOp::Bound b = op.bind(ws);
   if (d.rows == 0 || d.h == 0) return {};
-  HcMixLaunch a;
+  MhcMixLaunch a;
   a.streams = b.streams;
   a.fn = b.fn;
   a.scale = b.scale;
@@ -93,16 +94,16 @@ HcDiagnostics hc_pre(LibraryContext& ctx, const Workspace& ws, const HcPreOp& op
   a.head = false;
   a.skip_final_column = mutant == Mutant::M_SKCOL;
   reset_counter(ctx);
-  launch_hc_mix(a, nullptr);
+  launch_mhc_mix(a, nullptr);
   return read_counter(ctx);
 }
 
-HcDiagnostics hc_head(LibraryContext& ctx, const Workspace& ws, const HcHeadOp& op) {
+MhcDiagnostics mhc_head(LibraryContext& ctx, const Workspace& ws, const MhcHeadOp& op) {
   const auto& d = op.shape();
-  require_hc(op, d.hc);
-  const HcHeadOp::Bound b = op.bind(ws);
+  require_mhc(op, d.hc);
+  const MhcHeadOp::Bound b = op.bind(ws);
   if (d.rows == 0 || d.h == 0) return {};
-  HcMixLaunch a;
+  MhcMixLaunch a;
   a.streams = b.streams;
   a.fn = b.fn;
   a.scale = b.scale;
@@ -116,20 +117,20 @@ HcDiagnostics hc_head(LibraryContext& ctx, const Workspace& ws, const HcHeadOp& 
   a.hc_eps = static_cast<float>(op.hc_eps);
   a.head = true;
   reset_counter(ctx);
-  launch_hc_mix(a, nullptr);
+  launch_mhc_mix(a, nullptr);
   return read_counter(ctx);
 }
 
-HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
-                               const HcLowRankSplitOp& op) {
+MhcDiagnostics mhc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
+                                 const MhcLowRankSplitOp& op) {
   const auto& d = op.shape();
-  require_hc(op, d.hc);
-  const HcLowRankSplitOp::Bound b = op.bind(ws);
+  require_mhc(op, d.hc);
+  const MhcLowRankSplitOp::Bound b = op.bind(ws);
   if (d.rows == 0) return {};
   switch (op.stage) {
-    case HcLowRankSplitOp::Stage::norm: {
+    case MhcLowRankSplitOp::Stage::norm: {
       if (d.h == 0) return {};
-      HcNormLaunch a;
+      MhcNormLaunch a;
       a.streams = b.streams;
       a.norm_w = b.norm_w;
       a.normed_f32 = b.normed;
@@ -139,8 +140,8 @@ HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
       a.eps = static_cast<float>(op.rms_eps);
       return run_norm(ctx, a);
     }
-    case HcLowRankSplitOp::Stage::down: {
-      HcSplitDownLaunch a;
+    case MhcLowRankSplitOp::Stage::down: {
+      MhcSplitDownLaunch a;
       a.normed = b.normed;
       a.w_down_inject = b.w_down_inject;
       a.low = b.low;
@@ -149,11 +150,11 @@ HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
       a.hc = d.hc;
       a.h = d.h;
       a.r = d.r;
-      launch_hc_split_down(a, nullptr);
+      launch_mhc_split_down(a, nullptr);
       return {};
     }
-    case HcLowRankSplitOp::Stage::collapse: {
-      HcSplitCollapseLaunch a;
+    case MhcLowRankSplitOp::Stage::collapse: {
+      MhcSplitCollapseLaunch a;
       a.normed = b.normed;
       a.low = b.low;
       a.w_up = b.w_up;
@@ -162,24 +163,25 @@ HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
       a.hc = d.hc;
       a.h = d.h;
       a.r = d.r;
-      launch_hc_split_collapse(a, nullptr);
+      launch_mhc_split_collapse(a, nullptr);
       return {};
     }
   }
   throw Error(op.params() + ": unknown stage");
 }
 
-HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const HcLowRankSlabOp& op) {
+MhcDiagnostics mhc_lowrank_slab(LibraryContext& ctx, const Workspace& ws,
+                                const MhcLowRankSlabOp& op) {
   const auto& d = op.shape();
-  require_hc(op, d.hc);
-  const HcLowRankSlabOp::Bound b = op.bind(ws);
+  require_mhc(op, d.hc);
+  const MhcLowRankSlabOp::Bound b = op.bind(ws);
   if (d.rows == 0) return {};
   const uint64_t W = mul(d.hc, d.h);
   RowGemm g;  // BF16 operands, FP32 accumulate
   switch (op.stage) {
-    case HcLowRankSlabOp::Stage::norm: {
+    case MhcLowRankSlabOp::Stage::norm: {
       if (d.h == 0) return {};
-      HcNormLaunch a;
+      MhcNormLaunch a;
       a.streams = b.streams;
       a.norm_w = b.norm_w;
       a.normed_bf16 = b.normed;
@@ -189,7 +191,7 @@ HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const Hc
       a.eps = static_cast<float>(op.rms_eps);
       return run_norm(ctx, a);
     }
-    case HcLowRankSlabOp::Stage::down: {
+    case MhcLowRankSlabOp::Stage::down: {
       // low = bf16(silu((normed·W_downᵀ) / hc)): FP32 GEMM result through the staging area.
       if (d.r == 0) return {};
       const uint64_t chunk = LibraryContext::kStagingBytes / mul(d.r, sizeof(float));
@@ -208,11 +210,11 @@ HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const Hc
         g.x = b.normed + r0 * W;
         g.rows = rows;
         row_gemm(ctx, g);
-        launch_hc_down_epilogue(acc, b.low + r0 * d.r, rows * d.r, d.hc, nullptr);
+        launch_mhc_down_epilogue(acc, b.low + r0 * d.r, rows * d.r, d.hc, nullptr);
       }
       return {};
     }
-    case HcLowRankSlabOp::Stage::inject:
+    case MhcLowRankSlabOp::Stage::inject:
       // inj_pre = bf16(normed·W_injectᵀ), written by cuBLAS.
       g.x = b.normed;
       g.ldx = W;
@@ -225,7 +227,7 @@ HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const Hc
       g.K = W;
       row_gemm(ctx, g);
       return {};
-    case HcLowRankSlabOp::Stage::up:
+    case MhcLowRankSlabOp::Stage::up:
       // up_pre = bf16(low·W_upᵀ), written by cuBLAS.
       g.x = b.low;
       g.ldx = d.r;
@@ -238,8 +240,8 @@ HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const Hc
       g.K = d.r;
       row_gemm(ctx, g);
       return {};
-    case HcLowRankSlabOp::Stage::collapse: {
-      HcSlabCollapseLaunch a;
+    case MhcLowRankSlabOp::Stage::collapse: {
+      MhcSlabCollapseLaunch a;
       a.normed = b.normed;
       a.up_pre = b.up_pre;
       a.inj_pre = b.inj_pre;
@@ -248,18 +250,18 @@ HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const Hc
       a.rows = d.rows;
       a.hc = d.hc;
       a.h = d.h;
-      launch_hc_slab_collapse(a, nullptr);
+      launch_mhc_slab_collapse(a, nullptr);
       return {};
     }
   }
   throw Error(op.params() + ": unknown stage");
 }
 
-void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
+void mhc_post(const Workspace& ws, const MhcPostOp& op, Mutant mutant) {
   const auto& d = op.shape();
-  require_hc(op, d.hc);
-  const HcPostOp::Bound b = op.bind(ws);
-  HcPostLaunch a;
+  require_mhc(op, d.hc);
+  const MhcPostOp::Bound b = op.bind(ws);
+  MhcPostLaunch a;
   a.post = b.post;
   a.comb = d.lowrank ? nullptr : b.comb;
   a.block_out = b.block_out;
@@ -269,7 +271,7 @@ void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant) {
   a.hc = d.hc;
   a.h = d.h;
   a.round_bf16 = mutant == Mutant::B13;
-  launch_hc_post(a, nullptr);
+  launch_mhc_post(a, nullptr);
 }
 
 }  // namespace bufferlab::cuda

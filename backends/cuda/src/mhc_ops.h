@@ -1,6 +1,6 @@
 // The CUDA mHC hyper-connection ops (spec/numerics.md §3–§4, ops/mhc.h), host-side entry
 // points. Each binds its operands through op.bind(ws), uses only the backend's fixed
-// LibraryContext (cuBLAS for the slab path's GEMMs, the device counter for HcDiagnostics),
+// LibraryContext (cuBLAS for the slab path's GEMMs, the device counter for MhcDiagnostics),
 // allocates nothing, and enqueues on the default stream. Private to the CUDA backend.
 #pragma once
 
@@ -11,16 +11,17 @@
 
 namespace bufferlab::cuda {
 
-void hc_expand(const Workspace& ws, const HcExpandOp& op);
+void mhc_expand(const Workspace& ws, const MhcExpandOp& op);
 // Synchronises (copies the non-finite token counter back). `mutant`: M-SKCOL or none.
-HcDiagnostics hc_pre(LibraryContext& ctx, const Workspace& ws, const HcPreOp& op, Mutant mutant);
+MhcDiagnostics mhc_pre(LibraryContext& ctx, const Workspace& ws, const MhcPreOp& op, Mutant mutant);
 // The norm stages synchronise (non-finite counter); the others return zero diagnostics.
-HcDiagnostics hc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
-                               const HcLowRankSplitOp& op);
-HcDiagnostics hc_lowrank_slab(LibraryContext& ctx, const Workspace& ws, const HcLowRankSlabOp& op);
+MhcDiagnostics mhc_lowrank_split(LibraryContext& ctx, const Workspace& ws,
+                                 const MhcLowRankSplitOp& op);
+MhcDiagnostics mhc_lowrank_slab(LibraryContext& ctx, const Workspace& ws,
+                                const MhcLowRankSlabOp& op);
 // `mutant`: B13 or none.
-void hc_post(const Workspace& ws, const HcPostOp& op, Mutant mutant);
+void mhc_post(const Workspace& ws, const MhcPostOp& op, Mutant mutant);
 // Synchronises (non-finite counter).
-HcDiagnostics hc_head(LibraryContext& ctx, const Workspace& ws, const HcHeadOp& op);
+MhcDiagnostics mhc_head(LibraryContext& ctx, const Workspace& ws, const MhcHeadOp& op);
 
 }  // namespace bufferlab::cuda

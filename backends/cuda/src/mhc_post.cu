@@ -21,7 +21,7 @@ namespace bufferlab::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxHc = static_cast<int>(kMaxHcMult);
+constexpr int kMaxMhc = static_cast<int>(kMaxMhcMult);
 constexpr uint64_t kMaxBlocks = 65535 * 4;
 
 unsigned blocks_for(uint64_t items) {
@@ -31,47 +31,47 @@ unsigned blocks_for(uint64_t items) {
 
 // `streams` and `out` may be the same array: no __restrict__, and every load precedes the
 // first store in program order.
-__global__ void __launch_bounds__(kThreads) hc_post_kernel(HcPostLaunch a) {
+__global__ void __launch_bounds__(kThreads) mhc_post_kernel(MhcPostLaunch a) {
   const uint64_t n = a.rows * a.h;
   const int hc = static_cast<int>(a.hc);
   for (uint64_t item = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; item < n;
        item += uint64_t{gridDim.x} * blockDim.x) {
     const uint64_t t = item / a.h, d = item % a.h;
     const uint64_t base = t * a.hc * a.h + d;  // stream i at base + i·h
-    float x[kMaxHc];
+    float x[kMaxMhc];
 #pragma unroll
-    for (int i = 0; i < kMaxHc; ++i) x[i] = i < hc ? a.streams[base + i * a.h] : 0.0f;
+    for (int i = 0; i < kMaxMhc; ++i) x[i] = i < hc ? a.streams[base + i * a.h] : 0.0f;
     const float bo = bf16_bits_to_f32(a.block_out[item]);
     const float* post = a.post + t * a.hc;
-    float y[kMaxHc];
+    float y[kMaxMhc];
 #pragma unroll
-    for (int j = 0; j < kMaxHc; ++j) y[j] = 0.0f;
+    for (int j = 0; j < kMaxMhc; ++j) y[j] = 0.0f;
     if (a.comb != nullptr) {
       const float* comb = a.comb + t * a.hc * a.hc;  // comb_ij at [i·hc + j]
 #pragma unroll
-      for (int j = 0; j < kMaxHc; ++j) {
+      for (int j = 0; j < kMaxMhc; ++j) {
         if (j < hc) {
           float s = __fmul_rn(post[j], bo);
 #pragma unroll
-          for (int i = 0; i < kMaxHc; ++i)
+          for (int i = 0; i < kMaxMhc; ++i)
             if (i < hc) s = fmaf(comb[i * hc + j], x[i], s);
           y[j] = s;
         }
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < kMaxHc; ++i)
+      for (int i = 0; i < kMaxMhc; ++i)
         if (i < hc) y[i] = fmaf(post[i], bo, x[i]);
     }
 #pragma unroll
-    for (int j = 0; j < kMaxHc; ++j)
+    for (int j = 0; j < kMaxMhc; ++j)
       if (j < hc) a.out[base + j * a.h] = a.round_bf16 ? round_to_bf16(y[j]) : y[j];
   }
 }
 
 __global__ void __launch_bounds__(kThreads)
-    hc_expand_kernel(const uint16_t* input, float* streams, uint64_t rows, uint64_t hc,
-                     uint64_t h) {
+    mhc_expand_kernel(const uint16_t* input, float* streams, uint64_t rows, uint64_t hc,
+                      uint64_t h) {
   const uint64_t n = rows * h;
   for (uint64_t item = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; item < n;
        item += uint64_t{gridDim.x} * blockDim.x) {
@@ -81,28 +81,28 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-void check_hc(const char* what, uint64_t hc) {
-  if (hc == 0 || hc > kMaxHcMult)
+void check_mhc(const char* what, uint64_t hc) {
+  if (hc == 0 || hc > kMaxMhcMult)
     throw Error(std::string(what) + ": hc = " + std::to_string(hc) +
-                " outside [1, kMaxHcMult = " + std::to_string(kMaxHcMult) + "]");
+                " outside [1, kMaxHcMult = " + std::to_string(kMaxMhcMult) + "]");
 }
 
 }  // namespace
 
-void launch_hc_post(const HcPostLaunch& a, cudaStream_t stream) {
-  check_hc("hc_post", a.hc);
+void launch_mhc_post(const MhcPostLaunch& a, cudaStream_t stream) {
+  check_mhc("hc_post", a.hc);
   const uint64_t items = a.rows * a.h;
   if (items == 0) return;
-  hc_post_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
+  mhc_post_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_hc_expand(const uint16_t* input, float* streams, uint64_t rows, uint64_t hc, uint64_t h,
-                      cudaStream_t stream) {
-  check_hc("hc_expand", hc);
+void launch_mhc_expand(const uint16_t* input, float* streams, uint64_t rows, uint64_t hc,
+                       uint64_t h, cudaStream_t stream) {
+  check_mhc("hc_expand", hc);
   const uint64_t items = rows * h;
   if (items == 0) return;
-  hc_expand_kernel<<<blocks_for(items), kThreads, 0, stream>>>(input, streams, rows, hc, h);
+  mhc_expand_kernel<<<blocks_for(items), kThreads, 0, stream>>>(input, streams, rows, hc, h);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -40,14 +40,14 @@ using namespace mhc_device;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
-constexpr int kMaxHc = static_cast<int>(kMaxHcMult);
-constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
+constexpr int kMaxMhc = static_cast<int>(kMaxMhcMult);
+constexpr int kMaxMix = (2 + kMaxMhc) * kMaxMhc;
 constexpr int kRowChunk = 24;  // mix rows per pass over x: all of them for hc ≤ 4
 // Tokens per block for large batches (fn reuse); small batches use one (more blocks).
 constexpr int kBatchedTokens = 4;
 constexpr uint64_t kBatchedFromRows = 1024;
 
-static_assert(kBatchedTokens * kMaxHc <= kThreads, "one thread per (token, stream)");
+static_assert(kBatchedTokens * kMaxMhc <= kThreads, "one thread per (token, stream)");
 static_assert(kBatchedTokens * kRowChunk <= kThreads,
               "one thread per (token, chunk row) in the cross-warp reduction");
 
@@ -61,8 +61,8 @@ struct MixShared {
   float inv_scale[TB];  // 1/s
   float rs[TB];         // 1/sqrt(Σ(x/s)²/n + eps/s²)
   int bad[TB];          // the token holds a NaN / ±Inf
-  float pre[TB][kMaxHc];
-  float comb[TB][kMaxHc][kMaxHc + 1];  // padded rows: row and column walks avoid conflicts
+  float pre[TB][kMaxMhc];
+  float comb[TB][kMaxMhc][kMaxMhc + 1];  // padded rows: row and column walks avoid conflicts
 };
 
 // Sum / max / or over the lanes of one token (lanes differing in the bits ≥ log2 TB): a
@@ -85,7 +85,7 @@ __device__ int token_lanes_or(int v) {
 }
 
 // Column j of the token's comb: c_ij /= (eps + Σ_i c_ij) (with_eps) or /= Σ_i c_ij.
-__device__ void normalise_column(float (*c)[kMaxHc + 1], int j, int hc, float eps, bool with_eps) {
+__device__ void normalise_column(float (*c)[kMaxMhc + 1], int j, int hc, float eps, bool with_eps) {
   float sum = 0.0f;
   for (int i = 0; i < hc; ++i) sum = __fadd_rn(sum, c[i][j]);
   const float d = with_eps ? __fadd_rn(eps, sum) : sum;
@@ -93,7 +93,7 @@ __device__ void normalise_column(float (*c)[kMaxHc + 1], int j, int hc, float ep
 }
 
 // Row i: c_ij /= (eps + Σ_j c_ij).
-__device__ void normalise_row(float (*c)[kMaxHc + 1], int i, int hc, float eps) {
+__device__ void normalise_row(float (*c)[kMaxMhc + 1], int i, int hc, float eps) {
   float sum = 0.0f;
   for (int j = 0; j < hc; ++j) sum = __fadd_rn(sum, c[i][j]);
   const float d = __fadd_rn(eps, sum);
@@ -101,7 +101,7 @@ __device__ void normalise_row(float (*c)[kMaxHc + 1], int i, int hc, float eps) 
 }
 
 template <int TB>
-__global__ void __launch_bounds__(kThreads) hc_mix_kernel(HcMixLaunch a) {
+__global__ void __launch_bounds__(kThreads) mhc_mix_kernel(MhcMixLaunch a) {
   __shared__ MixShared<TB> sh;
   constexpr int kLanesPerToken = kWarpSize / TB;  // k lanes of one token in a warp
   constexpr int kStep = kThreads / TB;            // k lanes of one token in the block
@@ -192,11 +192,11 @@ __global__ void __launch_bounds__(kThreads) hc_mix_kernel(HcMixLaunch a) {
   }
 
   // Per-token steps: thread (token p, stream i).
-  const int p = tid / kMaxHc, i = tid % kMaxHc;
+  const int p = tid / kMaxMhc, i = tid % kMaxMhc;
   const int nhc = static_cast<int>(hc);
-  const bool on = tid < TB * kMaxHc && i < nhc && t0 + p < a.rows;
+  const bool on = tid < TB * kMaxMhc && i < nhc && t0 + p < a.rows;
   const uint64_t tp = t0 + p;
-  float(*c)[kMaxHc + 1] = sh.comb[on ? p : 0];
+  float(*c)[kMaxMhc + 1] = sh.comb[on ? p : 0];
   if (on) {
     const float rs = sh.rs[p];
     const float* dots = sh.mix[p];
@@ -262,21 +262,21 @@ __global__ void __launch_bounds__(kThreads) hc_mix_kernel(HcMixLaunch a) {
 }
 
 template <int TB>
-void launch(const HcMixLaunch& a, cudaStream_t stream) {
+void launch(const MhcMixLaunch& a, cudaStream_t stream) {
   const uint64_t blocks = (a.rows + TB - 1) / TB;
   if (blocks > 0x7FFFFFFFull)
     throw Error("hc_pre: " + std::to_string(a.rows) + " rows exceed the grid limit");
-  hc_mix_kernel<TB><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  mhc_mix_kernel<TB><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
-void launch_hc_mix(const HcMixLaunch& a, cudaStream_t stream) {
+void launch_mhc_mix(const MhcMixLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.h == 0) return;
-  if (a.hc == 0 || a.hc > kMaxHcMult)
+  if (a.hc == 0 || a.hc > kMaxMhcMult)
     throw Error("hc_pre: hc = " + std::to_string(a.hc) +
-                " outside [1, kMaxHcMult = " + std::to_string(kMaxHcMult) + "]");
+                " outside [1, kMaxHcMult = " + std::to_string(kMaxMhcMult) + "]");
   if (a.rows >= kBatchedFromRows)
     launch<kBatchedTokens>(a, stream);
   else

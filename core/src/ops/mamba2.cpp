@@ -26,13 +26,13 @@ uint64_t per_sequence(uint64_t rows, uint64_t sequences, const char* op) {
 }
 
 // Group geometry every SSD kernel relies on (H % G = 0, a B/C group to read, P, N bounded).
-void require_ssd_geometry(uint64_t H, uint64_t G, uint64_t ng, uint64_t P, uint64_t N,
-                          const detail::LazyParams& p) {
+void require_mamba2_geometry(uint64_t H, uint64_t G, uint64_t ng, uint64_t P, uint64_t N,
+                             const detail::LazyParams& p) {
   if (ng == 0) throw Error(p.str() + ": n_groups = 0 leaves no B/C columns");
   if (G == 0 || H % G != 0)
     throw Error(p.str() + ": mamba_num_heads is not a multiple of n_groups");
-  if (P > kMaxSsdDim || N > kMaxSsdDim)
-    throw Error(p.str() + ": head dim and state size must be at most " + u(kMaxSsdDim));
+  if (P > kMaxMamba2Dim || N > kMaxMamba2Dim)
+    throw Error(p.str() + ": head dim and state size must be at most " + u(kMaxMamba2Dim));
 }
 std::string fmt_double(double v) {
   char buf[32];
@@ -42,7 +42,7 @@ std::string fmt_double(double v) {
 
 // Head h's chunk c sits at (h·nc + c)·64 elements of its array: the span of all heads ends
 // after head H−1's last chunk.
-uint64_t span_rows(const SsdChunkOp::Shape& d, uint64_t nc) {
+uint64_t span_rows(const Mamba2ChunkOp::Shape& d, uint64_t nc) {
   return d.H == 0 ? 0 : (Size(d.H - 1) * nc + d.chunks).value();
 }
 
@@ -108,8 +108,8 @@ std::vector<Access> Mamba2ConvOp::accesses() const {
 
 // --- SSD carve (§4.6) ----------------------------------------------------------------------
 
-SsdCarve SsdCarve::make(uint64_t nc, uint64_t H, uint64_t G) {
-  SsdCarve c;
+Mamba2ChunkCarve Mamba2ChunkCarve::make(uint64_t nc, uint64_t H, uint64_t G) {
+  Mamba2ChunkCarve c;
   c.nc = nc;
   c.H = H;
   c.G = G;
@@ -123,12 +123,12 @@ SsdCarve SsdCarve::make(uint64_t nc, uint64_t H, uint64_t G) {
 
 // --- chunked SSD ---------------------------------------------------------------------------
 
-SsdChunkOp SsdChunkOp::make(Stage stage, const Mamba2Geometry& g, uint64_t row0, uint64_t rows,
-                            uint64_t nc, uint64_t stream, uint64_t streams) {
-  SsdChunkOp op;
+Mamba2ChunkOp Mamba2ChunkOp::make(Stage stage, const Mamba2Geometry& g, uint64_t row0,
+                                  uint64_t rows, uint64_t nc, uint64_t stream, uint64_t streams) {
+  Mamba2ChunkOp op;
   op.stage = stage;
-  op.carve = SsdCarve::make(nc, g.H, g.G);
-  op.dims = {row0,      rows,    cdiv(rows, SsdCarve::kChunk),
+  op.carve = Mamba2ChunkCarve::make(nc, g.H, g.G);
+  op.dims = {row0,      rows,    cdiv(rows, Mamba2ChunkCarve::kChunk),
              stream,    streams, g.H,
              g.P,       g.N,     g.G,
              g.d_inner, g.d_xbc, g.in_proj};
@@ -141,12 +141,12 @@ SsdChunkOp SsdChunkOp::make(Stage stage, const Mamba2Geometry& g, uint64_t row0,
   return op;
 }
 
-SsdChunkOp::Bound SsdChunkOp::bind(const Workspace& ws) const {
+Mamba2ChunkOp::Bound Mamba2ChunkOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
-  require_ssd_geometry(dims.H, dims.G, dims.G, dims.P, dims.N, p);
+  require_mamba2_geometry(dims.H, dims.G, dims.G, dims.P, dims.N, p);
   if (dims.d_xbc < dims.d_inner + 2 * dims.G * dims.N)
     throw Error(params() + ": xBC is narrower than x | B | C");
-  const uint64_t C = SsdCarve::kChunk, span = mul(span_rows(dims, carve.nc), C);
+  const uint64_t C = Mamba2ChunkCarve::kChunk, span = mul(span_rows(dims, carve.nc), C);
   Bound b;
   b.zxbcdt =
       bind_one<const uint16_t>(ws, operands.zxbcdt, mul(dims.rows, dims.in_proj), DType::bf16, p);
@@ -163,7 +163,7 @@ SsdChunkOp::Bound SsdChunkOp::bind(const Workspace& ws) const {
   return b;
 }
 
-std::string SsdChunkOp::name() const {
+std::string Mamba2ChunkOp::name() const {
   switch (stage) {
     case Stage::cumsum:
       return "ssd_chunk_cumsum";
@@ -175,43 +175,44 @@ std::string SsdChunkOp::name() const {
   return "ssd_chunk";
 }
 
-std::string SsdChunkOp::params() const {
+std::string Mamba2ChunkOp::params() const {
   return name() + "(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) + ",chunks=" + u(dims.chunks) +
          ",stream=" + u(dims.stream) + "/" + u(dims.streams) + ",H=" + u(dims.H) +
          ",P=" + u(dims.P) + ",N=" + u(dims.N) + ",G=" + u(dims.G) + ",nc=" + u(carve.nc) + ")";
 }
 
-TensorRef SsdChunkOp::dt_span() const {
+TensorRef Mamba2ChunkOp::dt_span() const {
   return arena_tensor(BufferId::ssd_scratch, carve.dt,
-                      {span_rows(dims, carve.nc), SsdCarve::kChunk}, DType::f32);
+                      {span_rows(dims, carve.nc), Mamba2ChunkCarve::kChunk}, DType::f32);
 }
 
-TensorRef SsdChunkOp::da_span() const {
+TensorRef Mamba2ChunkOp::da_span() const {
   return arena_tensor(BufferId::ssd_scratch, carve.da,
-                      {span_rows(dims, carve.nc), SsdCarve::kChunk}, DType::f32);
+                      {span_rows(dims, carve.nc), Mamba2ChunkCarve::kChunk}, DType::f32);
 }
 
-TensorRef SsdChunkOp::cb() const {
+TensorRef Mamba2ChunkOp::cb() const {
   return arena_tensor(BufferId::ssd_scratch, carve.cb,
-                      {dims.chunks, dims.G, SsdCarve::kChunk, SsdCarve::kChunk}, DType::f32);
+                      {dims.chunks, dims.G, Mamba2ChunkCarve::kChunk, Mamba2ChunkCarve::kChunk},
+                      DType::f32);
 }
 
-TensorRef SsdChunkOp::zxbcdt_rows() const {
+TensorRef Mamba2ChunkOp::zxbcdt_rows() const {
   return arena_tensor(BufferId::ssm_qkvz, Size(dims.row0) * dims.in_proj * 2,
                       {dims.rows, dims.in_proj}, DType::bf16);
 }
 
-TensorRef SsdChunkOp::xbc_rows() const {
+TensorRef Mamba2ChunkOp::xbc_rows() const {
   return arena_tensor(BufferId::ssm_deinterleaved, Size(dims.row0) * dims.d_xbc * 2,
                       {dims.rows, dims.d_xbc}, DType::bf16);
 }
 
-TensorRef SsdChunkOp::output_rows() const {
+TensorRef Mamba2ChunkOp::output_rows() const {
   return arena_tensor(BufferId::attn_output, Size(dims.row0) * dims.d_inner * 2,
                       {dims.rows, dims.d_inner}, DType::bf16);
 }
 
-std::vector<Access> SsdChunkOp::accesses() const {
+std::vector<Access> Mamba2ChunkOp::accesses() const {
   const std::string sfx = dims.streams > 1 ? ".s" + u(dims.stream) : "";
   const std::string dt = "ssd_dt" + sfx, da = "ssd_dA" + sfx, cbv = "ssd_CB" + sfx;
   std::vector<Access> out;
@@ -267,7 +268,7 @@ Mamba2RecurrentOp Mamba2RecurrentOp::make(const Mamba2Geometry& g, uint64_t row0
 
 Mamba2RecurrentOp::Bound Mamba2RecurrentOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
-  require_ssd_geometry(dims.H, dims.G, dims.ng, dims.P, dims.N, p);
+  require_mamba2_geometry(dims.H, dims.G, dims.ng, dims.P, dims.N, p);
   Bound b;
   b.zxbcdt = bind_one<const uint16_t>(ws, zxbcdt, mul(dims.rows, dims.in_proj), DType::bf16, p);
   b.xbc = bind_one<const uint16_t>(ws, xbc, mul(dims.rows, dims.d_xbc), DType::bf16, p);

@@ -34,15 +34,15 @@ TensorRef post_rows(uint64_t row0, uint64_t rows, uint64_t hc) {
 
 // --- expand --------------------------------------------------------------------------------
 
-HcExpandOp HcExpandOp::make(const ModelConfig& c, uint64_t rows) {
-  HcExpandOp op;
+MhcExpandOp MhcExpandOp::make(const ModelConfig& c, uint64_t rows) {
+  MhcExpandOp op;
   op.dims = {rows, c.hc_mult, c.hidden_size};
   op.input = arena_tensor(BufferId::hidden_states, 0, {rows, c.hidden_size}, DType::bf16);
   op.streams = stream_rows(0, rows, c.hc_mult, c.hidden_size);
   return op;
 }
 
-HcExpandOp::Bound HcExpandOp::bind(const Workspace& ws) const {
+MhcExpandOp::Bound MhcExpandOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
   Bound b;
   b.input = bind_one<const uint16_t>(ws, input, mul(dims.rows, dims.h), DType::bf16, p);
@@ -50,18 +50,18 @@ HcExpandOp::Bound HcExpandOp::bind(const Workspace& ws) const {
   return b;
 }
 
-std::string HcExpandOp::params() const {
+std::string MhcExpandOp::params() const {
   return "hc_expand(rows=" + u(dims.rows) + ",hc=" + u(dims.hc) + ",h=" + u(dims.h) + ")";
 }
 
-std::vector<Access> HcExpandOp::accesses() const {
+std::vector<Access> MhcExpandOp::accesses() const {
   return {{input, AccessKind::read, "@x"}, {streams, AccessKind::write, "@hc"}};
 }
 
 // --- Sinkhorn pre --------------------------------------------------------------------------
 
-HcPreOp HcPreOp::make(const ModelConfig& c, uint64_t rows) {
-  HcPreOp op;
+MhcPreOp MhcPreOp::make(const ModelConfig& c, uint64_t rows) {
+  MhcPreOp op;
   const uint64_t hc = c.hc_mult, h = c.hidden_size;
   const uint64_t mix = ((Size(2) + hc) * hc).value();  // [pre | post | comb]
   op.dims = {rows, hc, h, mix, c.hc_sinkhorn_iters};
@@ -77,7 +77,7 @@ HcPreOp HcPreOp::make(const ModelConfig& c, uint64_t rows) {
   return op;
 }
 
-HcPreOp::Bound HcPreOp::bind(const Workspace& ws) const {
+MhcPreOp::Bound MhcPreOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h;
   Bound b;
@@ -91,14 +91,14 @@ HcPreOp::Bound HcPreOp::bind(const Workspace& ws) const {
   return b;
 }
 
-std::string HcPreOp::params() const {
+std::string MhcPreOp::params() const {
   char eps[64];
   std::snprintf(eps, sizeof eps, ",rms_eps=%g,hc_eps=%g", rms_eps, hc_eps);
   return "hc_pre_sinkhorn(rows=" + u(dims.rows) + ",hc=" + u(dims.hc) + ",h=" + u(dims.h) +
          ",iters=" + u(dims.iters) + eps + ")";
 }
 
-std::vector<Access> HcPreOp::accesses() const {
+std::vector<Access> MhcPreOp::accesses() const {
   std::vector<Access> out = {
       {streams, AccessKind::read, "@hc"},   {fn, AccessKind::read, {}},
       {scale, AccessKind::read, {}},        {bias, AccessKind::read, {}},
@@ -109,16 +109,16 @@ std::vector<Access> HcPreOp::accesses() const {
 
 // --- low-rank carves (§4.7) ----------------------------------------------------------------
 
-HcSplitCarve HcSplitCarve::make(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r) {
-  HcSplitCarve c{rows, hc, h, r};
+MhcSplitCarve MhcSplitCarve::make(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r) {
+  MhcSplitCarve c{rows, hc, h, r};
   c.normed = 0;
   c.low = (Size(rows) * hc * h * 4).value();
   c.end = (Size(c.low) + Size(rows) * r * 4).value();
   return c;
 }
 
-HcGemmCarve HcGemmCarve::make(uint64_t m, uint64_t hc, uint64_t h, uint64_t r) {
-  HcGemmCarve c;
+MhcGemmCarve MhcGemmCarve::make(uint64_t m, uint64_t hc, uint64_t h, uint64_t r) {
+  MhcGemmCarve c;
   c.slab_rows = min(Size(m), Size(kSlabRows)).value();
   c.hc = hc;
   c.h = h;
@@ -132,20 +132,20 @@ HcGemmCarve HcGemmCarve::make(uint64_t m, uint64_t hc, uint64_t h, uint64_t r) {
   return c;
 }
 
-std::vector<HcSlab> hc_gemm_slabs(uint64_t tokens) {
-  std::vector<HcSlab> out;
-  for (uint64_t row0 = 0; row0 < tokens; row0 += HcGemmCarve::kSlabRows)
-    out.push_back({row0, std::min(HcGemmCarve::kSlabRows, tokens - row0)});
+std::vector<MhcSlab> mhc_gemm_slabs(uint64_t tokens) {
+  std::vector<MhcSlab> out;
+  for (uint64_t row0 = 0; row0 < tokens; row0 += MhcGemmCarve::kSlabRows)
+    out.push_back({row0, std::min(MhcGemmCarve::kSlabRows, tokens - row0)});
   return out;
 }
 
 // --- low-rank pre, split path --------------------------------------------------------------
 
-HcLowRankSplitOp HcLowRankSplitOp::make(Stage stage, const ModelConfig& c, uint64_t rows) {
-  HcLowRankSplitOp op;
+MhcLowRankSplitOp MhcLowRankSplitOp::make(Stage stage, const ModelConfig& c, uint64_t rows) {
+  MhcLowRankSplitOp op;
   op.stage = stage;
   op.dims = {rows, c.hc_mult, c.hidden_size, c.hc_lowrank};
-  op.carve = HcSplitCarve::make(rows, c.hc_mult, c.hidden_size, c.hc_lowrank);
+  op.carve = MhcSplitCarve::make(rows, c.hc_mult, c.hidden_size, c.hc_lowrank);
   op.rms_eps = c.rms_norm_eps;
   const uint64_t hc = c.hc_mult, h = c.hidden_size, r = c.hc_lowrank, w = width(hc, h);
   op.streams = stream_rows(0, rows, hc, h);
@@ -159,7 +159,7 @@ HcLowRankSplitOp HcLowRankSplitOp::make(Stage stage, const ModelConfig& c, uint6
   return op;
 }
 
-HcLowRankSplitOp::Bound HcLowRankSplitOp::bind(const Workspace& ws) const {
+MhcLowRankSplitOp::Bound MhcLowRankSplitOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h, r = dims.r, w = width(hc, h);
   Bound b;
@@ -186,7 +186,7 @@ HcLowRankSplitOp::Bound HcLowRankSplitOp::bind(const Workspace& ws) const {
   return b;
 }
 
-std::string HcLowRankSplitOp::name() const {
+std::string MhcLowRankSplitOp::name() const {
   switch (stage) {
     case Stage::norm:
       return "hc_lowrank_split_norm";
@@ -198,12 +198,12 @@ std::string HcLowRankSplitOp::name() const {
   return "hc_lowrank_split";
 }
 
-std::string HcLowRankSplitOp::params() const {
+std::string MhcLowRankSplitOp::params() const {
   return name() + "(rows=" + u(dims.rows) + ",hc=" + u(dims.hc) + ",h=" + u(dims.h) +
          ",r=" + u(dims.r) + ")";
 }
 
-std::vector<Access> HcLowRankSplitOp::accesses() const {
+std::vector<Access> MhcLowRankSplitOp::accesses() const {
   std::vector<Access> out;
   switch (stage) {
     case Stage::norm:
@@ -229,12 +229,12 @@ std::vector<Access> HcLowRankSplitOp::accesses() const {
 
 // --- low-rank pre, GEMM path ---------------------------------------------------------------
 
-HcLowRankSlabOp HcLowRankSlabOp::make(Stage stage, const ModelConfig& c, uint64_t m, uint64_t row0,
-                                      uint64_t rows) {
-  HcLowRankSlabOp op;
+MhcLowRankSlabOp MhcLowRankSlabOp::make(Stage stage, const ModelConfig& c, uint64_t m,
+                                        uint64_t row0, uint64_t rows) {
+  MhcLowRankSlabOp op;
   op.stage = stage;
   op.dims = {row0, rows, c.hc_mult, c.hidden_size, c.hc_lowrank};
-  op.carve = HcGemmCarve::make(m, c.hc_mult, c.hidden_size, c.hc_lowrank);
+  op.carve = MhcGemmCarve::make(m, c.hc_mult, c.hidden_size, c.hc_lowrank);
   op.rms_eps = c.rms_norm_eps;
   const uint64_t hc = c.hc_mult, h = c.hidden_size, r = c.hc_lowrank, w = width(hc, h);
   auto scratch = [&](uint64_t offset, uint64_t cols) {
@@ -254,7 +254,7 @@ HcLowRankSlabOp HcLowRankSlabOp::make(Stage stage, const ModelConfig& c, uint64_
   return op;
 }
 
-HcLowRankSlabOp::Bound HcLowRankSlabOp::bind(const Workspace& ws) const {
+MhcLowRankSlabOp::Bound MhcLowRankSlabOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h, r = dims.r, w = width(hc, h);
   Bound b;
@@ -296,7 +296,7 @@ HcLowRankSlabOp::Bound HcLowRankSlabOp::bind(const Workspace& ws) const {
   return b;
 }
 
-std::string HcLowRankSlabOp::name() const {
+std::string MhcLowRankSlabOp::name() const {
   switch (stage) {
     case Stage::norm:
       return "hc_lowrank_slab_norm";
@@ -312,13 +312,13 @@ std::string HcLowRankSlabOp::name() const {
   return "hc_lowrank_slab";
 }
 
-std::string HcLowRankSlabOp::params() const {
+std::string MhcLowRankSlabOp::params() const {
   return name() + "(row0=" + u(dims.row0) + ",rows=" + u(dims.rows) +
          ",slab_rows=" + u(carve.slab_rows) + ",hc=" + u(dims.hc) + ",h=" + u(dims.h) +
          ",r=" + u(dims.r) + ")";
 }
 
-std::vector<Access> HcLowRankSlabOp::accesses() const {
+std::vector<Access> MhcLowRankSlabOp::accesses() const {
   std::vector<Access> out;
   switch (stage) {
     case Stage::norm:
@@ -354,8 +354,8 @@ std::vector<Access> HcLowRankSlabOp::accesses() const {
 
 // --- post ----------------------------------------------------------------------------------
 
-HcPostOp HcPostOp::make(const ModelConfig& c, uint64_t rows) {
-  HcPostOp op;
+MhcPostOp MhcPostOp::make(const ModelConfig& c, uint64_t rows) {
+  MhcPostOp op;
   const uint64_t hc = c.hc_mult, h = c.hidden_size;
   op.dims = {rows, hc, h, c.hc_lowrank > 0};
   op.post = post_rows(0, rows, hc);
@@ -366,7 +366,7 @@ HcPostOp HcPostOp::make(const ModelConfig& c, uint64_t rows) {
   return op;
 }
 
-HcPostOp::Bound HcPostOp::bind(const Workspace& ws) const {
+MhcPostOp::Bound MhcPostOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h, n = mul(mul(rows, hc), h);
   Bound b;
@@ -387,12 +387,12 @@ HcPostOp::Bound HcPostOp::bind(const Workspace& ws) const {
   return b;
 }
 
-std::string HcPostOp::params() const {
+std::string MhcPostOp::params() const {
   return std::string("hc_post(rows=") + u(dims.rows) + ",hc=" + u(dims.hc) + ",h=" + u(dims.h) +
          ",form=" + (dims.lowrank ? "lowrank" : "sinkhorn") + ")";
 }
 
-std::vector<Access> HcPostOp::accesses() const {
+std::vector<Access> MhcPostOp::accesses() const {
   std::vector<Access> out = {{post, AccessKind::read, "hc_post"}};
   if (!dims.lowrank) out.push_back({comb, AccessKind::read, "hc_comb"});  // unused low-rank
   out.push_back({block_out, AccessKind::read, "@block_out"});
@@ -403,8 +403,8 @@ std::vector<Access> HcPostOp::accesses() const {
 
 // --- head ----------------------------------------------------------------------------------
 
-HcHeadOp HcHeadOp::make(const ModelConfig& c, uint64_t rows) {
-  HcHeadOp op;
+MhcHeadOp MhcHeadOp::make(const ModelConfig& c, uint64_t rows) {
+  MhcHeadOp op;
   const uint64_t hc = c.hc_mult, h = c.hidden_size;
   op.dims = {rows, hc, h};
   op.streams = stream_rows(0, rows, hc, h);
@@ -417,7 +417,7 @@ HcHeadOp HcHeadOp::make(const ModelConfig& c, uint64_t rows) {
   return op;
 }
 
-HcHeadOp::Bound HcHeadOp::bind(const Workspace& ws) const {
+MhcHeadOp::Bound MhcHeadOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
   const uint64_t rows = dims.rows, hc = dims.hc, h = dims.h;
   Bound b;
@@ -429,11 +429,11 @@ HcHeadOp::Bound HcHeadOp::bind(const Workspace& ws) const {
   return b;
 }
 
-std::string HcHeadOp::params() const {
+std::string MhcHeadOp::params() const {
   return "hc_head(rows=" + u(dims.rows) + ",hc=" + u(dims.hc) + ",h=" + u(dims.h) + ")";
 }
 
-std::vector<Access> HcHeadOp::accesses() const {
+std::vector<Access> MhcHeadOp::accesses() const {
   return {{streams, AccessKind::read, "@hc"},
           {fn, AccessKind::read, {}},
           {scale, AccessKind::read, {}},

@@ -142,9 +142,9 @@ void emit_dense_ffn(Builder& b, const Ctx& c);
 // mHC: expand (after embedding), pre (replaces the norm before a sub-block; writes
 // norm_output "norm"), post (after a sub-block; reads "@block_out"), head (before the
 // final norm; writes hidden_states "@hc_head").
-void emit_hc_expand(Builder& b, const Ctx& c);
-void emit_hc_pre(Builder& b, const Ctx& c);
-void emit_hc_post(Builder& b, const Ctx& c);
-void emit_hc_head(Builder& b, const Ctx& c);
+void emit_mhc_expand(Builder& b, const Ctx& c);
+void emit_mhc_pre(Builder& b, const Ctx& c);
+void emit_mhc_post(Builder& b, const Ctx& c);
+void emit_mhc_head(Builder& b, const Ctx& c);
 
 }  // namespace bufferlab::plan::detail

@@ -26,7 +26,7 @@ std::vector<Access> state_metadata(const Ctx& c, std::vector<std::string> extra 
   return metadata_reads(c, names);
 }
 
-void emit_ssd(Builder& b, const Ctx& c, const Mamba2Geometry& g) {
+void emit_mamba2(Builder& b, const Ctx& c, const Mamba2Geometry& g) {
   if (c.is_null(BufferId::ssd_scratch)) {
     add_with(b, Mamba2RecurrentOp::make(g, 0, c.T), state_metadata(c));
     return;
@@ -37,13 +37,13 @@ void emit_ssd(Builder& b, const Ctx& c, const Mamba2Geometry& g) {
   // §4.6: the scratch is carved for ONE sequence, so a co-dispatched pass runs its streams
   // one after another, each carving from the start of ssd_scratch.
   const uint64_t streams = c.pass.prefill_streams(), L = c.pass.stream_tokens();
-  const uint64_t nc = c.lp.ssd_chunks;
+  const uint64_t nc = c.lp.mamba2_chunks;
   for (uint64_t s = 0; s < streams; ++s) {
     const uint64_t row0 = (Size(d) + Size(s) * L).value();
-    using Stage = SsdChunkOp::Stage;
-    b.add(SsdChunkOp::make(Stage::cumsum, g, row0, L, nc, s, streams));
-    b.add(SsdChunkOp::make(Stage::bmm, g, row0, L, nc, s, streams));
-    add_with(b, SsdChunkOp::make(Stage::scan, g, row0, L, nc, s, streams),
+    using Stage = Mamba2ChunkOp::Stage;
+    b.add(Mamba2ChunkOp::make(Stage::cumsum, g, row0, L, nc, s, streams));
+    b.add(Mamba2ChunkOp::make(Stage::bmm, g, row0, L, nc, s, streams));
+    add_with(b, Mamba2ChunkOp::make(Stage::scan, g, row0, L, nc, s, streams),
              state_metadata(c, {"stream_meta." + std::to_string(s)}));
   }
 }
@@ -64,7 +64,7 @@ void emit_mamba2(Builder& b, const Ctx& c) {
                                  .output_value = "zxbcdt",
                                  .fp8_path = true});
   add_with(b, Mamba2ConvOp::make(g, T), state_metadata(c));
-  emit_ssd(b, c, g);
+  emit_mamba2(b, c, g);
   b.add(Mamba2GatedNormOp::make(g, T, c.config.rms_norm_eps));
   emit_projection(
       b, c,

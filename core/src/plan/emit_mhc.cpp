@@ -10,33 +10,33 @@ namespace bufferlab::plan::detail {
 namespace {
 
 void emit_lowrank_pre(Builder& b, const Ctx& c) {
-  if (HcSplitCarve::takes_split_path(c.T)) {
-    using Stage = HcLowRankSplitOp::Stage;
+  if (MhcSplitCarve::takes_split_path(c.T)) {
+    using Stage = MhcLowRankSplitOp::Stage;
     for (Stage s : {Stage::norm, Stage::down, Stage::collapse})
-      b.add(HcLowRankSplitOp::make(s, c.config, c.T));
+      b.add(MhcLowRankSplitOp::make(s, c.config, c.T));
     return;
   }
   // GEMM path: one step per stage per slab of ≤ 2048 tokens; every slab uses the carve the
   // layout was sized for (Ts = min(m, 2048), m from the sizing under test).
-  using Stage = HcLowRankSlabOp::Stage;
-  for (const HcSlab& slab : hc_gemm_slabs(c.T))
+  using Stage = MhcLowRankSlabOp::Stage;
+  for (const MhcSlab& slab : mhc_gemm_slabs(c.T))
     for (Stage s : {Stage::norm, Stage::down, Stage::inject, Stage::up, Stage::collapse})
-      b.add(HcLowRankSlabOp::make(s, c.config, c.lp.m, slab.row0, slab.rows));
+      b.add(MhcLowRankSlabOp::make(s, c.config, c.lp.m, slab.row0, slab.rows));
 }
 
 }  // namespace
 
-void emit_hc_expand(Builder& b, const Ctx& c) { b.add(HcExpandOp::make(c.config, c.T)); }
+void emit_mhc_expand(Builder& b, const Ctx& c) { b.add(MhcExpandOp::make(c.config, c.T)); }
 
-void emit_hc_pre(Builder& b, const Ctx& c) {
+void emit_mhc_pre(Builder& b, const Ctx& c) {
   if (c.config.hc_lowrank > 0)
     emit_lowrank_pre(b, c);
   else
-    b.add(HcPreOp::make(c.config, c.T));
+    b.add(MhcPreOp::make(c.config, c.T));
 }
 
-void emit_hc_post(Builder& b, const Ctx& c) { b.add(HcPostOp::make(c.config, c.T)); }
+void emit_mhc_post(Builder& b, const Ctx& c) { b.add(MhcPostOp::make(c.config, c.T)); }
 
-void emit_hc_head(Builder& b, const Ctx& c) { b.add(HcHeadOp::make(c.config, c.T)); }
+void emit_mhc_head(Builder& b, const Ctx& c) { b.add(MhcHeadOp::make(c.config, c.T)); }
 
 }  // namespace bufferlab::plan::detail

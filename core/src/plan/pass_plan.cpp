@@ -27,11 +27,11 @@ uint64_t layer_count(const ModelConfig& c) {
   return std::max<uint64_t>(n, 1);
 }
 
-bool has_hc(const ModelConfig& c) { return c.hc_mult > 0; }
+bool has_mhc(const ModelConfig& c) { return c.hc_mult > 0; }
 
 void emit_embedding(Builder& b, const Ctx& c) {
-  // With mHC the embedding row feeds hc_expand; otherwise it starts the residual stream.
-  const bool hc = has_hc(c.config);
+  // With mHC the embedding row feeds mhc_expand; otherwise it starts the residual stream.
+  const bool hc = has_mhc(c.config);
   b.add(EmbeddingOp::make(c.T, c.config.hidden_size, c.config.vocab_size,
                           hc ? BufferId::hidden_states : BufferId::residual,
                           hc ? "@x" : "@residual"));
@@ -39,16 +39,16 @@ void emit_embedding(Builder& b, const Ctx& c) {
 
 // The norm in front of a sub-block. Without mHC: a plain RMSNorm of the residual stream
 // before the first sub-block, a fused add of the previous sub-block's output after that.
-// With mHC: the block's own RMSNorm of the hc_pre output, in place in norm_output.
+// With mHC: the block's own RMSNorm of the mhc_pre output, in place in norm_output.
 void emit_block_norm(Builder& b, const Ctx& c, bool first, bool write_f32) {
   RmsNormVariant v;
   v.write_f32 = write_f32;
   RmsNormBuffers bufs;
   RmsNormValues vals;
-  if (has_hc(c.config)) {
+  if (has_mhc(c.config)) {
     v.add_residual = false;
     bufs.residual = BufferId::norm_output;
-    vals.residual_in = "norm";  // hc_pre left the block input there
+    vals.residual_in = "norm";  // mhc_pre left the block input there
   } else if (first) {
     v.add_residual = false;
   } else {
@@ -62,8 +62,8 @@ void emit_final_norm(Builder& b, const Ctx& c) {
   RmsNormBuffers bufs;
   RmsNormValues vals;
   vals.output = "final";
-  if (has_hc(c.config)) {
-    detail::emit_hc_head(b, c);
+  if (has_mhc(c.config)) {
+    detail::emit_mhc_head(b, c);
     v.add_residual = false;
     bufs.residual = BufferId::hidden_states;
     vals.residual_in = "@hc_head";
@@ -121,23 +121,23 @@ void emit_layer(Builder& b, Ctx c, uint64_t layer, bool& first_norm) {
   L += std::to_string(layer);
   // (std::string::append rather than operator+: GCC 12 warns falsely on the latter here.)
   auto label = [&](const char* kind) { return std::string(L).append(" ").append(kind); };
-  const bool hc = has_hc(c.config);
+  const bool hc = has_mhc(c.config);
   if (c.mixer != MixerKind::none) {
     b.scope(label(to_string(c.mixer)), L + ".mixer.");
-    if (hc) detail::emit_hc_pre(b, c);
+    if (hc) detail::emit_mhc_pre(b, c);
     emit_block_norm(b, c, first_norm, false);
     first_norm = false;
     emit_mixer(b, c);
-    if (hc) detail::emit_hc_post(b, c);
+    if (hc) detail::emit_mhc_post(b, c);
   }
   if (c.ffn != FfnKind::none) {
     b.scope(label(to_string(c.ffn)), L + ".ffn.");
-    if (hc) detail::emit_hc_pre(b, c);
+    if (hc) detail::emit_mhc_pre(b, c);
     const bool f32 = c.ffn != FfnKind::dense && c.paths.router == RouterPath::fp32_routing;
     emit_block_norm(b, c, first_norm, f32);
     first_norm = false;
     emit_ffn(b, c);
-    if (hc) detail::emit_hc_post(b, c);
+    if (hc) detail::emit_mhc_post(b, c);
   }
 }
 
@@ -190,7 +190,7 @@ PassPlan build(const ModelConfig& config, const BufferSizes& sizes, const Target
   b.scope("pre", "pre.");
   detail::emit_uploads(b, c);
   emit_embedding(b, c);
-  if (has_hc(config)) detail::emit_hc_expand(b, c);
+  if (has_mhc(config)) detail::emit_mhc_expand(b, c);
   bool first_norm = true;
   for (uint64_t layer : plan.layers) emit_layer(b, c, layer, first_norm);
   b.scope("post", "post.");

@@ -29,7 +29,7 @@
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
-#include "bufferlab/properties/ssm_generators.h"
+#include "bufferlab/properties/gdn_mamba2_generators.h"
 #include "cpu_backend.h"
 #include "gdn_mamba2_property_bodies.h"
 #include "rapidcheck_cases.h"

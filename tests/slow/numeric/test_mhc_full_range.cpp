@@ -2,7 +2,7 @@
 // slow): hidden up to 7168, hc up to 16, r up to 512, and the low-rank GEMM path across the slab
 // boundary — T = 2048 (one full slab), 2049 (a second slab of one row) and 4097 (three slabs),
 // with NaN / ±Inf planted on both sides of a slab edge. Oracle work is capped at 2^28
-// multiply-adds per case (gen::full_hc_ranges; the judges evaluate it a few times over) and
+// multiply-adds per case (gen::full_mhc_ranges; the judges evaluate it a few times over) and
 // each property runs kCases cases (RC_PARAMS="seed=..." still picks the seed); the file runs in
 // about three minutes on two cores. Deeper: `bufferlab fuzz --numeric mhc`.
 // Built into bufferlab_slow_numeric_tests (tests/CMakeLists.txt).
@@ -29,15 +29,15 @@
 namespace bufferlab {
 namespace {
 
-using gen::HcCase;
-using gen::HcOpKind;
-using oracle::HcLowRankPath;
+using gen::MhcCase;
+using gen::MhcOpKind;
+using oracle::MhcLowRankPath;
 using testing::cpu_backend;
 using testing::require_passed;
 using U = uint64_t;
 
 constexpr int kCases = 50;
-constexpr U kSplitMaxRows = HcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
 // rc::detail::checkGTest with kCases successes instead of the configured count.
 template <class Testable>
@@ -56,18 +56,18 @@ void check_many(Testable&& testable, int cases = kCases) {
   }
 }
 
-gen::HcRanges ranges() { return gen::full_hc_ranges(); }
+gen::MhcRanges ranges() { return gen::full_mhc_ranges(); }
 
 // Half the cases at hidden ≥ 2048 (the generator's log-uniform draw reaches the top octave only
 // in the last cases of a run).
-gen::HcRanges maybe_large_hidden() {
-  gen::HcRanges r = ranges();
+gen::MhcRanges maybe_large_hidden() {
+  gen::MhcRanges r = ranges();
   if (*rc::gen::arbitrary<bool>()) r.min_hidden = 2048;
   return r;
 }
 
-HcCase draw(HcOpKind kind, const gen::HcRanges& r = ranges()) {
-  HcCase c = *gen::hc_case(kind, r);
+MhcCase draw(MhcOpKind kind, const gen::MhcRanges& r = ranges()) {
+  MhcCase c = *gen::hc_case(kind, r);
   RC_LOG() << c.describe() << "\n";
   return c;
 }
@@ -76,61 +76,61 @@ HcCase draw(HcOpKind kind, const gen::HcRanges& r = ranges()) {
 // sums, the Birkhoff–Hopf row bound, the Sinkhorn class).
 TEST(MhcFullRange, PreAgreesAndConverges) {
   check_many([] {
-    const HcCase c = draw(HcOpKind::pre, maybe_large_hidden());
-    HcPreOp op = HcPreOp::make(c.config, c.rows);
-    const U pool = oracle::place_hc_weights(op);
-    const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), op, pool);
-    const auto in = gen::hc_pre_inputs(c);
-    require_passed(
-        oracle::judge_hc_pre(op, in, oracle::run_hc_pre(cpu_backend(), ws, op, in), "cpu", c.seed));
+    const MhcCase c = draw(MhcOpKind::pre, maybe_large_hidden());
+    MhcPreOp op = MhcPreOp::make(c.config, c.rows);
+    const U pool = oracle::place_mhc_weights(op);
+    const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
+    const auto in = gen::mhc_pre_inputs(c);
+    require_passed(oracle::judge_mhc_pre(op, in, oracle::run_mhc_pre(cpu_backend(), ws, op, in),
+                                         "cpu", c.seed));
   });
 }
 
 TEST(MhcFullRange, HeadAndPostAgree) {
   check_many([] {
     const bool head = *rc::gen::arbitrary<bool>();
-    const HcCase c = draw(head ? HcOpKind::head : HcOpKind::post, maybe_large_hidden());
+    const MhcCase c = draw(head ? MhcOpKind::head : MhcOpKind::post, maybe_large_hidden());
     if (head) {
-      HcHeadOp op = HcHeadOp::make(c.config, c.rows);
-      const U pool = oracle::place_hc_weights(op);
-      const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), op, pool);
-      const auto in = gen::hc_head_inputs(c);
-      require_passed(oracle::judge_hc_head(op, in, oracle::run_hc_head(cpu_backend(), ws, op, in),
-                                           "cpu", c.seed));
+      MhcHeadOp op = MhcHeadOp::make(c.config, c.rows);
+      const U pool = oracle::place_mhc_weights(op);
+      const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
+      const auto in = gen::mhc_head_inputs(c);
+      require_passed(oracle::judge_mhc_head(op, in, oracle::run_mhc_head(cpu_backend(), ws, op, in),
+                                            "cpu", c.seed));
       return;
     }
-    HcPostOp op = HcPostOp::make(c.config, c.rows);
+    MhcPostOp op = MhcPostOp::make(c.config, c.rows);
     const bool in_place = *rc::gen::arbitrary<bool>();
-    const U pool = in_place ? 0 : oracle::place_hc_post_out_of_place(op);
-    const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), op, pool);
-    const auto in = gen::hc_post_inputs(c);
-    require_passed(oracle::judge_hc_post(op, in, oracle::run_hc_post(cpu_backend(), ws, op, in),
-                                         "cpu", c.seed));
+    const U pool = in_place ? 0 : oracle::place_mhc_post_out_of_place(op);
+    const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
+    const auto in = gen::mhc_post_inputs(c);
+    require_passed(oracle::judge_mhc_post(op, in, oracle::run_mhc_post(cpu_backend(), ws, op, in),
+                                          "cpu", c.seed));
   });
 }
 
-oracle::HcLowRankRun run_lowrank(const HcCase& c, HcLowRankPath path,
-                                 const oracle::HcLowRankInputs& in, U m = 0) {
-  const auto plan = oracle::plan_hc_lowrank(c.config, c.rows, path, m);
-  const Workspace ws = oracle::allocate_hc_footprint(cpu_backend(), plan);
-  return oracle::run_hc_lowrank(cpu_backend(), ws, plan, in);
+oracle::MhcLowRankRun run_lowrank(const MhcCase& c, MhcLowRankPath path,
+                                  const oracle::MhcLowRankInputs& in, U m = 0) {
+  const auto plan = oracle::plan_mhc_lowrank(c.config, c.rows, path, m);
+  const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), plan);
+  return oracle::run_mhc_lowrank(cpu_backend(), ws, plan, in);
 }
 
 // T ≤ 64 at large hidden / r: each path against its own oracle, and the two within the BF16
 // bound of each other.
 TEST(MhcFullRange, LowRankPathsAgreeAtLargeHidden) {
   check_many([] {
-    gen::HcRanges r = ranges();
+    gen::MhcRanges r = ranges();
     r.min_hidden = 2048;
     r.max_rows = kSplitMaxRows;
-    HcCase c = draw(HcOpKind::lowrank, r);
-    const auto in = gen::hc_lowrank_inputs(c);
-    const auto split = run_lowrank(c, HcLowRankPath::split, in);
-    const auto slab = run_lowrank(c, HcLowRankPath::slab, in);
-    require_passed(oracle::judge_hc_lowrank(split, in, "cpu", c.seed));
-    require_passed(oracle::judge_hc_lowrank(slab, in, "cpu", c.seed));
-    require_passed(oracle::compare_hc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
-                                                    slab.collapse.block_in));
+    MhcCase c = draw(MhcOpKind::lowrank, r);
+    const auto in = gen::mhc_lowrank_inputs(c);
+    const auto split = run_lowrank(c, MhcLowRankPath::split, in);
+    const auto slab = run_lowrank(c, MhcLowRankPath::slab, in);
+    require_passed(oracle::judge_mhc_lowrank(split, in, "cpu", c.seed));
+    require_passed(oracle::judge_mhc_lowrank(slab, in, "cpu", c.seed));
+    require_passed(oracle::compare_mhc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
+                                                     slab.collapse.block_in));
   });
 }
 
@@ -139,13 +139,13 @@ TEST(MhcFullRange, LowRankPathsAgreeAtLargeHidden) {
 TEST(MhcFullRange, GemmPathAcrossTheSlabBoundary) {
   check_many(
       [] {
-        gen::HcRanges r = ranges();
+        gen::MhcRanges r = ranges();
         const U rows = *rc::gen::element(U{2049}, U{2048}, U{4097});
         r.min_rows = r.max_rows = rows;
-        HcCase c = draw(HcOpKind::lowrank, r);
-        c.path = HcLowRankPath::slab;
+        MhcCase c = draw(MhcOpKind::lowrank, r);
+        c.path = MhcLowRankPath::slab;
         if (*rc::gen::arbitrary<bool>()) {
-          const U edge = HcGemmCarve::kSlabRows;  // tokens 2047 | 2048
+          const U edge = MhcGemmCarve::kSlabRows;  // tokens 2047 | 2048
           c.profile.nonfinite.push_back({edge - 1, *rc::gen::inRange<U>(0, c.hc()),
                                          *rc::gen::inRange<U>(0, c.h()), INFINITY});
           if (rows > edge)
@@ -153,9 +153,9 @@ TEST(MhcFullRange, GemmPathAcrossTheSlabBoundary) {
                 {edge, *rc::gen::inRange<U>(0, c.hc()), *rc::gen::inRange<U>(0, c.h()), NAN});
         }
         RC_TAG(rows, c.profile.nonfinite.empty() ? "finite" : "non-finite at the slab edge");
-        const auto in = gen::hc_lowrank_inputs(c);
+        const auto in = gen::mhc_lowrank_inputs(c);
         require_passed(
-            oracle::judge_hc_lowrank(run_lowrank(c, HcLowRankPath::slab, in), in, "cpu", c.seed));
+            oracle::judge_mhc_lowrank(run_lowrank(c, MhcLowRankPath::slab, in), in, "cpu", c.seed));
       },
       30);
 }

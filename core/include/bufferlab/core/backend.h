@@ -71,9 +71,9 @@ class Backend {
   // Kernel mutants of spec/bug-catalogue.md, for the mutation tests and `--mutant`: each
   // registry entry names the ones that change its kernels (B14: the FP32 router paths round
   // their logits to BF16 before storing them; M-TIE: top-k exact ties go to the HIGHER index;
-  // B13: hc_post rounds every stream value it writes to BF16; M-SKCOL: hc_pre's Sinkhorn
+  // B13: hc_post rounds every stream value it writes to BF16; M-SKCOL: mhc_pre's Sinkhorn
   // without the final exact column normalisation; M-GDNCARRY: gdn_chunk's state pass carries
-  // the BF16 snapshot instead of the FP32 state; M-SSDSTATE: ssd_chunk's scan starts every
+  // the BF16 snapshot instead of the FP32 state; M-SSDSTATE: mamba2_chunk's scan starts every
   // chunk from the zero state). Error for any other mutant (sizing / plan mutants live in
   // Sizing).
   void set_kernel_mutant(Mutant m);

@@ -29,7 +29,7 @@ struct SubLayoutParams {
   uint64_t splitk_splits = 0;  // split count of split-K decode (pure function of target)
   uint64_t splitk_slots = 0;   // slots `splitk_workspace` holds
   uint64_t gdn_chunks = 0;     // nt of §4.5 (0 when gdn_fla_scratch is null)
-  uint64_t ssd_chunks = 0;     // nc of §4.6 (0 when ssd_scratch is null)
+  uint64_t mamba2_chunks = 0;  // nc of §4.6 (0 when ssd_scratch is null)
   uint64_t expert_width = 0;   // columns of expert_gate_out / expert_up_out rows
   // §4.4 staging: whether the kv_lens and h_state offsets account for the cu_seqlens region
   // (false only under mutant B3, the layout that forgot it).

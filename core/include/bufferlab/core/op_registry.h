@@ -39,19 +39,19 @@ namespace bufferlab {
   X(kernel, MoeCombineOp, moe_combine, void, moe)                                       \
   X(kernel, GemmOp, gemm, void, projection) /* BF16 kinds only: Error for the others */ \
   X(kernel, LmHeadOp, lm_head, void, embedding)                                         \
-  X(kernel, HcExpandOp, hc_expand, void, mhc)                                           \
-  X(kernel, HcPreOp, hc_pre, HcDiagnostics, mhc, Mutant::M_SKCOL)                       \
-  X(kernel, HcLowRankSplitOp, hc_lowrank_split, HcDiagnostics, mhc)                     \
-  X(kernel, HcLowRankSlabOp, hc_lowrank_slab, HcDiagnostics, mhc)                       \
-  X(kernel, HcPostOp, hc_post, void, mhc, Mutant::B13)                                  \
-  X(kernel, HcHeadOp, hc_head, HcDiagnostics, mhc)                                      \
+  X(kernel, MhcExpandOp, mhc_expand, void, mhc)                                         \
+  X(kernel, MhcPreOp, mhc_pre, MhcDiagnostics, mhc, Mutant::M_SKCOL)                    \
+  X(kernel, MhcLowRankSplitOp, mhc_lowrank_split, MhcDiagnostics, mhc)                  \
+  X(kernel, MhcLowRankSlabOp, mhc_lowrank_slab, MhcDiagnostics, mhc)                    \
+  X(kernel, MhcPostOp, mhc_post, void, mhc, Mutant::B13)                                \
+  X(kernel, MhcHeadOp, mhc_head, MhcDiagnostics, mhc)                                   \
   X(kernel, GdnConvOp, gdn_conv, void, gdn)                                             \
   X(kernel, GdnGatesOp, gdn_gates, void, gdn)                                           \
   X(kernel, GdnChunkOp, gdn_chunk, void, gdn, Mutant::M_GDNCARRY)                       \
   X(kernel, GdnRecurrentOp, gdn_recurrent, void, gdn)                                   \
   X(kernel, GdnGatedNormOp, gdn_gated_norm, void, gdn)                                  \
   X(kernel, Mamba2ConvOp, mamba2_conv, void, mamba2)                                    \
-  X(kernel, SsdChunkOp, ssd_chunk, void, mamba2, Mutant::M_SSDSTATE)                    \
+  X(kernel, Mamba2ChunkOp, mamba2_chunk, void, mamba2, Mutant::M_SSDSTATE)              \
   X(kernel, Mamba2RecurrentOp, mamba2_recurrent, void, mamba2)                          \
   X(kernel, Mamba2GatedNormOp, mamba2_gated_norm, void, mamba2)                         \
   X(planned, GdnDeinterleaveOp, gdn_deinterleave, void, gdn)                            \

@@ -76,19 +76,19 @@ double col_sum_tolerance_fp32(uint64_t hc);
 
 // --- Sinkhorn-form pre / post / head / expand ----------------------------------------------
 
-struct HcPreInputs {
+struct MhcPreInputs {
   std::vector<float> streams;  // [rows, hc, h]
   std::vector<float> fn;       // [mix, hc·h]
   std::vector<float> scale;    // [3]
   std::vector<float> bias;     // [mix]
 };
-struct HcPreOutputs {              // what a backend stored
+struct MhcPreOutputs {             // what a backend stored
   std::vector<float> post;         // [rows, hc]
   std::vector<float> comb;         // [rows, hc, hc]
   std::vector<uint16_t> block_in;  // bf16 [rows, h]
-  HcDiagnostics diagnostics;
+  MhcDiagnostics diagnostics;
 };
-struct HcPreReference {
+struct MhcPreReference {
   std::vector<double> mix;       // [rows, mix] r·(fn·x)
   std::vector<double> pre;       // [rows, hc] σ(mix·s0 + b) + hc_eps
   std::vector<double> post;      // [rows, hc]
@@ -99,10 +99,10 @@ struct HcPreReference {
 };
 // `final_exact_column` = false evaluates the M-SKCOL variant (for the mutant's expected
 // finding only; backends are always judged against the spec's order).
-HcPreReference hc_pre(const HcPreOp& op, const HcPreInputs& in, Mode mode,
-                      bool final_exact_column = true);
+MhcPreReference mhc_pre(const MhcPreOp& op, const MhcPreInputs& in, Mode mode,
+                        bool final_exact_column = true);
 
-struct HcPostInputs {
+struct MhcPostInputs {
   std::vector<float> post;          // [rows, hc]
   std::vector<float> comb;          // [rows, hc, hc]; empty in the low-rank form
   std::vector<uint16_t> block_out;  // bf16 [rows, h]
@@ -111,54 +111,54 @@ struct HcPostInputs {
 // out[t, j, d] = post_j·block_out[t, d] + Σ_i comb_ij·x[t, i, d] (Sinkhorn form), or
 // x[t, i, d] + post_i·block_out[t, d] (low-rank form). FP64 (both modes: nothing is stored
 // below FP32).
-std::vector<double> hc_post(const HcPostOp& op, const HcPostInputs& in);
+std::vector<double> mhc_post(const MhcPostOp& op, const MhcPostInputs& in);
 
-struct HcHeadInputs {
+struct MhcHeadInputs {
   std::vector<float> streams;  // [rows, hc, h]
   std::vector<float> fn;       // [hc, hc·h]
   std::vector<float> scale;    // [1]
   std::vector<float> bias;     // [hc]
 };
-struct HcHeadReference {
+struct MhcHeadReference {
   std::vector<double> mix;     // [rows, hc] r·(fn·x)
   std::vector<double> pre;     // [rows, hc]
   std::vector<double> output;  // [rows, h]; BF16-rounded in faithful mode
   uint64_t nonfinite_tokens = 0;
 };
-HcHeadReference hc_head(const HcHeadOp& op, const HcHeadInputs& in, Mode mode);
+MhcHeadReference mhc_head(const MhcHeadOp& op, const MhcHeadInputs& in, Mode mode);
 
 // every stream = bf16 embedding row (exact in FP32).
-std::vector<double> hc_expand(const HcExpandOp& op, std::span<const uint16_t> input);
+std::vector<double> mhc_expand(const MhcExpandOp& op, std::span<const uint16_t> input);
 
 // --- low-rank form (numerics §4) -------------------------------------------------------------
 
 // The model weights of the low-rank form, FP32 (the split path uses them as they are; the
 // slab path uses their BF16 roundings, made by slab_weights()).
-struct HcLowRankWeights {
+struct MhcLowRankWeights {
   std::vector<float> norm_w;    // [hc, h]
   std::vector<float> w_down;    // [r, hc·h]
   std::vector<float> w_inject;  // [hc, hc·h]
   std::vector<float> w_up;      // [hc·h, r]
 };
-struct HcLowRankSlabWeights {
+struct MhcLowRankSlabWeights {
   std::vector<uint16_t> w_down, w_inject, w_up;  // bf16, same shapes
 };
-HcLowRankSlabWeights slab_weights(const HcLowRankWeights& w);
+MhcLowRankSlabWeights slab_weights(const MhcLowRankWeights& w);
 
 // The inputs of one low-rank pre step: the streams and the model weights.
-struct HcLowRankInputs {
+struct MhcLowRankInputs {
   std::vector<float> streams;  // [rows, hc, h]
-  HcLowRankWeights weights;
+  MhcLowRankWeights weights;
 };
 
 // The two execution paths of the low-rank pre step (numerics §4, buffers.md §4.7): split
 // (T ≤ 64, FP32 scratch and weights) and slab (GEMMs on BF16 intermediates and weights).
-enum class HcLowRankPath { split, slab };
-inline const char* to_string(HcLowRankPath p) {
-  return p == HcLowRankPath::split ? "split" : "slab";
+enum class MhcLowRankPath { split, slab };
+inline const char* to_string(MhcLowRankPath p) {
+  return p == MhcLowRankPath::split ? "split" : "slab";
 }
 
-struct HcLowRankDims {
+struct MhcLowRankDims {
   uint64_t rows = 0, hc = 0, h = 0, r = 0;
   double rms_eps = 1e-6;
 };
@@ -177,17 +177,17 @@ std::vector<double> widen_bf16(std::span<const uint16_t> v);
 //   up:       up_pre[t, c] = Σ_k W_up[c, k]·low[t, k]
 //   collapse: y[t, c] = (1/hc)·Σ_i σ(up_pre[t, i·h + c])·normed[t, i·h + c]
 //   post:     post[t, i] = 2σ(inj_pre[t, i] / hc)
-std::vector<double> hc_lowrank_norm(const HcLowRankDims& d, std::span<const float> streams,
-                                    std::span<const float> norm_w, uint64_t* nonfinite = nullptr);
-std::vector<double> hc_lowrank_down(const HcLowRankDims& d, std::span<const double> normed,
-                                    std::span<const double> w_down);
-std::vector<double> hc_lowrank_inject(const HcLowRankDims& d, std::span<const double> normed,
-                                      std::span<const double> w_inject);
-std::vector<double> hc_lowrank_up(const HcLowRankDims& d, std::span<const double> low,
-                                  std::span<const double> w_up);
-std::vector<double> hc_lowrank_collapse(const HcLowRankDims& d, std::span<const double> normed,
-                                        std::span<const double> up_pre);
-std::vector<double> hc_lowrank_post(const HcLowRankDims& d, std::span<const double> inj_pre);
+std::vector<double> mhc_lowrank_norm(const MhcLowRankDims& d, std::span<const float> streams,
+                                     std::span<const float> norm_w, uint64_t* nonfinite = nullptr);
+std::vector<double> mhc_lowrank_down(const MhcLowRankDims& d, std::span<const double> normed,
+                                     std::span<const double> w_down);
+std::vector<double> mhc_lowrank_inject(const MhcLowRankDims& d, std::span<const double> normed,
+                                       std::span<const double> w_inject);
+std::vector<double> mhc_lowrank_up(const MhcLowRankDims& d, std::span<const double> low,
+                                   std::span<const double> w_up);
+std::vector<double> mhc_lowrank_collapse(const MhcLowRankDims& d, std::span<const double> normed,
+                                         std::span<const double> up_pre);
+std::vector<double> mhc_lowrank_post(const MhcLowRankDims& d, std::span<const double> inj_pre);
 
 // The whole low-rank pre step over `rows` tokens of x [rows, hc, h]:
 //   normed [rows, hc·h], low [rows, r], inj_pre [rows, hc] (W_inject·n, before /hc and σ),
@@ -195,13 +195,13 @@ std::vector<double> hc_lowrank_post(const HcLowRankDims& d, std::span<const doub
 // `slab_precision` = true evaluates the GEMM path's definition (BF16 weights; in faithful
 // mode normed, low, inj_pre, up_pre and block_in are rounded to BF16 where the path stores
 // them); false the split path's (FP32 weights; faithful rounds block_in only).
-struct HcLowRankReference {
+struct MhcLowRankReference {
   std::vector<double> normed, low, inj_pre, up_pre, block_in, post;
   uint64_t nonfinite_tokens = 0;
 };
-HcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r, double rms_eps,
-                              std::span<const float> streams, const HcLowRankWeights& w,
-                              bool slab_precision, Mode mode);
+MhcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r, double rms_eps,
+                               std::span<const float> streams, const MhcLowRankWeights& w,
+                               bool slab_precision, Mode mode);
 
 // --- derived bounds (see mhc_bounds.cpp for each derivation) ----------------------------------
 //
@@ -211,20 +211,20 @@ HcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r
 // expf. Stored BF16 values add one BF16 ULP (e + ulp(|y| + e), numerics §9). The oracle's own
 // FP64 error is included.
 
-// Per-element absolute bounds of a backend's hc_pre outputs against the oracle on the same
+// Per-element absolute bounds of a backend's mhc_pre outputs against the oracle on the same
 // stored inputs: post and block_in from the γ bound of the mix GEMV (γ_(2·hc·h+8)·r·Σ|fn||x|,
 // the relative error of r included) through σ' ≤ 1/4 and σ's own rounding, plus one BF16 ULP
 // (block_in); `comb_log_error` per token bounds |log K_backend − log K| from the same mix
 // error through the softmax (log-softmax is 2-Lipschitz in the max norm) and its roundings,
 // for the Sinkhorn class check and the row bound.
-struct HcPreBounds {
+struct MhcPreBounds {
   std::vector<double> post;            // [rows, hc]
   std::vector<double> block_in;        // [rows, h]
   std::vector<double> comb_log_error;  // [rows]
   std::string formula;
 };
-HcPreBounds hc_pre_bounds(const HcPreOp& op, const HcPreInputs& in, const HcPreReference& ref,
-                          const BoundModel& bm = cpu_bounds());
+MhcPreBounds mhc_pre_bounds(const MhcPreOp& op, const MhcPreInputs& in, const MhcPreReference& ref,
+                            const BoundModel& bm = cpu_bounds());
 
 // The Sinkhorn class check of a backend's comb C against the oracle's K (numerics §3): every
 // result of the spec's normalisations is D1·(K∘E)·D2 with D diagonal and |log E| ≤ k + (2·iters
@@ -239,66 +239,68 @@ struct SinkhornClassCheck {
   uint64_t token = 0, i = 0, j = 0;
   uint64_t violations = 0;
 };
-SinkhornClassCheck sinkhorn_class_check(const HcPreOp& op, std::span<const float> comb,
-                                        const HcPreReference& ref, const HcPreBounds& bounds,
+SinkhornClassCheck sinkhorn_class_check(const MhcPreOp& op, std::span<const float> comb,
+                                        const MhcPreReference& ref, const MhcPreBounds& bounds,
                                         const BoundModel& bm = cpu_bounds());
 
-std::vector<double> hc_post_bounds(const HcPostOp& op, const HcPostInputs& in,
-                                   const BoundModel& bm = cpu_bounds());  // per element
-std::vector<double> hc_head_bounds(const HcHeadOp& op, const HcHeadInputs& in,
-                                   const HcHeadReference& ref,
-                                   const BoundModel& bm = cpu_bounds());  // per output element
-std::string hc_post_bounds_formula();
-std::string hc_head_bounds_formula();
+std::vector<double> mhc_post_bounds(const MhcPostOp& op, const MhcPostInputs& in,
+                                    const BoundModel& bm = cpu_bounds());  // per element
+std::vector<double> mhc_head_bounds(const MhcHeadOp& op, const MhcHeadInputs& in,
+                                    const MhcHeadReference& ref,
+                                    const BoundModel& bm = cpu_bounds());  // per output element
+std::string mhc_post_bounds_formula();
+std::string mhc_head_bounds_formula();
 
 // Per-element bounds of one low-rank stage's stored output against its oracle fed the
 // stage's stored inputs (the same spans the stage oracle gets), on `path`.
-struct HcStageBounds {
+struct MhcStageBounds {
   std::vector<double> bound;
   std::string formula;
 };
 // normed: from the oracle's normed values and the norm weight [hc, h].
-HcStageBounds hc_lowrank_norm_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                     std::span<const float> norm_w, HcLowRankPath path,
-                                     const BoundModel& bm = cpu_bounds());
-// low [rows, r] from the stored normed and W_down (FP32 on split, BF16 values on slab).
-HcStageBounds hc_lowrank_down_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                     std::span<const double> w_down, HcLowRankPath path,
-                                     const BoundModel& bm = cpu_bounds());
-// slab: inj_pre [rows, hc] from the stored normed and W_inject.
-HcStageBounds hc_lowrank_inject_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                       std::span<const double> w_inject,
+MhcStageBounds mhc_lowrank_norm_bounds(const MhcLowRankDims& d, std::span<const double> normed,
+                                       std::span<const float> norm_w, MhcLowRankPath path,
                                        const BoundModel& bm = cpu_bounds());
+// low [rows, r] from the stored normed and W_down (FP32 on split, BF16 values on slab).
+MhcStageBounds mhc_lowrank_down_bounds(const MhcLowRankDims& d, std::span<const double> normed,
+                                       std::span<const double> w_down, MhcLowRankPath path,
+                                       const BoundModel& bm = cpu_bounds());
+// slab: inj_pre [rows, hc] from the stored normed and W_inject.
+MhcStageBounds mhc_lowrank_inject_bounds(const MhcLowRankDims& d, std::span<const double> normed,
+                                         std::span<const double> w_inject,
+                                         const BoundModel& bm = cpu_bounds());
 // slab: up_pre [rows, hc·h] from the stored low and W_up.
-HcStageBounds hc_lowrank_up_bounds(const HcLowRankDims& d, std::span<const double> low,
-                                   std::span<const double> w_up,
-                                   const BoundModel& bm = cpu_bounds());
+MhcStageBounds mhc_lowrank_up_bounds(const MhcLowRankDims& d, std::span<const double> low,
+                                     std::span<const double> w_up,
+                                     const BoundModel& bm = cpu_bounds());
 // split: block_in [rows, h] from the stored normed and low (W_up·low computed inside).
-HcStageBounds hc_lowrank_split_collapse_bounds(const HcLowRankDims& d,
-                                               std::span<const double> normed,
-                                               std::span<const double> low,
-                                               std::span<const double> w_up,
-                                               const BoundModel& bm = cpu_bounds());
+MhcStageBounds mhc_lowrank_split_collapse_bounds(const MhcLowRankDims& d,
+                                                 std::span<const double> normed,
+                                                 std::span<const double> low,
+                                                 std::span<const double> w_up,
+                                                 const BoundModel& bm = cpu_bounds());
 // slab: block_in [rows, h] from the stored normed and up_pre.
-HcStageBounds hc_lowrank_slab_collapse_bounds(const HcLowRankDims& d,
-                                              std::span<const double> normed,
-                                              std::span<const double> up_pre,
-                                              const BoundModel& bm = cpu_bounds());
+MhcStageBounds mhc_lowrank_slab_collapse_bounds(const MhcLowRankDims& d,
+                                                std::span<const double> normed,
+                                                std::span<const double> up_pre,
+                                                const BoundModel& bm = cpu_bounds());
 // split: post [rows, hc] from the stored normed (W_inject·normed computed inside).
-HcStageBounds hc_lowrank_split_post_bounds(const HcLowRankDims& d, std::span<const double> normed,
-                                           std::span<const double> w_inject,
-                                           const BoundModel& bm = cpu_bounds());
+MhcStageBounds mhc_lowrank_split_post_bounds(const MhcLowRankDims& d,
+                                             std::span<const double> normed,
+                                             std::span<const double> w_inject,
+                                             const BoundModel& bm = cpu_bounds());
 // slab: post [rows, hc] from the stored inj_pre.
-HcStageBounds hc_lowrank_slab_post_bounds(const HcLowRankDims& d, std::span<const double> inj_pre,
-                                          const BoundModel& bm = cpu_bounds());
+MhcStageBounds mhc_lowrank_slab_post_bounds(const MhcLowRankDims& d,
+                                            std::span<const double> inj_pre,
+                                            const BoundModel& bm = cpu_bounds());
 
 // |block_in_split − block_in_slab| [rows, h] for the two paths run on the same streams and
 // model weights: each path's forward error against the exact FP32-weight definition,
 // propagated stage by stage through its roundings (the slab path's BF16 weights and BF16
 // stores at 2^-8 relative each, its GEMM accumulation; the split path's FP32 math), plus one
 // BF16 ULP for the two stores.
-HcStageBounds hc_lowrank_path_bounds(const HcLowRankDims& d, std::span<const float> streams,
-                                     const HcLowRankWeights& w,
-                                     const BoundModel& bm = cpu_bounds());
+MhcStageBounds mhc_lowrank_path_bounds(const MhcLowRankDims& d, std::span<const float> streams,
+                                       const MhcLowRankWeights& w,
+                                       const BoundModel& bm = cpu_bounds());
 
 }  // namespace bufferlab::oracle

@@ -28,39 +28,39 @@
 
 namespace bufferlab::oracle {
 
-enum class HcStreamMagnitude { normal, zero, huge };
+enum class MhcStreamMagnitude { normal, zero, huge };
 
 // A NaN or ±Inf written into the streams at (token, stream, dim).
-struct HcNonFinite {
+struct MhcNonFinite {
   uint64_t token = 0, stream = 0, dim = 0;
   double value = NAN;
 };
 
-struct HcInputProfile {
-  HcStreamMagnitude magnitude = HcStreamMagnitude::normal;
+struct MhcInputProfile {
+  MhcStreamMagnitude magnitude = MhcStreamMagnitude::normal;
   double scale = 1.0;        // normal streams
   double huge_scale = 1e30;  // huge streams
   double logit_range = 4.0;  // L, the spread of every comb logit row (0.01..60)
-  std::vector<HcNonFinite> nonfinite;
+  std::vector<MhcNonFinite> nonfinite;
 };
 
-// x [rows, hc, h] of the profile; an HcNonFinite outside the extents is an Error.
-std::vector<float> generate_hc_streams(uint64_t rows, uint64_t hc, uint64_t h, uint64_t seed,
-                                       const HcInputProfile& profile = {});
+// x [rows, hc, h] of the profile; an MhcNonFinite outside the extents is an Error.
+std::vector<float> generate_mhc_streams(uint64_t rows, uint64_t hc, uint64_t h, uint64_t seed,
+                                        const MhcInputProfile& profile = {});
 
-HcPreInputs generate_hc_pre_inputs(const HcPreOp& op, uint64_t seed,
-                                   const HcInputProfile& profile = {});
+MhcPreInputs generate_mhc_pre_inputs(const MhcPreOp& op, uint64_t seed,
+                                     const MhcInputProfile& profile = {});
 // post 2σ(normal-ish) in (0, 2); comb the FP64 Sinkhorn (hc_eps = 1e-6, 20 iterations) of comb
 // logits of range L, rounded to FP32 (Sinkhorn form only); block_out BF16 normal-ish.
-HcPostInputs generate_hc_post_inputs(const HcPostOp& op, uint64_t seed,
-                                     const HcInputProfile& profile = {});
-HcHeadInputs generate_hc_head_inputs(const HcHeadOp& op, uint64_t seed,
-                                     const HcInputProfile& profile = {});
+MhcPostInputs generate_mhc_post_inputs(const MhcPostOp& op, uint64_t seed,
+                                       const MhcInputProfile& profile = {});
+MhcHeadInputs generate_mhc_head_inputs(const MhcHeadOp& op, uint64_t seed,
+                                       const MhcInputProfile& profile = {});
 // hidden_states bf16 [rows, h], normal-ish.
-std::vector<uint16_t> generate_hc_expand_input(const HcExpandOp& op, uint64_t seed);
+std::vector<uint16_t> generate_mhc_expand_input(const MhcExpandOp& op, uint64_t seed);
 
-HcLowRankWeights generate_hc_lowrank_weights(uint64_t hc, uint64_t h, uint64_t r, uint64_t seed);
-HcLowRankInputs generate_hc_lowrank_inputs(const HcLowRankDims& dims, uint64_t seed,
-                                           const HcInputProfile& profile = {});
+MhcLowRankWeights generate_mhc_lowrank_weights(uint64_t hc, uint64_t h, uint64_t r, uint64_t seed);
+MhcLowRankInputs generate_mhc_lowrank_inputs(const MhcLowRankDims& dims, uint64_t seed,
+                                             const MhcInputProfile& profile = {});
 
 }  // namespace bufferlab::oracle

@@ -10,7 +10,7 @@
 //   "hc_comb column sums"                        within (hc + 1)·2^-24 of 1 (M-SKCOL fails here)
 //   "hc_comb row sums (Birkhoff-Hopf bound)"     within sinkhorn_row_bound(u = 2^-24, k_log_error)
 //   "hc_comb Sinkhorn class"                     D1·(K∘E)·D2 with |log E| bounded
-//   "non-finite token count"                     the backend's HcDiagnostics = the oracle's
+//   "non-finite token count"                     the backend's MhcDiagnostics = the oracle's
 //   "hc_streams (post)", "hc_streams (expand)", "hc_normed (norm)", "hc_low (down)", ...
 //   "<scratch> intact (<stage> input)"           a stage read what the previous one stored
 #pragma once
@@ -26,33 +26,33 @@
 namespace bufferlab::oracle {
 
 // `bm`: the roundoffs of the judged backend (cpu_bounds() or device_bounds()).
-AgreementReport judge_hc_pre(const HcPreOp& op, const HcPreInputs& in, const HcPreOutputs& out,
-                             const std::string& backend, uint64_t seed,
-                             const BoundModel& bm = cpu_bounds());
-// `out`: op.out after the op (in place or not).
-AgreementReport judge_hc_post(const HcPostOp& op, const HcPostInputs& in,
-                              std::span<const float> out, const std::string& backend, uint64_t seed,
-                              const BoundModel& bm = cpu_bounds());
-AgreementReport judge_hc_head(const HcHeadOp& op, const HcHeadInputs& in, const HcHeadOutputs& out,
+AgreementReport judge_mhc_pre(const MhcPreOp& op, const MhcPreInputs& in, const MhcPreOutputs& out,
                               const std::string& backend, uint64_t seed,
                               const BoundModel& bm = cpu_bounds());
+// `out`: op.out after the op (in place or not).
+AgreementReport judge_mhc_post(const MhcPostOp& op, const MhcPostInputs& in,
+                               std::span<const float> out, const std::string& backend,
+                               uint64_t seed, const BoundModel& bm = cpu_bounds());
+AgreementReport judge_mhc_head(const MhcHeadOp& op, const MhcHeadInputs& in,
+                               const MhcHeadOutputs& out, const std::string& backend, uint64_t seed,
+                               const BoundModel& bm = cpu_bounds());
 // Exact: a BF16 value widens to FP32 without rounding.
-AgreementReport judge_hc_expand(const HcExpandOp& op, std::span<const uint16_t> input,
-                                std::span<const float> streams, const std::string& backend,
-                                uint64_t seed);
+AgreementReport judge_mhc_expand(const MhcExpandOp& op, std::span<const uint16_t> input,
+                                 std::span<const float> streams, const std::string& backend,
+                                 uint64_t seed);
 // Every stage of `run` on its own stored inputs, against the faithful oracle of run.path's
 // precision (split: FP32 weights and scratch; slab: BF16 weights and intermediates), plus the
 // scratch-intact checks between stages and the non-finite count. The whole chain from the
 // original inputs is reported.
-AgreementReport judge_hc_lowrank(const HcLowRankRun& run, const HcLowRankInputs& in,
-                                 const std::string& backend, uint64_t seed,
-                                 const BoundModel& bm = cpu_bounds());
+AgreementReport judge_mhc_lowrank(const MhcLowRankRun& run, const MhcLowRankInputs& in,
+                                  const std::string& backend, uint64_t seed,
+                                  const BoundModel& bm = cpu_bounds());
 
 // The property "split and GEMM paths agree with each other within the BF16 bound": the
-// block inputs of the two paths on the same inputs, |split − slab| ≤ hc_lowrank_path_bounds.
-TensorComparison compare_hc_lowrank_paths(const HcLowRankDims& dims, const HcLowRankInputs& in,
-                                          std::span<const uint16_t> split_block_in,
-                                          std::span<const uint16_t> slab_block_in,
-                                          const BoundModel& bm = cpu_bounds());
+// block inputs of the two paths on the same inputs, |split − slab| ≤ mhc_lowrank_path_bounds.
+TensorComparison compare_mhc_lowrank_paths(const MhcLowRankDims& dims, const MhcLowRankInputs& in,
+                                           std::span<const uint16_t> split_block_in,
+                                           std::span<const uint16_t> slab_block_in,
+                                           const BoundModel& bm = cpu_bounds());
 
 }  // namespace bufferlab::oracle

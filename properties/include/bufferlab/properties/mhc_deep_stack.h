@@ -1,6 +1,6 @@
 // The mHC deep-stack property (spec/numerics.md §3, §9; bug-catalogue B13): `layers` layers of
-// hc_pre (backend) → a host block → hc_post in place (backend) on FP32 streams that start as
-// hc_expand of a BF16 embedding, against the faithful FP64 oracle running the same stack
+// mhc_pre (backend) → a host block → hc_post in place (backend) on FP32 streams that start as
+// mhc_expand of a BF16 embedding, against the faithful FP64 oracle running the same stack
 // (streams in FP64; block input and block output rounded to BF16 where the backend stores
 // them), under a per-element bound on the final |streams_backend − streams_oracle| derived on
 // paper in mhc_deep_stack.cpp and evaluated layer by layer along the oracle's trajectory.
@@ -34,7 +34,7 @@ struct DeepStackCase {
   uint64_t hc = 4, h = 16, rows = 2;
   uint64_t layers = 40;
   uint64_t iters = 20;            // hc_sinkhorn_iters
-  double logit_range = 1.0;       // L of every layer's comb logits (oracle HcInputProfile)
+  double logit_range = 1.0;       // L of every layer's comb logits (oracle MhcInputProfile)
   double block_gain = 0x1.fp-11;  // 31/32 · 2^-10
   double weight_bias = 3.0;
   double mix_scale = 0.25;
@@ -48,7 +48,7 @@ void showValue(const DeepStackCase& c, std::ostream& os);
 // L stays ≤ a few units: the bound's comb term grows like 1/(1 − κ), κ = tanh(Δ/4) and Δ ≤ 2L
 // the comb kernel's projective diameter, and past L ≈ 5 it no longer separates B13.
 struct DeepStackRanges {
-  uint64_t max_hc = 4, max_h = 32, max_rows = 4, layers = 40, max_iters = 20;
+  uint64_t max_mhc = 4, max_h = 32, max_rows = 4, layers = 40, max_iters = 20;
   double max_logit_range = 2.0;
 };
 // hc, h, rows, iters and the logit range drawn; the block and mix scales are the defaults.
@@ -80,8 +80,8 @@ DeepStackResult run_mhc_deep_stack(Backend& backend, const DeepStackCase& c,
 // One line: worst error / bound and where, the growth and the block share.
 std::string summarize(const DeepStackResult& r);
 
-// The stack's FP64 pre step (it runs on FP64 streams; oracle::hc_pre takes FP32 ones) against
-// oracle::hc_pre in faithful mode on the case's first layer, whose streams (the expanded
+// The stack's FP64 pre step (it runs on FP64 streams; oracle::mhc_pre takes FP32 ones) against
+// oracle::mhc_pre in faithful mode on the case's first layer, whose streams (the expanded
 // embedding) are exact in FP32: the largest |difference| over pre, post, comb and the BF16
 // block input. 0 expected — the same formulas in the same order.
 double deep_stack_oracle_self_check(const DeepStackCase& c);

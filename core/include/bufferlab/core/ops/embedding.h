@@ -1,5 +1,5 @@
 // The ops at both ends of a pass: the embedding gather (token ids → rows of the residual
-// stream, or of hidden_states for an mHC model's hc_expand) and the LM head (the rows of
+// stream, or of hidden_states for an mHC model's mhc_expand) and the LM head (the rows of
 // buffers.md §4.9 → `logits`), plus the host uploads of the per-pass inputs.
 #pragma once
 
@@ -20,7 +20,7 @@ struct EmbeddingOp {
   TensorRef token_ids, table, output;
   std::string output_value;
 
-  // out: residual (starts the residual stream) or hidden_states (mHC: hc_expand's input).
+  // out: residual (starts the residual stream) or hidden_states (mHC: mhc_expand's input).
   static EmbeddingOp make(uint64_t rows, uint64_t hidden, uint64_t vocab, BufferId out,
                           std::string output_value);
   const Shape& shape() const { return dims; }

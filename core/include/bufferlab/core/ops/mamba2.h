@@ -21,7 +21,7 @@
 //     h0 ← exp(min(cs_last, 0))·h0 + Σ_s exp(min(cs_last − cs_s, 0))·dt_s·x_s B_sᵀ,
 //     reading dt, dA_cumsum and CB as STORED in ssd_scratch.
 //   - Recurrence (FP32): dt as above, h ← exp(dt·A)·h + dt·x_t B_tᵀ, y_t = h·C_t + D·x_t.
-//   - Limits: P and N at most kMaxSsdDim (an Error beyond). Non-finite inputs propagate.
+//   - Limits: P and N at most kMaxMamba2Dim (an Error beyond). Non-finite inputs propagate.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +34,8 @@
 
 namespace bufferlab {
 
-inline constexpr uint64_t kMaxSsdDim = 256;  // largest head dim P and state size N
-inline constexpr float kSsdDtMin = 1e-9f, kSsdDtMax = 1e9f;
+inline constexpr uint64_t kMaxMamba2Dim = 256;  // largest head dim P and state size N
+inline constexpr float kMamba2DtMin = 1e-9f, kMamba2DtMax = 1e9f;
 inline constexpr float kSoftplusThreshold = 20.0f;  // softplus(x) = x above it
 
 // Geometry of a Mamba-2 layer (spec §1). in_proj rows are [z (d_inner) | xBC (d_xbc) |
@@ -81,12 +81,12 @@ struct Mamba2ConvOp {
 
 // The §4.6 carve of ssd_scratch for nc chunks: dt [H][nc][64] f32 | dA_cumsum [H][nc][64]
 // f32 | CB [nc][G][64][64] f32.
-struct SsdCarve {
+struct Mamba2ChunkCarve {
   static constexpr uint64_t kChunk = 64;
   uint64_t nc = 0, H = 0, G = 0;
   uint64_t dt = 0, da = 0, cb = 0, end = 0;  // byte offsets inside ssd_scratch
 
-  static SsdCarve make(uint64_t nc, uint64_t H, uint64_t G);
+  static Mamba2ChunkCarve make(uint64_t nc, uint64_t H, uint64_t G);
 };
 
 // Chunked SSD of ONE sequence of `rows` tokens at rows [row0, row0 + rows) (§4.6: in a
@@ -99,25 +99,25 @@ struct SsdCarve {
 //   cumsum: dt = clamp(softplus(dt_raw + dt_bias)), dA_cumsum = inclusive Σ dt·A per chunk.
 //   bmm:    CB[c][g][t][s] = C_t · B_s.
 //   scan:   y (+ D x) → attn_output [rows, d_inner]; carries the state outside the arena.
-struct SsdChunkOp {
+struct Mamba2ChunkOp {
   enum class Stage { cumsum, bmm, scan };
   struct Shape {
     uint64_t row0 = 0, rows = 0, chunks = 0, stream = 0, streams = 0;
     uint64_t H = 0, P = 0, N = 0, G = 0, d_inner = 0, d_xbc = 0, in_proj = 0;
   };
   Stage stage = Stage::cumsum;
-  SsdCarve carve;
+  Mamba2ChunkCarve carve;
   Shape dims;
   TensorRef a_log, dt_bias, D;  // weights f32 [H]
   TensorRef state;              // weights f32 [H, P, N]: this sequence's state, in and out
 
   // `stream` of `streams` names the values (one sequence's dt must not stand in for another's).
-  static SsdChunkOp make(Stage stage, const Mamba2Geometry& g, uint64_t row0, uint64_t rows,
-                         uint64_t nc, uint64_t stream = 0, uint64_t streams = 1);
+  static Mamba2ChunkOp make(Stage stage, const Mamba2Geometry& g, uint64_t row0, uint64_t rows,
+                            uint64_t nc, uint64_t stream = 0, uint64_t streams = 1);
 
   // Every operand of every stage (a stage ignores those it does not use). dt / dA_cumsum of
   // head h, chunk c start at element (h·nc + c)·64 of their base; CB chunk c, group g at
-  // ((c·G) + g)·64·64. Error: a span outside ssd_scratch (a short nc), P or N > kMaxSsdDim,
+  // ((c·G) + g)·64·64. Error: a span outside ssd_scratch (a short nc), P or N > kMaxMamba2Dim,
   // H % G ≠ 0 or ng = 0.
   struct Bound {
     const uint16_t* zxbcdt = nullptr;  // bf16 [rows, in_proj] at row0 (dt_raw columns)

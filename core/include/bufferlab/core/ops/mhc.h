@@ -13,13 +13,13 @@
 // maximum is over the token's flattened hc·h vector in pre and head, over each stream's h
 // values in the low-rank norm (one huge stream does not flush the others). A token with a
 // non-finite stream value writes NaN to every output of that token (post, comb, block input,
-// normed, ...) and is counted in HcDiagnostics — by pre, head and the low-rank norm stage;
+// normed, ...) and is counted in MhcDiagnostics — by pre, head and the low-rank norm stage;
 // the later low-rank stages propagate the NaN and count nothing. Other tokens are untouched.
 //
 // Left to the kernels (covered by the oracle's γ bounds, not pinned): summation order, FMA
 // contraction in sums, and batch invariance (a token's result may differ by a few ULPs with
 // the batch size on CUDA, which blocks 4 tokens from 1024 rows). Pinned: "(1/hc)·Σ" multiplies
-// by the FP32 reciprocal, "/hc" divides. Refused with an Error: hc = 0 or hc > kMaxHcMult, and
+// by the FP32 reciprocal, "/hc" divides. Refused with an Error: hc = 0 or hc > kMaxMhcMult, and
 // hc_sinkhorn_iters = 0 ("(iters − 1) times" is undefined; config validation rejects it too).
 #pragma once
 
@@ -36,18 +36,18 @@ namespace bufferlab {
 // The largest hc_mult a kernel handles (numerics §3: up to 16, 4 in real models): the
 // per-token matrices (hc×hc comb, the (2 + hc)·hc mix vector) live in fixed-size registers
 // / stack arrays. Backends refuse a launch beyond it with an Error.
-inline constexpr uint64_t kMaxHcMult = 16;
+inline constexpr uint64_t kMaxMhcMult = 16;
 
 // Every stream = the embedding row: hidden_states bf16 [rows, h] "@x" → hc_streams f32
 // [rows, hc, h] "@hc".
-struct HcExpandOp {
+struct MhcExpandOp {
   struct Shape {
     uint64_t rows = 0, hc = 0, h = 0;
   };
   Shape dims;
   TensorRef input, streams;
 
-  static HcExpandOp make(const ModelConfig& config, uint64_t rows);
+  static MhcExpandOp make(const ModelConfig& config, uint64_t rows);
 
   struct Bound {
     const uint16_t* input = nullptr;  // bf16 [rows, h]
@@ -62,7 +62,7 @@ struct HcExpandOp {
 
 // Per-call diagnostic of a pre / head / low-rank norm launch: tokens whose streams held a
 // NaN or ±Inf (their outputs are NaN by definition).
-struct HcDiagnostics {
+struct MhcDiagnostics {
   uint64_t nonfinite_tokens = 0;
 };
 
@@ -75,7 +75,7 @@ struct HcDiagnostics {
 //   block_in bf16 [rows, h] → norm_output
 // rms_eps is the model's rms_norm_eps; hc_eps and iters the Sinkhorn's (numerics §3 step 4).
 // Kernel mutant M-SKCOL skips the final exact column normalisation.
-struct HcPreOp {
+struct MhcPreOp {
   struct Shape {
     uint64_t rows = 0, hc = 0, h = 0, mix = 0, iters = 0;
   };
@@ -83,7 +83,7 @@ struct HcPreOp {
   double rms_eps = 1e-6, hc_eps = 1e-6;
   TensorRef streams, fn, scale, bias, post, comb, block_in;
 
-  static HcPreOp make(const ModelConfig& config, uint64_t rows);
+  static MhcPreOp make(const ModelConfig& config, uint64_t rows);
 
   struct Bound {
     const float* streams = nullptr;
@@ -103,7 +103,7 @@ struct HcPreOp {
 
 // Split-path layout of hc_lowrank_scratch (§4.7, T ≤ 64, FP32): normed [T, hc·h] then
 // low [T, r], carved back to back at the pass's T rows.
-struct HcSplitCarve {
+struct MhcSplitCarve {
   // The split path runs passes of T ≤ kMaxRows tokens; longer ones take the GEMM path
   // (numerics §4). The one rule every caller (plans, harness, CLI, generators) asks.
   static constexpr uint64_t kMaxRows = 64;
@@ -112,26 +112,26 @@ struct HcSplitCarve {
   uint64_t rows = 0, hc = 0, h = 0, r = 0;
   uint64_t normed = 0, low = 0, end = 0;  // byte offsets
 
-  static HcSplitCarve make(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r);
+  static MhcSplitCarve make(uint64_t rows, uint64_t hc, uint64_t h, uint64_t r);
 };
 
 // GEMM-path layout (§4.7, T > 64, BF16): normed [Ts, hc·h] | up_pre [Ts, hc·h] | low
 // [Ts, r] | inj_pre [Ts, hc], carved ONCE for Ts = min(m, 2048) slab rows (the slab rows
 // the layout was sized for); every slab, the last partial one included, uses these offsets.
-struct HcGemmCarve {
+struct MhcGemmCarve {
   static constexpr uint64_t kSlabRows = 2048;
   uint64_t slab_rows = 0, hc = 0, h = 0, r = 0;
   uint64_t normed = 0, up_pre = 0, low = 0, inj_pre = 0, end = 0;  // byte offsets
 
-  static HcGemmCarve make(uint64_t m, uint64_t hc, uint64_t h, uint64_t r);
+  static MhcGemmCarve make(uint64_t m, uint64_t hc, uint64_t h, uint64_t r);
 };
 
 // The GEMM path's slabs of a T-token pass: [row0, row0 + rows) in token order, each of at most
-// HcGemmCarve::kSlabRows rows (every one carved at the same HcGemmCarve offsets).
-struct HcSlab {
+// MhcGemmCarve::kSlabRows rows (every one carved at the same MhcGemmCarve offsets).
+struct MhcSlab {
   uint64_t row0 = 0, rows = 0;
 };
-std::vector<HcSlab> hc_gemm_slabs(uint64_t tokens);
+std::vector<MhcSlab> mhc_gemm_slabs(uint64_t tokens);
 
 // Low-rank pre step (numerics §4), split path: one stage per step over all T ≤ 64 rows, FP32
 // throughout (weights included).
@@ -141,18 +141,18 @@ std::vector<HcSlab> hc_gemm_slabs(uint64_t tokens);
 //   collapse: y[d] = (1/hc)·Σ_i σ((W_up·low)[i·h + d])·n[i·h + d] → norm_output bf16 [T, h]
 // Weights: norm_w f32 [hc, h]; w_down_inject f32 [r + hc, hc·h] (W_down rows, then W_inject
 // rows); w_up f32 [hc·h, r]. Operands a stage does not use bind to null.
-struct HcLowRankSplitOp {
+struct MhcLowRankSplitOp {
   enum class Stage { norm, down, collapse };
   struct Shape {
     uint64_t rows = 0, hc = 0, h = 0, r = 0;
   };
   Stage stage = Stage::norm;
-  HcSplitCarve carve;
+  MhcSplitCarve carve;
   Shape dims;
   double rms_eps = 1e-6;
   TensorRef streams, norm_w, normed, w_down_inject, low, post, w_up, block_in;
 
-  static HcLowRankSplitOp make(Stage stage, const ModelConfig& config, uint64_t rows);
+  static MhcLowRankSplitOp make(Stage stage, const ModelConfig& config, uint64_t rows);
 
   struct Bound {
     const float* streams = nullptr;        // norm
@@ -172,7 +172,7 @@ struct HcLowRankSplitOp {
 };
 
 // Low-rank pre step, GEMM path: one slab of `rows` ≤ 2048 tokens at token row0, BF16
-// intermediates at the HcGemmCarve offsets (slab row j of the scratch = token row0 + j).
+// intermediates at the MhcGemmCarve offsets (slab row j of the scratch = token row0 + j).
 //   norm:     normed = bf16(n_i), n_i as on the split path (FP32 math)
 //   down:     low = bf16(silu((normed·W_downᵀ)/hc))      BF16 GEMM, FP32 accumulate
 //   inject:   inj_pre = bf16(normed·W_injectᵀ)            BF16 GEMM, FP32 accumulate
@@ -182,20 +182,20 @@ struct HcLowRankSplitOp {
 // Weights: norm_w f32 [hc, h]; w_down bf16 [r, hc·h]; w_inject bf16 [hc, hc·h]; w_up bf16
 // [hc·h, r] (the BF16 roundings of the split path's FP32 weights). Operands a stage does
 // not use bind to null.
-struct HcLowRankSlabOp {
+struct MhcLowRankSlabOp {
   enum class Stage { norm, down, inject, up, collapse };
   struct Shape {
     uint64_t row0 = 0, rows = 0, hc = 0, h = 0, r = 0;
   };
   Stage stage = Stage::norm;
-  HcGemmCarve carve;
+  MhcGemmCarve carve;
   Shape dims;
   double rms_eps = 1e-6;
   TensorRef streams, norm_w, normed, w_down, low, w_inject, inj_pre, w_up, up_pre, block_in, post;
 
   // m: the max_batch_tokens the layout was carved for (SubLayoutParams::m).
-  static HcLowRankSlabOp make(Stage stage, const ModelConfig& config, uint64_t m, uint64_t row0,
-                              uint64_t rows);
+  static MhcLowRankSlabOp make(Stage stage, const ModelConfig& config, uint64_t m, uint64_t row0,
+                               uint64_t rows);
 
   struct Bound {
     const float* streams = nullptr;      // norm: token row0
@@ -222,7 +222,7 @@ struct HcLowRankSlabOp {
 // `streams` as made: each column's inputs are read before it is written). A harness may
 // point `out` elsewhere (same shape) to run it out of place; the result must be identical
 // bit for bit. Kernel mutant B13 rounds every written stream value to BF16.
-struct HcPostOp {
+struct MhcPostOp {
   struct Shape {
     uint64_t rows = 0, hc = 0, h = 0;
     bool lowrank = false;
@@ -230,7 +230,7 @@ struct HcPostOp {
   Shape dims;
   TensorRef post, comb, block_out, streams, out;
 
-  static HcPostOp make(const ModelConfig& config, uint64_t rows);
+  static MhcPostOp make(const ModelConfig& config, uint64_t rows);
 
   struct Bound {
     const float* post = nullptr;          // [rows, hc]
@@ -251,7 +251,7 @@ struct HcPostOp {
 // hidden_states bf16 [rows, h] "@hc_head" (both forms; numerics §3 "Head"):
 // r = flattened rsqrt as in the pre step, pre_i = σ(r·(fn·x)_i·s0 + b_i) + hc_eps.
 //   fn f32 [hc, hc·h]; scale f32 [1] (s0); bias f32 [hc].
-struct HcHeadOp {
+struct MhcHeadOp {
   struct Shape {
     uint64_t rows = 0, hc = 0, h = 0;
   };
@@ -259,7 +259,7 @@ struct HcHeadOp {
   double rms_eps = 1e-6, hc_eps = 1e-6;
   TensorRef streams, fn, scale, bias, output;
 
-  static HcHeadOp make(const ModelConfig& config, uint64_t rows);
+  static MhcHeadOp make(const ModelConfig& config, uint64_t rows);
 
   struct Bound {
     const float* streams = nullptr;

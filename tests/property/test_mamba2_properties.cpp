@@ -1,0 +1,344 @@
+// Properties of the Mamba-2 SSD (spec/numerics.md §6, §9; core ops/mamba2.h) on the CPU
+// backend, over the cases of properties/gdn_mamba2_generators.h (H 1..8 with n_groups dividing it,
+// P up to 64, N up to 128, kernel 2..4, 1..4 sequences, L at the chunk edges 1, 63, 64, 65, 127
+// often, dt typical / large / tiny, zero states):
+//   1. the chunked SSD in FP64 equals the recurrence in FP64 within 1e-12 of the output (state)
+//      scale, every sequence;
+//   2. every stage of the CPU backend passes oracle::judge_mamba2 on its own stored inputs, on the
+//      chunked path and the recurrence, on a poisoned arena;
+//   3. splitting one sequence and carrying its state (conv tail + h from the first run) is
+//      bit-identical to one pass at a multiple of 64 (chunked) or anywhere (recurrence); at
+//      another split of the chunked path the part started from the carried state passes its
+//      judge (the distance to the one-pass output is reported, not asserted);
+//   4. n sequences in one call equal each sequence run alone, bit for bit (the chunk arrays of
+//      each sequence included);
+//   5. M-SSDSTATE (the scan drops the state between chunks) fails "y (scan)" on a fixed set of
+//      cases with L > 64.
+// Every property has a planted-bug twin (suite SsdPlanted): an FP64 output moved just past
+// 1e-12 or the chunked form from a zero state, a stored stage output left poisoned, a split
+// without the carried conv tail, a sequence run with its neighbour's state, M-SSDSTATE.
+//
+// Cost: gen::mamba2_call_cost ≤ 2^23 per case (gen::ci_mamba2_ranges; formulas in
+// gdn_mamba2_generators.h), the FP64 identity 2^24, the twins 2^19; the judge evaluates it a few
+// times over.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bufferlab/core/backend.h"
+#include "bufferlab/core/number_formats.h"
+#include "bufferlab/core/ops/mamba2.h"
+#include "bufferlab/core/sizing.h"
+#include "bufferlab/cpu/cpu_backend.h"
+#include "bufferlab/oracle/mamba2.h"
+#include "bufferlab/oracle/mamba2_harness.h"
+#include "bufferlab/oracle/mamba2_judge.h"
+#include "bufferlab/properties/gdn_mamba2_generators.h"
+#include "cpu_backend.h"
+#include "gdn_mamba2_property_bodies.h"
+#include "report_checks.h"
+
+namespace bufferlab {
+namespace {
+
+using gen::Mamba2Case;
+using oracle::Mamba2Path;
+using oracle::Mode;
+using U = uint64_t;
+
+using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
+using testing::cpu_backend;
+using testing::require_passed;
+using Call = testing::gdn_mamba2::Call<Mamba2Family>;
+
+// ---- 1. the FP64 identity -------------------------------------------------------------------
+
+// Both FP64 algorithms, sequence by sequence, on the exact conv output and dt of the inputs:
+// y [rows, d_inner] and state [sequences, H, P, N], each concatenated over the sequences.
+struct Fp64Pair {
+  oracle::Mamba2CoreResult chunked, recurrence;
+};
+
+Fp64Pair fp64_pair(const Mamba2Case& c, const oracle::Mamba2Inputs& in,
+                   bool chunked_zero_state = false) {
+  const auto dims = c.dims();
+  const auto& g = dims.geom;
+  const oracle::Mamba2Reference ref = oracle::mamba2_reference(dims, in, Mode::exact);
+  std::vector<double> A(g.H), D(in.D.begin(), in.D.end());
+  for (U h = 0; h < g.H; ++h) A[h] = -std::exp(static_cast<double>(in.a_log[h]));
+  const auto one = oracle::Mamba2Dims::of(c.config, 1, c.L);
+  const U state = g.H * g.P * g.N;
+  Fp64Pair p;
+  for (U b = 0; b < c.sequences; ++b) {
+    const auto xbc = rows_of(ref.xbc, b * c.L, c.L, g.d_xbc);
+    const auto dt = rows_of(ref.dt, b * c.L, c.L, g.H);
+    const std::vector<double> s0(in.state.begin() + static_cast<std::ptrdiff_t>(b * state),
+                                 in.state.begin() + static_cast<std::ptrdiff_t>((b + 1) * state));
+    const std::vector<double> zero(state, 0.0);
+    const auto ch = oracle::mamba2_chunked_fp64(one, xbc, dt, A, D, chunked_zero_state ? zero : s0);
+    const auto re = oracle::mamba2_recurrence_fp64(one, xbc, dt, A, D, s0);
+    p.chunked.y.insert(p.chunked.y.end(), ch.y.begin(), ch.y.end());
+    p.chunked.state.insert(p.chunked.state.end(), ch.state.begin(), ch.state.end());
+    p.recurrence.y.insert(p.recurrence.y.end(), re.y.begin(), re.y.end());
+    p.recurrence.state.insert(p.recurrence.state.end(), re.state.begin(), re.state.end());
+  }
+  return p;
+}
+
+Findings fp64_identity_findings(const oracle::Mamba2Dims& dims, const Fp64Pair& p) {
+  const auto& g = dims.geom;
+  Findings f;
+  identity_findings(f, "y: chunked vs recurrence (FP64)", p.chunked.y, p.recurrence.y, [&](U e) {
+    return fmt::format("token {}, head {}, dim {}", e / g.d_inner, e % g.d_inner / g.P, e % g.P);
+  });
+  identity_findings(f, "final state: chunked vs recurrence (FP64)", p.chunked.state,
+                    p.recurrence.state, [&](U e) {
+                      const U per_head = g.P * g.N;
+                      return fmt::format("sequence {}, head {}, p {}, n {}", e / (g.H * per_head),
+                                         e / per_head % g.H, e % per_head / g.N, e % g.N);
+                    });
+  return f;
+}
+
+RC_GTEST_PROP(SsdProperty, Fp64ChunkedEqualsRecurrence, ()) {
+  gen::Mamba2Ranges ranges = gen::ci_mamba2_ranges();
+  ranges.cap_chunked_cost = true;
+  ranges.cost_cap = uint64_t{1} << 24;  // FP64 only
+  const Mamba2Case c = draw(ranges);
+  RC_TAG(gen::to_string(c.profile.dt), edge_tag(c.L));
+  const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, gen::mamba2_inputs(c)));
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
+// ---- 2. every stage passes the judge --------------------------------------------------------
+
+RC_GTEST_PROP(SsdProperty, CpuStagesPassTheJudge, ()) {
+  const Mamba2Case c = draw(gen::ci_mamba2_ranges());
+  RC_TAG(gen::to_string(c.path), gen::to_string(c.profile.dt), edge_tag(c.L));
+  const auto in = gen::mamba2_inputs(c);
+  require_passed(judge(run_call(cpu_backend(), c, in), in, c.seed));
+}
+
+// ---- 3. splitting a sequence ------------------------------------------------------------------
+
+RC_GTEST_PROP(SsdProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
+  testing::gdn_mamba2::split_is_bit_identical(cpu_backend(), gen::ci_mamba2_ranges());
+}
+
+// Elsewhere on the chunked path the chunk boundaries move and no bit identity holds. Asserted:
+// the second part passes its judge (every stage within its derived bound on that part's stored
+// inputs, the carried conv tail and FP32 state being inputs like any other; the first part is
+// an ordinary call, property 2's). How far the
+// concatenated y lies from the one-pass y is reported in BF16 ULPs, not asserted. Any L ≥ 2
+// moves a boundary.
+RC_GTEST_PROP(SsdProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
+  gen::Mamba2Ranges ranges = gen::ci_mamba2_ranges();
+  ranges.cost_cap = uint64_t{1} << 22;  // three runs and a judge per case
+  Mamba2Case c = draw(ranges);
+  c.sequences = 1;
+  c.L = std::max<U>(c.L, 2);
+  c.path = Mamba2Path::chunked;
+  U at = *rc::gen::inRange<U>(1, c.L);
+  if (at % kChunk == 0) at -= 1;
+  split_elsewhere_second_part_passes(cpu_backend(), c, at);
+}
+
+// ---- 4. several sequences in one call ---------------------------------------------------------
+
+Findings codispatch_findings(const Mamba2Case& c, const Call& all, const Call& alone, U b) {
+  const auto& g = c.dims().geom;
+  const U L = c.L, K1 = g.kernel - 1, state = g.H * g.P * g.N;
+  const auto& a = all.run;
+  const auto& s = alone.run;
+  Findings f;
+  const std::string seq = fmt::format(" (sequence {})", b);
+  bit_findings(f, "conv1d (xBC)" + seq, rows_of(a.xbc, b * L, L, g.d_xbc),
+               std::span<const uint16_t>(s.xbc), g.d_xbc);
+  bit_findings(f, "conv tail state" + seq, rows_of(a.conv_state, b, 1, g.d_xbc * K1),
+               std::span<const uint16_t>(s.conv_state), std::max<U>(K1, 1));
+  bit_findings(f, "y" + seq, rows_of(a.y, b * L, L, g.d_inner), std::span<const uint16_t>(s.y),
+               g.d_inner);
+  bit_findings(f, "gated norm output" + seq, rows_of(a.normed, b * L, L, g.d_inner),
+               std::span<const uint16_t>(s.normed), g.d_inner);
+  bit_findings(f, "final state" + seq, rows_of(a.state, b, 1, state),
+               std::span<const float>(s.state), g.N);
+  if (c.path == Mamba2Path::chunked && b < a.sequences.size() && !s.sequences.empty()) {
+    const auto& x = a.sequences[b];
+    const auto& y = s.sequences[0];
+    bit_findings(f, "dt" + seq, std::span<const float>(x.dt), std::span<const float>(y.dt), kChunk);
+    bit_findings(f, "dA_cumsum" + seq, std::span<const float>(x.da), std::span<const float>(y.da),
+                 kChunk);
+    bit_findings(f, "CB" + seq, std::span<const float>(x.cb), std::span<const float>(y.cb), kChunk);
+  }
+  return f;
+}
+
+RC_GTEST_PROP(SsdProperty, SequencesInOneCallEqualEachAloneBitForBit, ()) {
+  testing::gdn_mamba2::codispatch_equals_alone(cpu_backend(), gen::ci_mamba2_ranges(),
+                                               codispatch_findings);
+}
+
+// ==== Planted bugs ==============================================================================
+
+RC_GTEST_PROP(SsdPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
+  gen::Mamba2Ranges ranges = twin_ranges(gen::ci_mamba2_ranges());
+  ranges.cap_chunked_cost = true;
+  const Mamba2Case c = draw(ranges);
+  fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c, gen::mamba2_inputs(c)),
+                                             fp64_identity_findings);
+}
+
+// The chunked form from a zero state against the recurrence from the real one (tiny dt: the
+// state decays by exp(dt·A) ≈ 1 per token and survives the call).
+RC_GTEST_PROP(SsdPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
+  gen::Mamba2Ranges ranges = twin_ranges(gen::ci_mamba2_ranges());
+  ranges.cap_chunked_cost = true;
+  Mamba2Case c = draw(ranges);
+  c.profile.zero_state = false;
+  c.profile.dt = oracle::Mamba2DtRegime::tiny;
+  const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, gen::mamba2_inputs(c), true));
+  log_findings(f);
+  RC_ASSERT(has_finding(f, "final state: chunked vs recurrence (FP64)"));
+}
+
+// A stored stage output left poisoned fails that stage's check, first at an unwritten element
+// (an entry of a chunk array past the sequence fails the zero-tail check instead).
+struct Poisonable {
+  std::string name;
+  std::function<std::string(U)> check;  // the check element e fails
+  std::function<void(oracle::Mamba2Run&, U)> poison;
+  std::function<U(const oracle::Mamba2Run&)> size;
+};
+
+template <class T>
+Poisonable poisonable(const std::string& check, std::vector<T> oracle::Mamba2Run::*array) {
+  return {check, [check](U) { return check; },
+          [array](oracle::Mamba2Run& r, U e) { std::memset(&(r.*array)[e], 0xFF, sizeof(T)); },
+          [array](const oracle::Mamba2Run& r) { return static_cast<U>((r.*array).size()); }};
+}
+
+constexpr const char* kZeroTails = "past-partial-chunk entries = 0 (dt, dA_cumsum, CB)";
+
+// Sequence b's chunk array; `inside(e)`: element e lies inside the sequence.
+Poisonable chunk_poisonable(const std::string& check,
+                            std::vector<float> oracle::Mamba2Run::Sequence::*array, U b,
+                            std::function<bool(U)> inside) {
+  return {check, [check, inside](U e) { return inside(e) ? check : std::string(kZeroTails); },
+          [array, b](oracle::Mamba2Run& r, U e) {
+            std::memset(&(r.sequences[b].*array)[e], 0xFF, sizeof(float));
+          },
+          [array, b](const oracle::Mamba2Run& r) {
+            return static_cast<U>((r.sequences[b].*array).size());
+          }};
+}
+
+std::vector<Poisonable> poisonables(const Mamba2Case& c) {
+  using R = oracle::Mamba2Run;
+  const bool chunked = c.path == Mamba2Path::chunked;
+  std::vector<Poisonable> p = {
+      poisonable("conv1d (xBC)", &R::xbc),
+      poisonable("conv tail state", &R::conv_state),
+      poisonable("gated norm (norm_output)", &R::normed),
+      poisonable(chunked ? "y (scan)" : "y (recurrence)", &R::y),
+      poisonable(chunked ? "final state (scan)" : "final state (recurrence)", &R::state),
+  };
+  if (!chunked) return p;
+  const U b = c.sequences - 1, L = c.L, chunks = cdiv(L, kChunk);
+  // dt, dA_cumsum [H, chunks, 64]; CB [chunks, G, 64, 64].
+  const auto row_inside = [L, chunks](U e) {
+    return e / kChunk % chunks * kChunk + e % kChunk < L;
+  };
+  const U G = c.dims().geom.G;
+  const auto cb_inside = [L, G](U e) {
+    const U c0 = e / (G * kChunk * kChunk) * kChunk;
+    return c0 + e / kChunk % kChunk < L && c0 + e % kChunk < L;
+  };
+  p.push_back(chunk_poisonable("dt (cumsum)", &R::Sequence::dt, b, row_inside));
+  p.push_back(chunk_poisonable("dA_cumsum (cumsum)", &R::Sequence::da, b, row_inside));
+  p.push_back(chunk_poisonable("CB (bmm)", &R::Sequence::cb, b, cb_inside));
+  return p;
+}
+
+RC_GTEST_PROP(SsdPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
+  const Mamba2Case c = draw(twin_ranges(gen::ci_mamba2_ranges()));
+  const auto in = gen::mamba2_inputs(c);
+  Call call = run_call(cpu_backend(), c, in);
+  const auto targets = poisonables(c);
+  const Poisonable& p = *rc::gen::elementOf(targets);
+  const U e = *rc::gen::inRange<U>(0, p.size(call.run));
+  const std::string expected = p.check(e);
+  RC_TAG(expected);
+  RC_LOG() << "poisoned " << p.name << " element " << e << "\n";
+  p.poison(call.run, e);
+  const auto report = judge(call, in, c.seed, "planted");
+  RC_LOG() << oracle::format_report(report);
+  const auto names = failing_checks(report);
+  RC_ASSERT(std::find(names.begin(), names.end(), expected) != names.end());
+  const auto* bad = check_named(report, expected);
+  RC_ASSERT(bad->first_bad.has_value());
+  RC_ASSERT(
+      contains(bad->first_bad->reason, expected == kZeroTails ? "past the sequence" : "unwritten"));
+}
+
+RC_GTEST_PROP(SsdPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
+  split_without_the_carried_conv_tail_differs(cpu_backend(), twin_ranges(gen::ci_mamba2_ranges()));
+}
+
+// Sequence 1 run alone with sequence 0's state and conv tail (tiny dt: the state survives).
+RC_GTEST_PROP(SsdPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
+  Mamba2Case c = draw_codispatch_case(twin_ranges(gen::ci_mamba2_ranges()));
+  c.profile.zero_state = false;
+  c.profile.dt = oracle::Mamba2DtRegime::tiny;
+  sequence_with_its_neighbours_state_differs(cpu_backend(), c, codispatch_findings);
+}
+
+// M-SSDSTATE (the scan drops the state between chunks) on a fixed set of chunked cases with
+// L > 64 (typical dt: the carried state is visible in the next chunk's y); every case fails
+// "y (scan)", and passes without the mutant.
+TEST(SsdPlanted, MSsdStateFailsTheScan) {
+  struct Fixed {
+    U H, P, N, ng, sequences, L;
+    bool zero_state;
+    U seed;
+  };
+  const Fixed cases[] = {{2, 16, 16, 1, 1, 65, true, 1},  {4, 8, 32, 2, 1, 128, false, 2},
+                         {1, 16, 64, 1, 2, 100, true, 3}, {3, 4, 16, 3, 1, 129, false, 4},
+                         {2, 32, 8, 2, 1, 191, true, 5},  {8, 4, 4, 1, 2, 70, false, 6}};
+  const auto mutant = make_cpu_backend();
+  mutant->set_kernel_mutant(Mutant::M_SSDSTATE);
+  for (const Fixed& k : cases) {
+    Mamba2Case c;
+    c.config = gen::mamba2_config(k.H, k.P, k.N, k.ng, 4);
+    c.sequences = k.sequences;
+    c.L = k.L;
+    c.path = Mamba2Path::chunked;
+    c.profile.dt = oracle::Mamba2DtRegime::typical;
+    c.profile.zero_state = k.zero_state;
+    c.seed = k.seed;
+    const auto in = gen::mamba2_inputs(c);
+    const auto clean = judge(run_call(cpu_backend(), c, in), in, c.seed);
+    EXPECT_TRUE(clean.passed()) << c.describe() << "\n" << oracle::format_report(clean);
+    const auto report = judge(run_call(*mutant, c, in), in, c.seed, "M-SSDSTATE");
+    const auto names = failing_checks(report);
+    EXPECT_NE(std::find(names.begin(), names.end(), std::string("y (scan)")), names.end())
+        << c.describe() << "\n"
+        << oracle::format_report(report);
+  }
+}
+
+}  // namespace
+}  // namespace bufferlab

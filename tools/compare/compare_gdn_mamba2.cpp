@@ -1,0 +1,448 @@
+// `bufferlab compare --op gdn|ssd`: the SSM mixers between their two projections — Gated
+// DeltaNet (core ops/gdn.h, numerics §5) and Mamba-2 SSD (ops/mamba2.h, numerics §6) — on a
+// backend, on seeded inputs (oracle/gdn.h, oracle/ssd.h), driven stage by stage by the oracle's
+// harness and judged on the backend's own stored inputs by its judges.
+//
+// The workspace is the model's REAL arena for m = streams·tokens, as the engine sizes it: the
+// §4.5 / §4.6 carves then take their chunk count (nt, nc) from the sizing under test, which is
+// what the sizing mutant B15 gets wrong. The sizing is `corrected`: the spec's formulas leave
+// attn_output short of the GDN core output when nv·vd > nq·hd (finding F1, e.g. tiny-gdn), and
+// the mutants are defined relative to `corrected`, so B15 differs from the default in B15 only.
+// Before anything runs, the verifier checks the op's accesses against that layout; a bounds or
+// overlap finding stops the run (exit 1). A real arena this machine cannot afford falls back to a
+// footprint layout (exactly the op's tensors); the header says which.
+#include <sys/resource.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/checked.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/core/layout.h"
+#include "bufferlab/core/plan/pass_plan.h"
+#include "bufferlab/core/sizing.h"
+#include "bufferlab/core/verify/check.h"
+#include "bufferlab/oracle/gdn.h"
+#include "bufferlab/oracle/gdn_harness.h"
+#include "bufferlab/oracle/gdn_judge.h"
+#include "bufferlab/oracle/mamba2.h"
+#include "bufferlab/oracle/mamba2_harness.h"
+#include "bufferlab/oracle/mamba2_judge.h"
+#include "common/human_bytes.h"
+#include "common/stopwatch.h"
+#include "compare/compare_gdn_mamba2_dump.h"
+#include "compare/compare_ops.h"
+
+namespace bufferlab::cli {
+namespace {
+
+constexpr uint64_t kChunk = 64;  // C of numerics §5 / §6
+
+oracle::BoundModel bounds_of(const Backend& backend) {
+  return backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+}
+
+uint64_t cdiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+// The largest resident set of the process so far (Linux reports KiB).
+uint64_t peak_rss_bytes() {
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+// Elapsed time and peak memory of the run, printed after the report and put in --json.
+void add_cost(CompareResult& r, const Stopwatch& stopwatch) {
+  const double seconds = stopwatch.seconds();
+  const uint64_t peak = peak_rss_bytes();
+  r.details += fmt::format(
+      "time: {:.2f} s (inputs, run, read-backs, oracle, judge{}); peak memory {} (max RSS)\n",
+      seconds, r.extra_json.contains("dump") ? ", dump" : "", human_bytes(peak));
+  r.extra_json["elapsed_s"] = seconds;
+  r.extra_json["peak_rss_bytes"] = peak;
+}
+
+// ---- Options ----
+
+uint64_t streams_of(const CompareSetup& s) { return s.ssm.streams ? s.ssm.streams->value : 1; }
+
+const char* regime_name(const std::optional<oracle::GdnGateRegime>& r) {
+  return to_string(r.value_or(oracle::GdnGateRegime::mixed));
+}
+
+const char* dt_name(const std::optional<oracle::Mamba2DtRegime>& r) {
+  return to_string(r.value_or(oracle::Mamba2DtRegime::typical));
+}
+
+// --path chunked | recurrent | auto (not given = auto): true for the chunked path.
+// `chunkable`: whether the model has the op's chunked scratch; `why_not` says why not.
+bool chunked_path(std::optional<GdnMamba2Path> path, bool chunkable, const std::string& why_not) {
+  if (path == GdnMamba2Path::recurrent) return false;
+  if (path == GdnMamba2Path::chunked) {
+    if (!chunkable) throw Error("--path chunked: " + why_not + "; use --path recurrent");
+    return true;
+  }
+  return chunkable;
+}
+
+const char* path_name(bool chunked) { return chunked ? "chunked" : "recurrent"; }
+
+std::string path_note(std::optional<GdnMamba2Path> path, bool chunked, const char* rule) {
+  if (path == GdnMamba2Path::chunked || path == GdnMamba2Path::recurrent) return "forced by --path";
+  return fmt::format("auto: {}{}", chunked ? "" : "not ", rule);
+}
+
+// ---- Workspace ----
+
+// The run's host memory beyond the arena, as `held` times the operand bytes (inputs, the
+// stored stage outputs read back — some twice, for the "intact" checks —, the oracle's FP64
+// stage and whole-call references), and the oracle's multiply-adds.
+struct RunCost {
+  double operand_bytes = 0;
+  double held = 8.0;
+  double oracle_macs = 0;
+};
+
+struct GdnMamba2Workspace {
+  bool real = false;
+  BufferSizes sizes;
+  RunShape shape;
+  Layout layout;
+  std::string fallback;  // why the footprint layout was used
+};
+
+// The real arena for m = rows under `sizing`, when it is affordable on this machine along with
+// the run (or `forced`: then unaffordable is an error); else the footprint (affordability of
+// the run alone is checked: an Error beyond it).
+GdnMamba2Workspace choose_workspace(const std::string& op, const CompareSetup& s, uint64_t rows,
+                                    Sizing sizing, const RunCost& cost, bool forced) {
+  GdnMamba2Workspace w;
+  w.shape.max_batch_tokens = rows;
+  w.sizes = BufferSizes::from_config(s.config, w.shape, Target{}, sizing);
+  w.layout = Layout::build(w.sizes);
+  const double arena = static_cast<double>(w.layout.arena_bytes());
+  // require_affordable bounds held·bytes: the arena is held once, the operands `held` times.
+  const std::string what = fmt::format("--op {} on the real arena ({}, m = {})", op,
+                                       human_bytes(w.layout.arena_bytes()), rows);
+  try {
+    require_affordable(what, cost.operand_bytes + arena / cost.held, cost.held, cost.oracle_macs,
+                       s);
+    w.real = true;
+    return w;
+  } catch (const Error& e) {
+    if (forced) throw;
+    w.fallback = e.what();
+  }
+  require_affordable(fmt::format("--op {} (operands)", op), cost.operand_bytes, cost.held,
+                     cost.oracle_macs, s);
+  return w;
+}
+
+std::string workspace_line(const GdnMamba2Workspace& w, const Workspace& ws,
+                           const char* chunks_name, uint64_t chunks, uint64_t pool) {
+  if (w.real)
+    return fmt::format("real arena (sizing {}, m = {}, {} = {}) {}, weight pool {}",
+                       w.sizes.sizing.to_string(), w.shape.max_batch_tokens, chunks_name, chunks,
+                       human_bytes(ws.layout().arena_bytes()), human_bytes(pool));
+  return fmt::format("footprint layout {} (the op's tensors only), weight pool {}",
+                     human_bytes(ws.layout().arena_bytes()), human_bytes(pool));
+}
+
+template <class Op>
+plan::Step step_of(const Op& op) {
+  plan::Step step;
+  step.op = op.name();
+  step.params = op.params();
+  step.where = "compare";
+  step.accesses = op.accesses();
+  return step;
+}
+
+// The verifier's bounds and overlap findings of the op's steps on the real layout (liveness
+// and read-before-write do not apply: the harness uploads the inputs outside the plan).
+std::vector<std::string> workspace_findings(const GdnMamba2Workspace& w, uint64_t streams,
+                                            uint64_t L, std::vector<plan::Step> steps,
+                                            const std::string& model) {
+  plan::PassPlan p;
+  p.pass = streams == 1 ? plan::Pass::prefill(L) : plan::Pass::codispatch(streams, L);
+  p.sizing = w.sizes.sizing.to_string();
+  p.shape = w.shape;
+  p.steps = std::move(steps);
+  std::vector<std::string> out;
+  for (verify::Finding& f : verify::check(p, w.layout)) {
+    if (f.check != verify::CheckKind::bounds && f.check != verify::CheckKind::overlap) continue;
+    f.config = model;
+    out.push_back(f.to_string());
+  }
+  return out;
+}
+
+// ---- GDN ----
+
+RunCost gdn_cost(const oracle::GdnDims& d, bool chunked) {
+  const GdnGeometry& g = d.geom;
+  const double rows = static_cast<double>(d.rows());
+  const double kd = static_cast<double>(g.kd), vd = static_cast<double>(g.vd);
+  const double nv = static_cast<double>(g.nv);
+  const double regions = chunked ? static_cast<double>(d.sequences * cdiv(d.L, kChunk)) * nv : 0.0;
+  RunCost c;
+  c.operand_bytes = rows * static_cast<double>(g.qkvz * 2 + 4 * g.nv + g.conv_dim * 4 + g.nv * 8 +
+                                               g.value_dim * 4) +
+                    static_cast<double>(d.sequences) * nv * kd * vd * 8.0 +
+                    regions * (64.0 * kd * 2 + 3 * 64.0 * vd * 2 + kd * vd * 2 + 64.0 * 4) * 2;
+  // Per token and value head: the recurrence ~4·kd·vd, the chunked form's state pass and
+  // output as much again plus the intra-chunk products; the judge runs the faithful and exact
+  // references and the stage references.
+  c.oracle_macs = 4.0 * rows * nv * (8.0 * kd * vd + 4.0 * 64.0 * (kd + vd));
+  return c;
+}
+
+std::string gdn_profile_text(const CompareSetup& s) {
+  std::string t =
+      fmt::format("alpha {}, beta {}", regime_name(s.ssm.alpha), regime_name(s.ssm.beta));
+  if (s.ssm.parallel_keys) t += ", parallel keys";
+  t += s.ssm.zero_state ? ", zero state" : ", random state";
+  return t;
+}
+
+// The GDN judge names a row of its [rows, ...] tensors (conv, gates, core output, gated norm)
+// by its index in the call: with several sequences, say whose token it is.
+std::string sequence_of_first_bad(const oracle::AgreementReport& r, uint64_t n, uint64_t L) {
+  std::string out;
+  if (n < 2) return out;
+  for (const oracle::TensorComparison& c : r.checks) {
+    if (c.passed() || !c.first_bad || c.rows != n * L) continue;
+    if (c.first_bad->reason.find("sequence") != std::string::npos) continue;
+    const uint64_t row = c.first_bad->row;
+    out += fmt::format("  first bad {}: row {} is token {} of sequence {}\n", c.name, row, row % L,
+                       row / L);
+  }
+  return out;
+}
+
+// B15 drops the 16 chunks of slack: nt = cdiv(m, 64). It is short only when the streams'
+// chunks n·cdiv(L, 64) exceed cdiv(n·L, 64) (n > 1 and L % 64 ≠ 0, mostly).
+std::string b15_note(const oracle::GdnDims& d, uint64_t nt, nlohmann::json& j) {
+  j["mutant_visible"] = false;
+  return fmt::format(
+      "note: sizing mutant B15 (gdn_fla_scratch carved for nt = cdiv(m, 64) = {} chunks, without "
+      "the 16 of slack) holds these {} sequence{} of {} tokens ({} chunks): it shows only when "
+      "streams * cdiv(tokens, 64) > cdiv(streams * tokens, 64), e.g. --streams 3 --tokens 65\n",
+      nt, d.sequences, d.sequences == 1 ? "" : "s", d.L, d.sequences * cdiv(d.L, kChunk));
+}
+
+}  // namespace
+
+CompareResult compare_gdn(Backend& backend, const CompareSetup& s) {
+  const Stopwatch t0;
+  if (s.config.linear_num_value_heads == 0)
+    throw Error(fmt::format(
+        "{} has no Gated DeltaNet layers (linear_num_value_heads = 0): --op gdn needs a GDN "
+        "model (e.g. qwen3-next-80b, tiny-gdn)",
+        s.model_label));
+  const uint64_t n = streams_of(s);
+  const uint64_t rows = (Size(n) * s.tokens).value();
+  const oracle::GdnDims dims = oracle::GdnDims::of(s.config, n, s.tokens);
+  const bool chunked =
+      chunked_path(s.ssm.path, dims.chunkable(),
+                   fmt::format("the chunked GDN core runs kd = vd = 128 only (numerics §5), {} "
+                               "has kd = {}, vd = {}",
+                               s.model_label, dims.geom.kd, dims.geom.vd));
+  const bool b15 = s.mutant == "B15";
+  if ((b15 || s.mutant == "M-GDNCARRY") && !chunked)
+    throw Error(fmt::format(
+        "--mutant {} changes the chunked path ({}), which --path recurrent does not run: it "
+        "would pass unseen",
+        s.mutant, b15 ? "the gdn_fla_scratch carve" : "the state pass"));
+  oracle::GdnInputProfile profile;
+  profile.alpha = s.ssm.alpha.value_or(oracle::GdnGateRegime::mixed);
+  profile.beta = s.ssm.beta.value_or(oracle::GdnGateRegime::mixed);
+  profile.parallel_keys = s.ssm.parallel_keys;
+  profile.zero_state = s.ssm.zero_state;
+
+  const oracle::GdnPath path = chunked ? oracle::GdnPath::chunked : oracle::GdnPath::recurrent;
+  const Sizing sizing = b15 ? Sizing::mutant_of_corrected(Mutant::B15) : Sizing::corrected();
+  const GdnMamba2Workspace w =
+      choose_workspace("gdn", s, rows, sizing, gdn_cost(dims, chunked), b15);
+  const uint64_t nt = w.real ? w.sizes.params.gdn_chunks : 0;
+  const oracle::GdnPlan plan = oracle::plan_gdn(dims, path, nt);
+
+  CompareResult res;
+  res.weight_pool_bytes = plan.pool_bytes;
+  const std::string what = fmt::format(
+      "compare gdn, {} path ({}): {}; {} sequence{} of {} tokens; {}; on {}", path_name(chunked),
+      path_note(s.ssm.path, chunked, "kd = vd = 128"), dims.geom.to_string(), n, n == 1 ? "" : "s",
+      s.tokens, gdn_profile_text(s), s.model_label);
+  res.extra_json = {{"streams", n},
+                    {"tokens_per_stream", s.tokens},
+                    {"rows", rows},
+                    {"path", path_name(chunked)},
+                    {"workspace", w.real ? "real" : "footprint"},
+                    {"sizing", w.sizes.sizing.to_string()},
+                    {"gdn_chunks", nt},
+                    {"alpha", regime_name(s.ssm.alpha)},
+                    {"beta", regime_name(s.ssm.beta)},
+                    {"parallel_keys", s.ssm.parallel_keys},
+                    {"zero_state", s.ssm.zero_state}};
+  if (w.real) {
+    std::vector<plan::Step> steps{step_of(plan.conv), step_of(plan.gates)};
+    if (chunked)
+      for (const GdnChunkOp& op : plan.chunk) steps.push_back(step_of(op));
+    else
+      steps.push_back(step_of(plan.recurrent));
+    steps.push_back(step_of(plan.norm));
+    res.findings = workspace_findings(w, n, s.tokens, std::move(steps), s.model_label);
+    if (!res.findings.empty()) {
+      res.report.op = "gdn";
+      res.report.backend = backend.name();
+      res.report.seed = s.seed;
+      res.header =
+          fmt::format("{}: real arena (sizing {}, m = {}, nt = {}) {}", what,
+                      w.sizes.sizing.to_string(), rows, nt, human_bytes(w.layout.arena_bytes()));
+      res.extra_json["arena_bytes"] = w.layout.arena_bytes();
+      if (b15) res.extra_json["mutant_visible"] = true;
+      add_cost(res, t0);
+      return res;
+    }
+  }
+
+  const Workspace ws = w.real ? backend.allocate(w.layout, plan.pool_bytes)
+                              : oracle::allocate_gdn_footprint(backend, plan);
+  const oracle::GdnInputs in = oracle::generate_gdn_inputs(dims, s.seed, profile);
+  const oracle::GdnRun run = oracle::run_gdn(backend, ws, plan, in);
+  res.report = oracle::judge_gdn(plan, in, run, backend.name(), s.seed, bounds_of(backend));
+  res.header = fmt::format("{}: {}", what, workspace_line(w, ws, "nt", nt, plan.pool_bytes));
+  res.extra_json["arena_bytes"] = ws.layout().arena_bytes();
+  res.details += sequence_of_first_bad(res.report, n, s.tokens);
+  if (!w.real) {
+    res.extra_json["fallback"] = w.fallback;
+    res.details += "workspace: footprint layout, not the real arena: " + w.fallback + "\n";
+  }
+  if (b15) res.details += b15_note(dims, nt, res.extra_json);
+  if (!s.dump_dir.empty()) {
+    write_gdn_dump(s.dump_dir, plan, in, run, res.report,
+                   GdnMamba2DumpInfo{s.model_label, backend.name(), gdn_profile_text(s), s.tokens,
+                                     n, s.seed, w.real ? "real" : "footprint"});
+    res.extra_json["dump"] = s.dump_dir;
+  }
+  add_cost(res, t0);
+  return res;
+}
+
+// ---- SSD ----
+
+namespace {
+
+RunCost mamba2_cost(const oracle::Mamba2Dims& d, bool chunked) {
+  const Mamba2Geometry& g = d.geom;
+  const double rows = static_cast<double>(d.rows());
+  const double H = static_cast<double>(g.H), P = static_cast<double>(g.P),
+               N = static_cast<double>(g.N), G = static_cast<double>(g.G);
+  const double chunks = chunked ? static_cast<double>(d.sequences * cdiv(d.L, kChunk)) : 0.0;
+  RunCost c;
+  c.operand_bytes = rows * static_cast<double>(g.in_proj * 2 + g.d_xbc * 2 + g.d_inner * 4) +
+                    static_cast<double>(d.sequences) * H * P * N * 4.0 * 2 +
+                    chunks * (2.0 * H * 64.0 * 4 + G * 64.0 * 64.0 * 4) * 2;
+  // Per token: the state update and read-out H·P·N each, the intra-chunk products H·64·P and
+  // the CB products G·64·N; faithful, exact and stage references.
+  c.oracle_macs = 4.0 * rows * (4.0 * H * P * N + H * 64.0 * P + G * 64.0 * N);
+  return c;
+}
+
+std::string mamba2_profile_text(const CompareSetup& s) {
+  return fmt::format("dt {}, {}", dt_name(s.ssm.dt),
+                     s.ssm.zero_state ? "zero state" : "random state");
+}
+
+}  // namespace
+
+CompareResult compare_mamba2(Backend& backend, const CompareSetup& s) {
+  const Stopwatch t0;
+  if (s.config.mamba_num_heads == 0 || s.config.ssm_state_size == 0)
+    throw Error(fmt::format(
+        "{} has no Mamba-2 layers (mamba_num_heads = {}, ssm_state_size = {}): --op ssd needs a "
+        "Mamba model (e.g. nemotron-h-56b, tiny-mamba)",
+        s.model_label, s.config.mamba_num_heads, s.config.ssm_state_size));
+  const uint64_t n = streams_of(s);
+  const uint64_t rows = (Size(n) * s.tokens).value();
+  const oracle::Mamba2Dims dims = oracle::Mamba2Dims::of(s.config, n, s.tokens);
+  // Every Mamba-2 model has ssd_scratch (§4.6): the chunked path is the engine's for prefill.
+  const bool chunked = chunked_path(s.ssm.path, true, "");
+  if (s.mutant == "M-SSDSTATE" && !chunked)
+    throw Error(
+        "--mutant M-SSDSTATE changes the chunked scan, which --path recurrent does not run: it "
+        "would pass unseen");
+  oracle::Mamba2InputProfile profile;
+  profile.dt = s.ssm.dt.value_or(oracle::Mamba2DtRegime::typical);
+  profile.zero_state = s.ssm.zero_state;
+
+  const oracle::Mamba2Path path =
+      chunked ? oracle::Mamba2Path::chunked : oracle::Mamba2Path::recurrent;
+  const GdnMamba2Workspace w =
+      choose_workspace("ssd", s, rows, Sizing::corrected(), mamba2_cost(dims, chunked), false);
+  const uint64_t nc = w.real ? w.sizes.params.mamba2_chunks : 0;
+  const oracle::Mamba2Plan plan = oracle::plan_mamba2(dims, path, nc);
+
+  CompareResult res;
+  res.weight_pool_bytes = plan.pool_bytes;
+  const std::string what = fmt::format(
+      "compare ssd, {} path ({}): {}; {} sequence{} of {} tokens{}; {}; on {}", path_name(chunked),
+      path_note(s.ssm.path, chunked, "the model has ssd_scratch"), dims.geom.to_string(), n,
+      n == 1 ? "" : "s", s.tokens, n > 1 && chunked ? " (the SSD runs them one after another)" : "",
+      mamba2_profile_text(s), s.model_label);
+  res.extra_json = {{"streams", n},
+                    {"tokens_per_stream", s.tokens},
+                    {"rows", rows},
+                    {"path", path_name(chunked)},
+                    {"workspace", w.real ? "real" : "footprint"},
+                    {"sizing", w.sizes.sizing.to_string()},
+                    {"ssd_chunks", nc},
+                    {"dt", dt_name(s.ssm.dt)},
+                    {"zero_state", s.ssm.zero_state}};
+  if (w.real) {
+    std::vector<plan::Step> steps{step_of(plan.conv)};
+    if (chunked)
+      for (const Mamba2ChunkOp& op : plan.chunk) steps.push_back(step_of(op));
+    else
+      steps.push_back(step_of(plan.recurrent));
+    steps.push_back(step_of(plan.norm));
+    res.findings = workspace_findings(w, n, s.tokens, std::move(steps), s.model_label);
+    if (!res.findings.empty()) {
+      res.report.op = "ssd";
+      res.report.backend = backend.name();
+      res.report.seed = s.seed;
+      res.header =
+          fmt::format("{}: real arena (sizing {}, m = {}, nc = {}) {}", what,
+                      w.sizes.sizing.to_string(), rows, nc, human_bytes(w.layout.arena_bytes()));
+      res.extra_json["arena_bytes"] = w.layout.arena_bytes();
+      add_cost(res, t0);
+      return res;
+    }
+  }
+
+  const Workspace ws = w.real ? backend.allocate(w.layout, plan.pool_bytes)
+                              : oracle::allocate_mamba2_footprint(backend, plan);
+  const oracle::Mamba2Inputs in = oracle::generate_mamba2_inputs(dims, s.seed, profile);
+  const oracle::Mamba2Run run = oracle::run_mamba2(backend, ws, plan, in);
+  res.report = oracle::judge_mamba2(plan, in, run, backend.name(), s.seed, bounds_of(backend));
+  res.header = fmt::format("{}: {}", what, workspace_line(w, ws, "nc", nc, plan.pool_bytes));
+  res.extra_json["arena_bytes"] = ws.layout().arena_bytes();
+  if (!w.real) {
+    res.extra_json["fallback"] = w.fallback;
+    res.details += "workspace: footprint layout, not the real arena: " + w.fallback + "\n";
+  }
+  if (!s.dump_dir.empty()) {
+    write_mamba2_dump(s.dump_dir, plan, in, run, res.report,
+                      GdnMamba2DumpInfo{s.model_label, backend.name(), mamba2_profile_text(s),
+                                        s.tokens, n, s.seed, w.real ? "real" : "footprint"});
+    res.extra_json["dump"] = s.dump_dir;
+  }
+  add_cost(res, t0);
+  return res;
+}
+
+}  // namespace bufferlab::cli

@@ -1,0 +1,139 @@
+// One case of `bufferlab fuzz --numeric gdn|ssd` (fuzz_numeric_gdn_mamba2.h): the case from the SSM
+// generators, the run through the oracle's harness over a footprint layout, its judge.
+#include "fuzz/fuzz_numeric_gdn_mamba2.h"
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "bufferlab/core/config_json.h"
+#include "bufferlab/core/error.h"
+#include "bufferlab/oracle/gdn.h"
+#include "bufferlab/oracle/gdn_harness.h"
+#include "bufferlab/oracle/gdn_judge.h"
+#include "bufferlab/oracle/mamba2.h"
+#include "bufferlab/oracle/mamba2_harness.h"
+#include "bufferlab/oracle/mamba2_judge.h"
+#include "bufferlab/properties/gdn_mamba2_generators.h"
+#include "compare/compare_ops.h"
+
+namespace bufferlab::cli {
+namespace {
+
+constexpr uint64_t kChunk = 64;
+// Draws tried under a mutant before giving up (a chunked GDN case comes up 3 times in 8, a
+// chunked multi-chunk SSD case about 2 in 3: 64 misses in a row do not happen).
+constexpr uint64_t kMutantDraws = 64;
+
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+oracle::BoundModel bounds_of(const Backend& backend) {
+  return backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+}
+
+// The case of `cs`, or under a mutant the first of cs, mix(cs + 1), ... that `runs_it`.
+template <class Case, class Gen, class Pred>
+Case draw(const Gen& gen, uint64_t cs, int size, bool mutant, Pred runs_it) {
+  for (uint64_t k = 0; k < (mutant ? kMutantDraws : 1); ++k) {
+    const rc::Random random(k == 0 ? cs : mix(cs + k));
+    Case c = gen(random, size).value();
+    if (!mutant || runs_it(c)) return c;
+  }
+  throw Error(
+      fmt::format("no case of seed {} runs the mutant's kernel in {} draws", cs, kMutantDraws));
+}
+
+void fail_with(GdnMamba2FuzzOutcome& o, const std::exception& e) {
+  o.passed = false;
+  o.what = o.check + ": error";
+  o.report = std::string("error: ") + e.what() + "\n";
+}
+
+std::string gdn_compare_options(const gen::GdnCase& c) {
+  if (c.profile.value_scale != 1.0) return {};
+  std::string o =
+      fmt::format("--op gdn --tokens {} --streams {} --seed {} --path {} --alpha {} --beta {}", c.L,
+                  c.sequences, c.seed, gen::to_string(c.path), cli::to_string(c.profile.alpha),
+                  cli::to_string(c.profile.beta));
+  if (c.profile.parallel_keys) o += " --parallel-keys";
+  if (c.profile.zero_state) o += " --zero-state";
+  return o;
+}
+
+std::string mamba2_compare_options(const gen::Mamba2Case& c) {
+  if (c.profile.x_scale != 1.0) return {};
+  std::string o =
+      fmt::format("--op ssd --tokens {} --streams {} --seed {} --path {} --dt {}", c.L, c.sequences,
+                  c.seed, gen::to_string(c.path), gen::to_string(c.profile.dt));
+  if (c.profile.zero_state) o += " --zero-state";
+  return o;
+}
+
+}  // namespace
+
+GdnMamba2FuzzOutcome run_gdn_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant mutant) {
+  const gen::GdnCase c = draw<gen::GdnCase>(
+      gen::gdn_case(gen::full_gdn_ranges()), cs, size, mutant == Mutant::M_GDNCARRY,
+      [](const gen::GdnCase& x) { return x.path == oracle::GdnPath::chunked; });
+  GdnMamba2FuzzOutcome o;
+  o.description = c.describe();
+  o.check = std::string("gdn-") + gen::to_string(c.path);
+  o.check_description =
+      c.path == oracle::GdnPath::chunked
+          ? "GDN conv1d -> gates -> chunked core (wu, state, output) -> gated norm, judge_gdn"
+          : "GDN conv1d -> gates -> token recurrence -> gated norm, judge_gdn";
+  o.config = to_normalized_json(c.config);
+  o.compare_options = gdn_compare_options(c);
+  try {
+    const oracle::GdnPlan plan = oracle::plan_gdn(c.dims(), c.path);
+    const Workspace ws = oracle::allocate_gdn_footprint(backend, plan);
+    const oracle::GdnInputs in = gen::gdn_inputs(c);
+    const oracle::GdnRun run = oracle::run_gdn(backend, ws, plan, in);
+    o.finish(oracle::judge_gdn(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
+  } catch (const std::exception& e) {
+    fail_with(o, e);
+  }
+  return o;
+}
+
+GdnMamba2FuzzOutcome run_mamba2_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant mutant) {
+  // M-SSDSTATE drops the state between chunks: it needs a sequence of more than one chunk, and
+  // a state that survives to the next chunk — large dt decays it to nothing within a chunk
+  // (exp(dt·A) underflows), tiny dt leaves a zero starting state near zero.
+  const gen::Mamba2Case c =
+      draw<gen::Mamba2Case>(gen::mamba2_case(gen::full_mamba2_ranges()), cs, size,
+                            mutant == Mutant::M_SSDSTATE, [](const gen::Mamba2Case& x) {
+                              return x.path == oracle::Mamba2Path::chunked && x.L > kChunk &&
+                                     x.profile.dt == oracle::Mamba2DtRegime::typical;
+                            });
+  GdnMamba2FuzzOutcome o;
+  o.description = c.describe();
+  o.check = std::string("ssd-") + gen::to_string(c.path);
+  o.check_description =
+      c.path == oracle::Mamba2Path::chunked
+          ? "Mamba-2 conv1d -> chunked SSD (cumsum, bmm, scan) per sequence -> gated norm, "
+            "judge_ssd"
+          : "Mamba-2 conv1d -> recurrence -> gated norm, judge_ssd";
+  o.config = to_normalized_json(c.config);
+  o.compare_options = mamba2_compare_options(c);
+  try {
+    const oracle::Mamba2Plan plan = oracle::plan_mamba2(c.dims(), c.path);
+    const Workspace ws = oracle::allocate_mamba2_footprint(backend, plan);
+    const oracle::Mamba2Inputs in = gen::mamba2_inputs(c);
+    const oracle::Mamba2Run run = oracle::run_mamba2(backend, ws, plan, in);
+    o.finish(oracle::judge_mamba2(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
+  } catch (const std::exception& e) {
+    fail_with(o, e);
+  }
+  return o;
+}
+
+}  // namespace bufferlab::cli
