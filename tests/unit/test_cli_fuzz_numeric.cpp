@@ -18,31 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class CliFuzzNumeric : public bufferlab::testing::TempDirTest {
+// `bufferlab fuzz`; run, expect_error, out_dir() and written() come from CliCommandTest.
+class CliFuzzNumeric : public bufferlab::testing::CliCommandTest {
  protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  bufferlab::testing::CliRun run(std::vector<std::string> args) {
-    args.insert(args.begin(), "fuzz");
-    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
-                        : bufferlab::testing::run_cli(args, dir_));
-  }
-
-  std::string out_dir() const { return (dir_ / "out").string(); }
-
-  std::vector<fs::path> written() const {
-    std::vector<fs::path> out;
-    if (fs::exists(dir_ / "out"))
-      for (const auto& e : fs::directory_iterator(dir_ / "out")) out.push_back(e.path());
-    return out;
-  }
-
-  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
-  }
+  CliFuzzNumeric() : CliCommandTest("fuzz") {}
 
   // A kernel mutant must be caught by `family` within `bound` cases of seed 1 with `finding`
   // (the failing check) in the failure line: the failure is written as JSON, and its re-run
