@@ -1,6 +1,7 @@
 // Runs the real `bufferlab` program (BUFFERLAB_CLI_PATH) for end-to-end tests, or the same
-// command in-process through the library bufferlab_cli (run_cli_in_process: link it), and a
-// GoogleTest fixture giving each test a fresh temporary directory.
+// command in-process through the library bufferlab_cli (run_cli_in_process: link it), and
+// GoogleTest fixtures giving each test a fresh temporary directory (TempDirTest) and one
+// `bufferlab COMMAND` run in it either way (CliCommandTest; CliCompareTest for `compare`).
 #pragma once
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bufferlab::cli {
@@ -141,6 +143,74 @@ class TempDirTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
   std::filesystem::path dir_;
+};
+
+// ARGS split at spaces (the tests pass no spaced values).
+inline std::vector<std::string> split_words(const std::string& args) {
+  std::vector<std::string> words;
+  std::istringstream in(args);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// One run as the compare tests read it: stdout then stderr (output), and stdout alone (out).
+struct CliOutput {
+  int exit_code = -1;
+  std::string output;
+  std::string out;
+};
+
+// TempDirTest running `bufferlab COMMAND ARGS...` in dir_: in-process (bufferlab_cli) when a
+// test sets in_process_, else the real binary; COMMAND is the derived fixture's (or none).
+class CliCommandTest : public TempDirTest {
+ protected:
+  explicit CliCommandTest(std::string command = "") : command_(std::move(command)) {}
+
+  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
+  bool in_process_ = false;
+
+  // `bufferlab ARGV...`, no command word added.
+  CliRun run_argv(const std::vector<std::string>& argv) const {
+    return in_process_ ? run_cli_in_process(argv, dir_) : run_cli(argv, dir_);
+  }
+  // `bufferlab COMMAND ARGS...`.
+  CliRun run(std::vector<std::string> args) const {
+    if (!command_.empty()) args.insert(args.begin(), command_);
+    return run_argv(args);
+  }
+  // `bufferlab COMMAND ARGS` with ARGS split at spaces.
+  CliOutput run_text(const std::string& args) const {
+    const CliRun r = run(split_words(args));
+    return {r.exit_code, r.out + r.err, r.out};
+  }
+
+  // The documented failure mode: exit 2, stderr starting with "error:" and naming must_mention.
+  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) const {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
+  }
+
+  // --out DIR of the fuzz commands, and the files written there whose names end with ext.
+  std::string out_dir() const { return (dir_ / "out").string(); }
+  std::vector<std::filesystem::path> written(const std::string& ext = "") const {
+    std::vector<std::filesystem::path> out;
+    if (std::filesystem::exists(dir_ / "out"))
+      for (const auto& e : std::filesystem::directory_iterator(dir_ / "out"))
+        if (e.path().string().ends_with(ext)) out.push_back(e.path());
+    return out;
+  }
+
+ private:
+  std::string command_;
+};
+
+// `bufferlab compare ARGS` with ARGS split at spaces (the tests pass no spaced values).
+class CliCompareTest : public CliCommandTest {
+ protected:
+  CliCompareTest() : CliCommandTest("compare") {}
+  CliOutput run_compare(const std::string& args) const { return run_text(args); }
 };
 
 }  // namespace bufferlab::testing

@@ -3,51 +3,29 @@
 // --dump files (NPY headers and a manifest that parses).
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <vector>
 
-#include <sys/wait.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "cli_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
+using bufferlab::testing::expect_exit;
 using bufferlab::testing::read_file;
+using CompareRun = bufferlab::testing::CliOutput;  // exit code, stdout then stderr, stdout
 
-struct CompareRun {
-  int exit_code = -1;
-  std::string output;  // stdout, then stderr
-};
-
-class CliCompare : public bufferlab::testing::TempDirTest {
- protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  // `bufferlab compare ARGS` with ARGS split at spaces (the tests pass no spaced values).
-  CompareRun run_compare(const std::string& args) {
-    std::vector<std::string> argv{"compare"};
-    std::istringstream words(args);
-    for (std::string w; words >> w;) argv.push_back(w);
-    const auto r = (in_process_ ? bufferlab::testing::run_cli_in_process(argv, dir_)
-                                : bufferlab::testing::run_cli(argv, dir_));
-    return {r.exit_code, r.out + r.err};
-  }
-};
+// Runs `bufferlab compare ARGS` (run_compare), in-process when a test sets in_process_.
+class CliCompare : public bufferlab::testing::CliCompareTest {};
 
 TEST_F(CliCompare, TinyDenseAgrees) {
   const CompareRun r = run_compare("--op rmsnorm --preset tiny-dense --tokens 5 --seed 3");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("AGREE"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rows=5"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("seed=3"), std::string::npos) << r.output;
+  expect_exit(r, 0, {"AGREE", "rows=5", "seed=3"});
 }
 
 TEST_F(CliCompare, EveryVariantAgreesOnTinyMoe) {
@@ -60,11 +38,8 @@ TEST_F(CliCompare, EveryVariantAgreesOnTinyMoe) {
 
 TEST_F(CliCompare, CudaSkipsWithAReasonOrAgrees) {
   const CompareRun r = run_compare("--op rmsnorm --preset tiny-dense --tokens 5 --backend cuda");
-  if (r.exit_code == 77) {
-    EXPECT_EQ(r.output.rfind("skipped: ", 0), 0u) << r.output;
+  if (bufferlab::testing::expect_skipped_or_agreed(r)) {
     EXPECT_GT(r.output.size(), std::string("skipped: \n").size());
-  } else {
-    EXPECT_EQ(r.exit_code, 0) << r.output;
   }
 }
 
@@ -77,9 +52,7 @@ TEST_F(CliCompare, BadInputExitsTwoWithError) {
         "--op rmsnorm --preset tiny-dense --tokens -1",
         // the dense sizing has no FP32 router input: the op does not fit the arena
         "--op rmsnorm --preset tiny-dense --variant f32"}) {
-    const CompareRun r = run_compare(args);
-    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find("error:"), std::string::npos) << args << "\n" << r.output;
+    bufferlab::testing::expect_refused(run_compare(args), args, "error:");
   }
 }
 
@@ -113,21 +86,7 @@ TEST_F(CliCompare, DumpWritesNpyFilesAndAManifest) {
 
   // Every listed file exists, starts with the NPY v1.0 magic, has a 64-byte-aligned header
   // naming its dtype and shape, and holds exactly rows·width (or width) elements after it.
-  for (const auto& [file, info] : manifest.at("files").items()) {
-    const std::string bytes = read_file(out / file);
-    ASSERT_GE(bytes.size(), 10u) << file;
-    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << file;
-    const size_t header_len = static_cast<unsigned char>(bytes[8]) |
-                              static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
-    EXPECT_EQ((10 + header_len) % 64, 0u) << file;
-    const std::string header = bytes.substr(10, header_len);
-    const std::string descr = info.at("npy_dtype");
-    EXPECT_NE(header.find("'descr': '" + descr + "'"), std::string::npos) << header;
-    uint64_t elements = 1;
-    for (uint64_t d : info.at("shape")) elements *= d;
-    const uint64_t item = descr == "<u2" ? 2 : descr == "<f4" ? 4 : 8;
-    EXPECT_EQ(bytes.size() - 10 - header_len, elements * item) << file;
-  }
+  bufferlab::testing::expect_npy_files(out, manifest, {.bf16_named = false});
   EXPECT_TRUE(manifest.at("files").contains("backend_norm_output.npy"));
   EXPECT_EQ(manifest.at("files").at("input_weight.npy").at("shape"),
             nlohmann::json::array({width}));
@@ -148,9 +107,7 @@ TEST_F(CliCompare, EveryMoeOpAgreesOnTinyPresets) {
         "--op topk --preset tiny-mhc --tokens 9 --path bf16 --hash",
         "--op experts --preset tiny-moe --tokens 9", "--op experts --preset tiny-mla --tokens 4",
         "--op lm-head --preset tiny-dense --tokens 5"}) {
-    const CompareRun r = run_compare(args);
-    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find("AGREE"), std::string::npos) << args << "\n" << r.output;
+    bufferlab::testing::expect_agreed(run_compare(args), args, {"AGREE"});
   }
 }
 
@@ -170,9 +127,7 @@ TEST_F(CliCompare, TopKNamesTheFirstTokenWhoseSelectionDiffers) {
   // The BF16 path on near-ties flips selections below its bound: reported, not failed.
   const CompareRun r =
       run_compare("--op topk --preset qwen3-next-80b --tokens 64 --path bf16 --pattern near-ties");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("the first is token"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(", at rank "), std::string::npos) << r.output;
+  expect_exit(r, 0, {"the first is token", ", at rank "});
   EXPECT_NE(r.output.find("backend (keys of its stored logits), ranked"), std::string::npos)
       << r.output;
 }
@@ -188,8 +143,7 @@ TEST_F(CliCompare, KernelMutantsAreCaughtWithTheirFinding) {
   const CompareRun tie = run_compare(
       "--op topk --preset qwen3-next-80b --tokens 64 --path fp32-gate --pattern all-equal "
       "--mutant M-TIE");
-  EXPECT_EQ(tie.exit_code, 1) << tie.output;
-  EXPECT_NE(tie.output.find("exact tie"), std::string::npos) << tie.output;
+  expect_exit(tie, 1, {"exact tie"});
 }
 
 TEST_F(CliCompare, MoeOpsRefuseBadInput) {
@@ -199,9 +153,7 @@ TEST_F(CliCompare, MoeOpsRefuseBadInput) {
         "--op topk --preset tiny-moe --path fp16", "--op topk --preset tiny-moe --pattern nope",
         "--op topk --preset tiny-moe --hash", "--op topk --preset tiny-moe --mutant B4",
         "--op softmax --preset tiny-moe"}) {
-    const CompareRun r = run_compare(args);
-    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find("error: "), std::string::npos) << args << "\n" << r.output;
+    bufferlab::testing::expect_refused(run_compare(args), args);
   }
 }
 

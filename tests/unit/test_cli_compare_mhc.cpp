@@ -4,43 +4,25 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "cli_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
+using bufferlab::testing::contains;
+using bufferlab::testing::expect_exit;
+using bufferlab::testing::expect_npy_files;
 using bufferlab::testing::read_file;
+using CompareRun = bufferlab::testing::CliOutput;  // exit code, stdout then stderr, stdout
 
-struct CompareRun {
-  int exit_code = -1;
-  std::string output;  // stdout, then stderr
-  std::string out;     // stdout alone
-};
-
-class CliCompareMhc : public bufferlab::testing::TempDirTest {
- protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  CompareRun run_compare(const std::string& args) {
-    std::vector<std::string> argv{"compare"};
-    std::istringstream words(args);
-    for (std::string w; words >> w;) argv.push_back(w);
-    const auto r = (in_process_ ? bufferlab::testing::run_cli_in_process(argv, dir_)
-                                : bufferlab::testing::run_cli(argv, dir_));
-    return {r.exit_code, r.out + r.err, r.out};
-  }
-};
-
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
+// Runs `bufferlab compare ARGS` (run_compare), in-process when a test sets in_process_.
+class CliCompareMhc : public bufferlab::testing::CliCompareTest {};
 
 TEST_F(CliCompareMhc, EveryOpAgreesOnTinyPresets) {
   for (const char* args : {
@@ -55,19 +37,15 @@ TEST_F(CliCompareMhc, EveryOpAgreesOnTinyPresets) {
            "--op hc-lowrank --preset tiny-mhc-lowrank --tokens 64",
            "--op hc-lowrank --preset tiny-mhc-lowrank --tokens 9 --path slab --streams huge",
        }) {
-    const CompareRun r = run_compare(args);
-    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "AGREE")) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "re-run: bufferlab compare --op hc-")) << args << "\n"
-                                                                          << r.output;
+    bufferlab::testing::expect_agreed(run_compare(args), args,
+                                      {"AGREE", "re-run: bufferlab compare --op hc-"});
   }
 }
 
 // The commands.
 TEST_F(CliCompareMhc, DeepSeekV4FlashPreAndLowRankAt100TokensAgree) {
   const CompareRun pre = run_compare("--op hc-pre --preset deepseek-v4-flash --tokens 64");
-  EXPECT_EQ(pre.exit_code, 0) << pre.output;
-  EXPECT_TRUE(contains(pre.output, "hc_pre_sinkhorn(rows=64,hc=4,h=4096")) << pre.output;
+  expect_exit(pre, 0, {"hc_pre_sinkhorn(rows=64,hc=4,h=4096"});
   const CompareRun low = run_compare("--op hc-lowrank --preset tiny-mhc-lowrank --tokens 100");
   EXPECT_EQ(low.exit_code, 0) << low.output;
   // T > 64: the slab GEMM path, chosen by the token count.
@@ -88,23 +66,16 @@ TEST_F(CliCompareMhc, SplitPathIsChosenUpTo64Tokens) {
 TEST_F(CliCompareMhc, KernelMutantsAreCaughtWithTheirFinding) {
   const CompareRun skcol =
       run_compare("--op hc-pre --preset tiny-mhc --tokens 8 --seed 2 --mutant M-SKCOL");
-  EXPECT_EQ(skcol.exit_code, 1) << skcol.output;
-  EXPECT_TRUE(contains(skcol.output, "first bad hc_comb column sums")) << skcol.output;
-  EXPECT_TRUE(contains(skcol.output, "column j")) << skcol.output;
-  EXPECT_TRUE(contains(skcol.output, "--mutant M-SKCOL")) << skcol.output;
+  expect_exit(skcol, 1, {"first bad hc_comb column sums", "column j", "--mutant M-SKCOL"});
 
   const CompareRun b13 = run_compare("--op hc-post --preset tiny-mhc --tokens 8 --mutant B13");
-  EXPECT_EQ(b13.exit_code, 1) << b13.output;
-  EXPECT_TRUE(contains(b13.output, "first bad hc_streams (post)")) << b13.output;
-  EXPECT_TRUE(contains(b13.output, "stream ")) << b13.output;
-  EXPECT_TRUE(contains(b13.output, "DISAGREE (seed 1)")) << b13.output;
+  expect_exit(b13, 1, {"first bad hc_streams (post)", "stream ", "DISAGREE (seed 1)"});
 }
 
 TEST_F(CliCompareMhc, SkcolWithZeroHcEpsSaysItIsInvisible) {
   const CompareRun r =
       run_compare("--op hc-pre --preset tiny-mhc --tokens 4 --hc-eps 0 --mutant M-SKCOL");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "invisible with hc_eps = 0")) << r.output;
+  expect_exit(r, 0, {"invisible with hc_eps = 0"});
   const CompareRun j =
       run_compare("--op hc-pre --preset tiny-mhc --tokens 4 --hc-eps 0 --mutant M-SKCOL --json");
   ASSERT_EQ(j.exit_code, 0) << j.output;
@@ -134,9 +105,7 @@ TEST_F(CliCompareMhc, BadInputExitsTwoWithError) {
            "--op hc-pre --preset tiny-mhc --path slab",
            "--op rmsnorm --preset tiny-mhc --streams huge",
        }) {
-    const CompareRun r = run_compare(args);
-    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "error: ")) << args << "\n" << r.output;
+    bufferlab::testing::expect_refused(run_compare(args), args);
   }
   const CompareRun r = run_compare("--op hc-pre --preset tiny-dense --tokens 4");
   EXPECT_TRUE(contains(r.output, "hc_mult = 0")) << r.output;
@@ -144,11 +113,7 @@ TEST_F(CliCompareMhc, BadInputExitsTwoWithError) {
 
 TEST_F(CliCompareMhc, CudaSkipsWithAReasonOrAgrees) {
   const CompareRun r = run_compare("--op hc-pre --preset tiny-mhc --tokens 5 --backend cuda");
-  if (r.exit_code == 77) {
-    EXPECT_EQ(r.output.rfind("skipped: ", 0), 0u) << r.output;
-  } else {
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-  }
+  bufferlab::testing::expect_skipped_or_agreed(r);
 }
 
 TEST_F(CliCompareMhc, JsonReportParses) {
@@ -174,28 +139,6 @@ TEST_F(CliCompareMhc, JsonReportParses) {
   const std::string reason = jb.at("checks")[0].at("first_bad").at("reason");
   EXPECT_TRUE(contains(reason, "(token ")) << reason;  // coordinates of the first bad element
   EXPECT_EQ(jb.at("mutant"), "B13");
-}
-
-// Every listed file exists, is NPY v1.0 with the manifest's dtype and exactly as many
-// elements as its shape says.
-void expect_npy_files(const fs::path& dir, const nlohmann::json& manifest) {
-  for (const auto& [file, info] : manifest.at("files").items()) {
-    const std::string bytes = read_file(dir / file);
-    ASSERT_GE(bytes.size(), 10u) << file;
-    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << file;
-    const size_t header_len = static_cast<unsigned char>(bytes[8]) |
-                              static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
-    EXPECT_EQ((10 + header_len) % 64, 0u) << file;
-    const std::string descr = info.at("npy_dtype");
-    EXPECT_TRUE(contains(bytes.substr(10, header_len), "'descr': '" + descr + "'")) << file;
-    uint64_t elements = 1;
-    for (uint64_t d : info.at("shape")) elements *= d;
-    const uint64_t item = descr == "<u2" ? 2 : descr == "<f4" ? 4 : 8;
-    EXPECT_EQ(bytes.size() - 10 - header_len, elements * item) << file;
-    if (descr == "<u2") {
-      EXPECT_EQ(info.at("format"), "bf16 as uint16 (raw bits)") << file;
-    }
-  }
 }
 
 TEST_F(CliCompareMhc, DumpWritesEveryTensorAndAManifest) {

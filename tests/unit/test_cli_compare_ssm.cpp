@@ -5,45 +5,27 @@
 // skip (77), --json and the --dump files.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "cli_runner.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
+using bufferlab::testing::contains;
+using bufferlab::testing::expect_exit;
 using bufferlab::testing::read_file;
+using CompareRun = bufferlab::testing::CliOutput;  // exit code, stdout then stderr, stdout
 using nlohmann::json;
 
-struct CompareRun {
-  int exit_code = -1;
-  std::string output;  // stdout, then stderr
-  std::string out;     // stdout alone
-};
-
-class CliCompareSsm : public bufferlab::testing::TempDirTest {
- protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  CompareRun run_compare(const std::string& args) {
-    std::vector<std::string> argv{"compare"};
-    std::istringstream words(args);
-    for (std::string w; words >> w;) argv.push_back(w);
-    const auto r = (in_process_ ? bufferlab::testing::run_cli_in_process(argv, dir_)
-                                : bufferlab::testing::run_cli(argv, dir_));
-    return {r.exit_code, r.out + r.err, r.out};
-  }
-};
-
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
+// Runs `bufferlab compare ARGS` (run_compare), in-process when a test sets in_process_.
+class CliCompareSsm : public bufferlab::testing::CliCompareTest {};
 
 TEST_F(CliCompareSsm, BothOpsAgreeOnBothPathsOfTheTinyPresets) {
   for (const char* args : {
@@ -55,12 +37,9 @@ TEST_F(CliCompareSsm, BothOpsAgreeOnBothPathsOfTheTinyPresets) {
            "--op ssd --preset tiny-mamba --tokens 6 --path recurrent --dt tiny --zero-state",
            "--op ssd --preset tiny-mamba --tokens 9 --dt large",
        }) {
-    const CompareRun r = run_compare(args);
-    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "\nAGREE\n")) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "real arena (sizing corrected")) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "peak memory")) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "re-run: bufferlab compare --op ")) << args << "\n" << r.output;
+    bufferlab::testing::expect_agreed(run_compare(args), args,
+                                      {"\nAGREE\n", "real arena (sizing corrected", "peak memory",
+                                       "re-run: bufferlab compare --op "});
   }
 }
 
@@ -83,20 +62,18 @@ TEST_F(CliCompareSsm, TheHeaderSaysWhichPathAndWorkspace) {
 TEST_F(CliCompareSsm, KernelMutantsAreCaughtAtTheirStage) {
   const CompareRun carry =
       run_compare("--op gdn --preset tiny-gdn --tokens 65 --streams 2 --mutant M-GDNCARRY");
-  EXPECT_EQ(carry.exit_code, 1) << carry.output;
-  EXPECT_TRUE(contains(carry.output, "kernel mutant M-GDNCARRY is active")) << carry.output;
-  EXPECT_TRUE(contains(carry.output, "(state)  ")) << carry.output;  // a state-pass check fails
-  EXPECT_TRUE(contains(carry.output, "first bad final state (state)")) << carry.output;
-  EXPECT_TRUE(contains(carry.output, "at (sequence ")) << carry.output;
-  EXPECT_TRUE(contains(carry.output, "DISAGREE (seed 1)")) << carry.output;
-  EXPECT_TRUE(contains(carry.output, "--mutant M-GDNCARRY")) << carry.output;
+  expect_exit(carry, 1,
+              {"kernel mutant M-GDNCARRY is active",
+               "(state)  ",  // a state-pass check fails
+               "first bad final state (state)", "at (sequence ", "DISAGREE (seed 1)",
+               "--mutant M-GDNCARRY"});
 
   const CompareRun state =
       run_compare("--op ssd --preset tiny-mamba --tokens 70 --mutant M-SSDSTATE");
-  EXPECT_EQ(state.exit_code, 1) << state.output;
-  EXPECT_TRUE(contains(state.output, "first bad y (scan)")) << state.output;
-  EXPECT_TRUE(contains(state.output, "token 64")) << state.output;  // the second chunk's first
-  EXPECT_TRUE(contains(state.output, "DISAGREE (seed 1)")) << state.output;
+  expect_exit(state, 1,
+              {"first bad y (scan)",
+               "token 64",  // the second chunk's first
+               "DISAGREE (seed 1)"});
 }
 
 // B15: nt = cdiv(m, 64) without the 16 of slack; 3 streams of 65 tokens need 3·2 chunks,
@@ -104,12 +81,9 @@ TEST_F(CliCompareSsm, KernelMutantsAreCaughtAtTheirStage) {
 TEST_F(CliCompareSsm, SizingMutantB15IsABoundsFindingOnTheFlaScratch) {
   const CompareRun r =
       run_compare("--op gdn --preset tiny-gdn --mutant B15 --streams 3 --tokens 65");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "finding: bounds on gdn_fla_scratch")) << r.output;
-  EXPECT_TRUE(contains(r.output, "sizing corrected+B15")) << r.output;
-  EXPECT_TRUE(contains(r.output, "codispatch(n=3,L=65)")) << r.output;
-  EXPECT_TRUE(contains(r.output, "m = 195, nt = 4)")) << r.output;
-  EXPECT_TRUE(contains(r.output, "DISAGREE: the workspace cannot hold the op")) << r.output;
+  expect_exit(r, 1,
+              {"finding: bounds on gdn_fla_scratch", "sizing corrected+B15", "codispatch(n=3,L=65)",
+               "m = 195, nt = 4)", "DISAGREE: the workspace cannot hold the op"});
   EXPECT_FALSE(contains(r.output, "kernel mutant B15")) << r.output;  // not a backend mutant
 
   const CompareRun j =
@@ -124,8 +98,7 @@ TEST_F(CliCompareSsm, SizingMutantB15IsABoundsFindingOnTheFlaScratch) {
   // Whole chunks per stream: the carve is long enough, the run agrees and says why.
   const CompareRun fits =
       run_compare("--op gdn --preset tiny-gdn --mutant B15 --streams 2 --tokens 64");
-  EXPECT_EQ(fits.exit_code, 0) << fits.output;
-  EXPECT_TRUE(contains(fits.output, "note: sizing mutant B15")) << fits.output;
+  expect_exit(fits, 0, {"note: sizing mutant B15"});
 }
 
 TEST_F(CliCompareSsm, BadInputExitsTwoWithError) {
@@ -166,28 +139,20 @@ TEST_F(CliCompareSsm, BadInputExitsTwoWithError) {
            std::string("--op ssd --preset tiny-mamba --mutant M-SSDSTATE --path recurrent"),
            std::string("--op rmsnorm --preset tiny-gdn --mutant B15"),
        }) {
-    const CompareRun r = run_compare(args);
-    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "error: ")) << args << "\n" << r.output;
+    bufferlab::testing::expect_refused(run_compare(args), args);
   }
   EXPECT_TRUE(contains(run_compare("--op gdn --preset tiny-mamba").output, "no Gated DeltaNet"));
   EXPECT_TRUE(
       contains(run_compare("--op gdn " + kd64 + " --path chunked").output, "kd = vd = 128"));
   // Without --path, a kd = 64 model runs the recurrence.
   const CompareRun rec = run_compare("--op gdn " + kd64 + " --tokens 4");
-  EXPECT_EQ(rec.exit_code, 0) << rec.output;
-  EXPECT_TRUE(contains(rec.output, "recurrent path (auto: not kd = vd = 128)")) << rec.output;
+  expect_exit(rec, 0, {"recurrent path (auto: not kd = vd = 128)"});
 }
 
 TEST_F(CliCompareSsm, CudaSkipsWithAReasonOrAgrees) {
   for (const char* args : {"--op gdn --preset tiny-gdn --tokens 5 --backend cuda",
                            "--op ssd --preset tiny-mamba --tokens 5 --backend cuda"}) {
-    const CompareRun r = run_compare(args);
-    if (r.exit_code == 77) {
-      EXPECT_EQ(r.output.rfind("skipped: ", 0), 0u) << r.output;
-    } else {
-      EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
-    }
+    bufferlab::testing::expect_skipped_or_agreed(run_compare(args), std::string(args) + "\n");
   }
 }
 
@@ -227,22 +192,10 @@ TEST_F(CliCompareSsm, JsonReportParses) {
   EXPECT_TRUE(named) << jb.dump(2);
 }
 
-// Every listed file exists, is NPY v1.0 with the manifest's dtype and exactly as many
-// elements as its shape says.
+// The dump's NPY files; this test checks neither the header alignment nor the BF16 format name.
 void expect_npy_files(const fs::path& dir, const json& manifest) {
-  for (const auto& [file, info] : manifest.at("files").items()) {
-    const std::string bytes = read_file(dir / file);
-    ASSERT_GE(bytes.size(), 10u) << file;
-    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << file;
-    const size_t header_len = static_cast<unsigned char>(bytes[8]) |
-                              static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
-    const std::string descr = info.at("npy_dtype");
-    EXPECT_TRUE(contains(bytes.substr(10, header_len), "'descr': '" + descr + "'")) << file;
-    uint64_t elements = 1;
-    for (uint64_t d : info.at("shape")) elements *= d;
-    const uint64_t item = descr == "<u2" ? 2 : descr == "<f4" ? 4 : 8;
-    EXPECT_EQ(bytes.size() - 10 - header_len, elements * item) << file;
-  }
+  bufferlab::testing::expect_npy_files(dir, manifest,
+                                       {.header_aligned_to_64 = false, .bf16_named = false});
 }
 
 TEST_F(CliCompareSsm, DumpWritesEveryStageAndTheOracle) {

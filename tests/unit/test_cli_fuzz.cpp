@@ -16,7 +16,6 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // Sets (or unsets) an environment variable for the scope, restoring it afterwards: the
@@ -44,29 +43,10 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-class CliFuzz : public bufferlab::testing::TempDirTest {
+// `bufferlab fuzz`; run, expect_error and written() come from CliCommandTest.
+class CliFuzz : public bufferlab::testing::CliCommandTest {
  protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  bufferlab::testing::CliRun run(std::vector<std::string> args) {
-    args.insert(args.begin(), "fuzz");
-    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
-                        : bufferlab::testing::run_cli(args, dir_));
-  }
-
-  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
-  }
-
-  std::vector<fs::path> written() const {
-    std::vector<fs::path> out;
-    if (fs::exists(dir_ / "out"))
-      for (const auto& e : fs::directory_iterator(dir_ / "out")) out.push_back(e.path());
-    return out;
-  }
+  CliFuzz() : CliCommandTest("fuzz") {}
 };
 
 // The default seed's first 50 cases under the corrected sizing.

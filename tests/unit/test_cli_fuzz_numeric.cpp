@@ -18,31 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class CliFuzzNumeric : public bufferlab::testing::TempDirTest {
+// `bufferlab fuzz`; run, expect_error, out_dir() and written() come from CliCommandTest.
+class CliFuzzNumeric : public bufferlab::testing::CliCommandTest {
  protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  bufferlab::testing::CliRun run(std::vector<std::string> args) {
-    args.insert(args.begin(), "fuzz");
-    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
-                        : bufferlab::testing::run_cli(args, dir_));
-  }
-
-  std::string out_dir() const { return (dir_ / "out").string(); }
-
-  std::vector<fs::path> written() const {
-    std::vector<fs::path> out;
-    if (fs::exists(dir_ / "out"))
-      for (const auto& e : fs::directory_iterator(dir_ / "out")) out.push_back(e.path());
-    return out;
-  }
-
-  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
-  }
+  CliFuzzNumeric() : CliCommandTest("fuzz") {}
 
   // A kernel mutant must be caught by `family` within `bound` cases of seed 1 with `finding`
   // (the failing check) in the failure line: the failure is written as JSON, and its re-run
@@ -90,25 +69,30 @@ class CliFuzzNumeric : public bufferlab::testing::TempDirTest {
     EXPECT_NE(clean.out.find("fuzz --numeric " + family + ": 1 cases"), std::string::npos)
         << clean.out;
   }
+
+  // `fuzz --numeric FAMILY --cases N` on seed 1, shard 0/1: exit 0, "N cases" said, no failure
+  // written; the run comes back for the test's own checks of its summary line.
+  bufferlab::testing::CliRun expect_clean_run(const std::string& family, int cases) {
+    const std::string n = std::to_string(cases);
+    const auto r = run(
+        {"--numeric", family, "--cases", n, "--seed", "1", "--shard", "0/1", "--out", out_dir()});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("fuzz --numeric " + family + ": " + n + " cases"), std::string::npos)
+        << r.out;
+    EXPECT_TRUE(written().empty());
+    return r;
+  }
 };
 
 TEST_F(CliFuzzNumeric, RoutingShortRunIsClean) {
-  const auto r = run({"--numeric", "routing", "--cases", "12", "--seed", "1", "--shard", "0/1",
-                      "--out", out_dir()});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("fuzz --numeric routing: 12 cases"), std::string::npos) << r.out;
+  const auto r = expect_clean_run("routing", 12);
   EXPECT_NE(r.out.find("cases/s, seed 1, shard 0/1, backend cpu: no failure"), std::string::npos)
       << r.out;
-  EXPECT_TRUE(written().empty());
 }
 
 TEST_F(CliFuzzNumeric, ExpertsShortRunIsClean) {
-  const auto r = run({"--numeric", "experts", "--cases", "6", "--seed", "1", "--shard", "0/1",
-                      "--out", out_dir()});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("fuzz --numeric experts: 6 cases"), std::string::npos) << r.out;
+  const auto r = expect_clean_run("experts", 6);
   EXPECT_NE(r.out.find("no failure"), std::string::npos) << r.out;
-  EXPECT_TRUE(written().empty());
 }
 
 // The progress line (stderr, one line every 5 s off a terminal) and --seconds.
@@ -134,13 +118,9 @@ TEST_F(CliFuzzNumeric, MutantMTieIsCaughtAndReplays) {
 
 // Every mHC op comes up: pre, post, head, expand, low-rank (split and slab), the deep stack.
 TEST_F(CliFuzzNumeric, MhcShortRunIsClean) {
-  const auto r = run(
-      {"--numeric", "mhc", "--cases", "12", "--seed", "1", "--shard", "0/1", "--out", out_dir()});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("fuzz --numeric mhc: 12 cases"), std::string::npos) << r.out;
+  const auto r = expect_clean_run("mhc", 12);
   EXPECT_NE(r.out.find("cases/s, seed 1, shard 0/1, backend cpu: no failure"), std::string::npos)
       << r.out;
-  EXPECT_TRUE(written().empty());
 }
 
 // M-SKCOL: mhc_pre's Sinkhorn without the final exact column normalisation — judge_mhc_pre's

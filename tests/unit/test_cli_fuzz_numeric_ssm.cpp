@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,36 +28,11 @@ constexpr const char* kMamba2CleanSeed = "26";
 constexpr const char* kGdnMutantSeed = "27";
 constexpr const char* kMamba2MutantSeed = "16";
 
-class CliFuzzNumericSsm : public bufferlab::testing::TempDirTest {
+// `bufferlab fuzz`, always the real binary; run, run_argv, expect_error, out_dir() and
+// written(ext) come from CliCommandTest.
+class CliFuzzNumericSsm : public bufferlab::testing::CliCommandTest {
  protected:
-  bufferlab::testing::CliRun run(std::vector<std::string> args) {
-    args.insert(args.begin(), "fuzz");
-    return bufferlab::testing::run_cli(args, dir_);
-  }
-
-  bufferlab::testing::CliRun run_words(const std::string& command) {
-    std::vector<std::string> argv;
-    std::istringstream words(command);
-    for (std::string w; words >> w;) argv.push_back(w);
-    return bufferlab::testing::run_cli(argv, dir_);
-  }
-
-  std::string out_dir() const { return (dir_ / "out").string(); }
-
-  std::vector<fs::path> written(const std::string& ext) const {
-    std::vector<fs::path> out;
-    if (fs::exists(dir_ / "out"))
-      for (const auto& e : fs::directory_iterator(dir_ / "out"))
-        if (e.path().string().ends_with(ext)) out.push_back(e.path());
-    return out;
-  }
-
-  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
-  }
+  CliFuzzNumericSsm() : CliCommandTest("fuzz") {}
 
   // The mutant is caught at the first case of `seed` with `finding` (the failing stage) in the
   // failure line; the failure JSON carries the case, its config and two re-run lines — the
@@ -105,8 +79,8 @@ class CliFuzzNumericSsm : public bufferlab::testing::TempDirTest {
     // The compare line, with the mutant, re-runs the very case: the same check fails at the
     // same first bad element with the same backend bits (the fuzz's footprint layout and
     // compare's real arena hold the same values).
-    const auto c = run_words(compare.substr(std::string("bufferlab ").size()) + " --mutant " +
-                             mutant + " --json");
+    const auto c = run_argv(bufferlab::testing::split_words(
+        compare.substr(std::string("bufferlab ").size()) + " --mutant " + mutant + " --json"));
     ASSERT_EQ(c.exit_code, 1) << c.out << c.err;
     const std::string failure_line = j.at("failure");
     const std::string check = failure_line.substr(failure_line.find(": ") + 2);

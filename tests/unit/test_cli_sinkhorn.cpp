@@ -16,22 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class CliSinkhorn : public bufferlab::testing::TempDirTest {
+// `bufferlab sinkhorn`; run and expect_error come from CliCommandTest.
+class CliSinkhorn : public bufferlab::testing::CliCommandTest {
  protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  bufferlab::testing::CliRun run(std::vector<std::string> args) {
-    args.insert(args.begin(), "sinkhorn");
-    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
-                        : bufferlab::testing::run_cli(args, dir_));
-  }
-
-  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
-  }
+  CliSinkhorn() : CliCommandTest("sinkhorn") {}
 };
 
 TEST_F(CliSinkhorn, CleanTraceExitsZeroWithTheTable) {

@@ -18,15 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class CliVerify : public bufferlab::testing::TempDirTest {
+// `bufferlab ARGS...` (each test names the command); run and expect_error come from
+// CliCommandTest.
+class CliVerify : public bufferlab::testing::CliCommandTest {
  protected:
-  // Cheap parse / print tests run the CLI in-process (bufferlab_cli); the rest the binary.
-  bool in_process_ = false;
-  bufferlab::testing::CliRun run(const std::vector<std::string>& args) {
-    return (in_process_ ? bufferlab::testing::run_cli_in_process(args, dir_)
-                        : bufferlab::testing::run_cli(args, dir_));
-  }
-
   // Runs verify --json; checks the exit code matches the report's verdict.
   json verify_json(std::vector<std::string> args, int expected_exit) {
     args.insert(args.begin(), "verify");
@@ -39,13 +34,6 @@ class CliVerify : public bufferlab::testing::TempDirTest {
       EXPECT_EQ(j.at("clean").get<bool>(), expected_exit == 0);
     }
     return j;
-  }
-
-  void expect_error(const std::vector<std::string>& args, const std::string& must_mention) {
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_EQ(r.err.rfind("error:", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(must_mention), std::string::npos) << r.err;
   }
 
   fs::path write(const std::string& name, const json& j) {

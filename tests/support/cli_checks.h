@@ -1,0 +1,85 @@
+// Expectations the `bufferlab compare` tests share: an exit code with the lines the run must
+// print (an agreement: exit 0), a refusal (exit 2 with an error line), the CUDA run that skips (77)
+// or agrees, and the NPY files a --dump manifest lists.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace bufferlab::testing {
+
+inline bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// Exit `exit_code` and every one of `expected` in the output; `context` leads the messages.
+inline void expect_exit(const CliOutput& r, int exit_code, const std::vector<std::string>& expected,
+                        const std::string& context = "") {
+  EXPECT_EQ(r.exit_code, exit_code) << context << r.output;
+  for (const std::string& what : expected)
+    EXPECT_TRUE(contains(r.output, what)) << context << r.output;
+}
+
+// Exit 0 and every one of `expected` in the output; `args` names the run in the message.
+inline void expect_agreed(const CliOutput& r, const std::string& args,
+                          const std::vector<std::string>& expected) {
+  expect_exit(r, 0, expected, args + "\n");
+}
+
+// Exit 2 and `marker` in the output; `args` names the run in the message.
+inline void expect_refused(const CliOutput& r, const std::string& args,
+                           const std::string& marker = "error: ") {
+  expect_exit(r, 2, {marker}, args + "\n");
+}
+
+// Exit 77 with the output starting "skipped: " (returns true), or exit 0; `context` leads the
+// message of the latter.
+inline bool expect_skipped_or_agreed(const CliOutput& r, const std::string& context = "") {
+  if (r.exit_code == 77) {
+    EXPECT_EQ(r.output.rfind("skipped: ", 0), 0u) << r.output;
+    return true;
+  }
+  EXPECT_EQ(r.exit_code, 0) << context << r.output;
+  return false;
+}
+
+// Which of the optional checks expect_npy_files makes.
+struct NpyChecks {
+  bool header_aligned_to_64 = true;  // 10 + header length is a multiple of 64
+  bool bf16_named = true;            // every <u2 file's format says "bf16 as uint16 (raw bits)"
+};
+
+// Every file the manifest lists exists in `dir`, is NPY v1.0 with the manifest's dtype in its
+// header and exactly as many elements after it as its shape says.
+inline void expect_npy_files(const std::filesystem::path& dir, const nlohmann::json& manifest,
+                             const NpyChecks& checks = {}) {
+  for (const auto& [file, info] : manifest.at("files").items()) {
+    const std::string bytes = read_file(dir / file);
+    ASSERT_GE(bytes.size(), 10u) << file;
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8)) << file;
+    const size_t header_len = static_cast<unsigned char>(bytes[8]) |
+                              static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+    if (checks.header_aligned_to_64) {
+      EXPECT_EQ((10 + header_len) % 64, 0u) << file;
+    }
+    const std::string descr = info.at("npy_dtype");
+    EXPECT_TRUE(contains(bytes.substr(10, header_len), "'descr': '" + descr + "'")) << file;
+    uint64_t elements = 1;
+    for (uint64_t d : info.at("shape")) elements *= d;
+    const uint64_t item = descr == "<u2" ? 2 : descr == "<f4" ? 4 : 8;
+    EXPECT_EQ(bytes.size() - 10 - header_len, elements * item) << file;
+    if (checks.bf16_named && descr == "<u2") {
+      EXPECT_EQ(info.at("format"), "bf16 as uint16 (raw bits)") << file;
+    }
+  }
+}
+
+}  // namespace bufferlab::testing
