@@ -71,12 +71,10 @@ using namespace testing::gdn_mamba2;  // the bodies both families share (tests/s
 using testing::cpu_backend;
 using testing::require_passed;
 using Call = testing::gdn_mamba2::Call<GdnFamily>;
+using Fp64Pair = testing::gdn_mamba2::Fp64Pair<GdnFamily>;
+using Poisonable = testing::gdn_mamba2::Poisonable<GdnFamily>;
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
-
-struct Fp64Pair {
-  oracle::GdnCoreResult chunked, recurrence;
-};
 
 // Both FP64 algorithms on the exact conv outputs and gates of the case's inputs (state from
 // `state`, the inputs' own by default).
@@ -87,23 +85,6 @@ Fp64Pair fp64_pair(const oracle::GdnDims& dims, const oracle::GdnInputs& in,
   const std::vector<double> s0(state.begin(), state.end());
   return {oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0),
           oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0)};
-}
-
-Findings fp64_identity_findings(const oracle::GdnDims& dims, const Fp64Pair& p) {
-  const auto& g = dims.geom;
-  Findings f;
-  identity_findings(
-      f, "core output: chunked vs recurrence (FP64)", p.chunked.o, p.recurrence.o, [&](U e) {
-        const U w = g.value_dim;
-        return fmt::format("token {}, head {}, dim {}", e / w, e % w / g.vd, e % g.vd);
-      });
-  identity_findings(f, "final state: chunked vs recurrence (FP64)", p.chunked.state,
-                    p.recurrence.state, [&](U e) {
-                      const U per_head = g.kd * g.vd;
-                      return fmt::format("sequence {}, head {}, k {}, v {}", e / (g.nv * per_head),
-                                         e / per_head % g.nv, e % per_head / g.vd, e % g.vd);
-                    });
-  return f;
 }
 
 RC_GTEST_PROP(GdnProperty, Fp64ChunkedEqualsRecurrence, ()) {
@@ -147,12 +128,7 @@ RC_GTEST_PROP(GdnProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
   gen::GdnRanges ranges = gen::ci_gdn_ranges();
   ranges.chunked_only = true;
   ranges.cost_cap = uint64_t{1} << 22;  // three runs and a judge per case
-  GdnCase c = draw(ranges);
-  c.sequences = 1;
-  c.L = std::max<U>(c.L, 2);
-  U at = *rc::gen::inRange<U>(1, c.L);
-  if (at % kChunk == 0) at -= 1;
-  split_elsewhere_second_part_passes(cpu_backend(), c, at);
+  split_elsewhere_second_part_passes(cpu_backend(), draw(ranges));
 }
 
 // ---- 4. co-dispatched sequences -----------------------------------------------------------------
@@ -309,8 +285,7 @@ RC_GTEST_PROP(GdnPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
   gen::GdnRanges ranges = twin_ranges(gen::ci_gdn_ranges());
   ranges.cap_chunked_cost = true;
   const GdnCase c = draw(ranges);
-  fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c.dims(), gen::gdn_inputs(c)),
-                                             fp64_identity_findings);
+  fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c.dims(), gen::gdn_inputs(c)));
 }
 
 // 1: the chunked form started from a zero state (a dropped carry) against the recurrence from
@@ -335,73 +310,50 @@ RC_GTEST_PROP(GdnPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
 // 2: a stored stage output left poisoned (a kernel that skipped an element) fails that
 // stage's check, first at an unwritten element (a row past the end of a partial chunk fails
 // the zero-tail check instead).
-struct Poisonable {
-  std::string name;
-  std::function<std::string(U)> check;  // the check element e fails
-  std::function<void(oracle::GdnRun&, U)> poison;
-  std::function<U(const oracle::GdnRun&)> size;
-};
-
 constexpr const char* kZeroTails = "partial-chunk tails zero (W, U, uc, gc)";
 
-// `row_width` > 0: a chunk-region array of [64][row_width] regions, whose rows past the end of
-// the sequence must be zero.
+// A chunk-region array of [64][row_width] regions, whose rows past the end of the sequence
+// must be zero.
 template <class T>
-Poisonable poisonable(const std::string& check, std::vector<T> oracle::GdnRun::*array,
-                      const GdnCase& c, U row_width = 0) {
+Poisonable region_poisonable(const std::string& check, std::vector<T> oracle::GdnRun::*array,
+                             const GdnCase& c, U row_width) {
   const U L = c.L, cps = cdiv(c.L, kChunk), nv = c.nv();
-  return {check,
-          [=](U e) {
-            if (row_width == 0) return check;
-            const U region = e / (kChunk * row_width), row = e / row_width % kChunk;
-            const U chunk = region / nv % cps;
-            return chunk * kChunk + row < L ? check : std::string(kZeroTails);
-          },
-          [array](oracle::GdnRun& r, U e) { std::memset(&(r.*array)[e], 0xFF, sizeof(T)); },
-          [array](const oracle::GdnRun& r) { return static_cast<U>((r.*array).size()); }};
+  return poisonable_via<GdnFamily>(
+      check,
+      [=](U e) {
+        const U region = e / (kChunk * row_width), row = e / row_width % kChunk;
+        const U chunk = region / nv % cps;
+        return chunk * kChunk + row < L ? check : std::string(kZeroTails);
+      },
+      [array](auto& r) -> auto& { return r.*array; });
 }
 
 std::vector<Poisonable> poisonables(const GdnCase& c) {
   using R = oracle::GdnRun;
   std::vector<Poisonable> p = {
-      poisonable("conv1d (ssm_conv_out_f32)", &R::conv, c),
-      poisonable("conv tail state", &R::conv_state, c),
-      poisonable("gates (beta, alpha)", &R::gates, c),
-      poisonable("gated norm (attn_output)", &R::normed, c),
+      poisonable("conv1d (ssm_conv_out_f32)", &R::conv),
+      poisonable("conv tail state", &R::conv_state),
+      poisonable("gates (beta, alpha)", &R::gates),
+      poisonable("gated norm (attn_output)", &R::normed),
   };
   if (c.path == GdnPath::chunked) {
-    p.push_back(poisonable("gc (wu)", &R::gc, c, 1));
-    p.push_back(poisonable("W (wu)", &R::W, c, c.kd()));
-    p.push_back(poisonable("U (wu)", &R::U, c, c.vd()));
-    p.push_back(poisonable("S snapshots (state)", &R::S, c));
-    p.push_back(poisonable("uc (state)", &R::uc, c, c.vd()));
-    p.push_back(poisonable("final state (state)", &R::state, c));
-    p.push_back(poisonable("core output (output)", &R::core, c));
+    p.push_back(region_poisonable("gc (wu)", &R::gc, c, 1));
+    p.push_back(region_poisonable("W (wu)", &R::W, c, c.kd()));
+    p.push_back(region_poisonable("U (wu)", &R::U, c, c.vd()));
+    p.push_back(poisonable("S snapshots (state)", &R::S));
+    p.push_back(region_poisonable("uc (state)", &R::uc, c, c.vd()));
+    p.push_back(poisonable("final state (state)", &R::state));
+    p.push_back(poisonable("core output (output)", &R::core));
   } else {
-    p.push_back(poisonable("core output (recurrence)", &R::core, c));
-    p.push_back(poisonable("final state (recurrence)", &R::state, c));
+    p.push_back(poisonable("core output (recurrence)", &R::core));
+    p.push_back(poisonable("final state (recurrence)", &R::state));
   }
   return p;
 }
 
 RC_GTEST_PROP(GdnPlanted, StageOutputLeftPoisonedFailsItsCheck, ()) {
-  const GdnCase c = draw(twin_ranges(gen::ci_gdn_ranges()));
-  const auto in = gen::gdn_inputs(c);
-  Call call = run_call(cpu_backend(), c, in);
-  const auto targets = poisonables(c);
-  const Poisonable& p = *rc::gen::elementOf(targets);
-  const U e = *rc::gen::inRange<U>(0, p.size(call.run));
-  const std::string expected = p.check(e);
-  RC_TAG(expected);
-  RC_LOG() << "poisoned " << p.name << " element " << e << "\n";
-  p.poison(call.run, e);
-  const auto report = judge(call, in, c.seed, "planted");
-  RC_LOG() << oracle::format_report(report);
-  const auto names = failing_checks(report);
-  RC_ASSERT(std::find(names.begin(), names.end(), expected) != names.end());
-  const auto* bad = check_named(report, expected);
-  RC_ASSERT(bad->first_bad.has_value());
-  RC_ASSERT(contains(bad->first_bad->reason, expected == kZeroTails ? "not 0" : "unwritten"));
+  stage_output_left_poisoned_fails(cpu_backend(), draw(twin_ranges(gen::ci_gdn_ranges())),
+                                   poisonables, kZeroTails, "not 0");
 }
 
 // 3: the second part started from a fresh (zero) conv tail instead of the carried one: the
@@ -499,15 +451,8 @@ TEST(GdnPlanted, MGdnCarryFailsAStateStageCheck) {
     c.profile.alpha = k.alpha;
     c.profile.zero_state = k.zero_state;
     c.seed = k.seed;
-    const auto in = gen::gdn_inputs(c);
-    const auto clean = judge(run_call(cpu_backend(), c, in), in, c.seed);
-    EXPECT_TRUE(clean.passed()) << c.describe() << "\n" << oracle::format_report(clean);
-    const auto report = judge(run_call(*mutant, c, in), in, c.seed, "M-GDNCARRY");
-    const auto names = failing_checks(report);
-    EXPECT_TRUE(std::any_of(names.begin(), names.end(),
-                            [](const std::string& n) { return contains(n, "(state)"); }))
-        << c.describe() << "\n"
-        << oracle::format_report(report);
+    expect_mutant_caught(cpu_backend(), *mutant, "M-GDNCARRY", c,
+                         [](const std::string& n) { return contains(n, "(state)"); });
   }
 }
 

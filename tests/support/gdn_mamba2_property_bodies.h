@@ -1,19 +1,22 @@
-// What the Gated DeltaNet and Mamba-2 properties (tests/property/test_{gdn,ssd}_properties.cpp)
-// and their full-range runs (tests/slow/numeric/test_{gdn,ssd}_full_range.cpp) share, written
+// What the Gated DeltaNet and Mamba-2 properties (tests/property/test_{gdn,mamba2}_properties.cpp)
+// and their full-range runs (tests/slow/numeric/test_{gdn,mamba2}_full_range.cpp) share, written
 // once over the two families: a family's case drawn and logged, one call run on a footprint
 // layout and judged, the failing checks of a report, this file's own findings (the FP64
-// identity's 1e-12, bit-identical arrays) and the rows of a row-major array. A family is a
-// traits struct (GdnFamily, Mamba2Family) naming its case, dims, inputs, plan and run types and
-// the oracle's plan / allocate / run / judge for it; the helpers find the family from their
-// arguments.
+// identity's 1e-12 with its coordinates, bit-identical arrays), the rows of a row-major array,
+// the property bodies and their planted-bug twins (poisoned stored arrays, a kernel mutant
+// caught on fixed cases). A family is a traits struct (GdnFamily, Mamba2Family) naming its case,
+// dims, inputs, plan and run types and the oracle's plan / allocate / run / judge for it; the
+// helpers find the family from their arguments.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <rapidcheck.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,9 +80,16 @@ struct GdnFamily {
   static U state_cols(const Dims& d) { return d.geom.vd; }
   static constexpr const char* kOutputName = "core output";
   using CoreResult = oracle::GdnCoreResult;
-  static std::vector<double>& fp64_out(CoreResult& r) { return r.o; }
+  template <class R>
+  static auto& fp64_out(R& r) {
+    return r.o;
+  }
   static U head_dim(const Dims& d) { return d.geom.vd; }
   static U state_size(const Dims& d) { return d.geom.nv * d.geom.kd * d.geom.vd; }
+  // One sequence's state [heads][rows][state_cols], its axes named in findings.
+  static U state_heads(const Dims& d) { return d.geom.nv; }
+  static constexpr const char* kStateRow = "k";
+  static constexpr const char* kStateCol = "v";
 };
 
 struct Mamba2Family {
@@ -117,9 +127,16 @@ struct Mamba2Family {
   static U state_cols(const Dims& d) { return d.geom.N; }
   static constexpr const char* kOutputName = "y";
   using CoreResult = oracle::Mamba2CoreResult;
-  static std::vector<double>& fp64_out(CoreResult& r) { return r.y; }
+  template <class R>
+  static auto& fp64_out(R& r) {
+    return r.y;
+  }
   static U head_dim(const Dims& d) { return d.geom.P; }
   static U state_size(const Dims& d) { return d.geom.H * d.geom.P * d.geom.N; }
+  // One sequence's state [heads][rows][state_cols], its axes named in findings.
+  static U state_heads(const Dims& d) { return d.geom.H; }
+  static constexpr const char* kStateRow = "p";
+  static constexpr const char* kStateCol = "n";
 };
 
 // The family of a case, ranges, dims or inputs type.
@@ -129,6 +146,8 @@ GdnFamily family_of(const oracle::GdnDims&);
 Mamba2Family family_of(const gen::Mamba2Case&);
 Mamba2Family family_of(const gen::Mamba2Ranges&);
 Mamba2Family family_of(const oracle::Mamba2Dims&);
+GdnFamily family_of(const oracle::GdnRun&);
+Mamba2Family family_of(const oracle::Mamba2Run&);
 template <class T>
 using FamilyOf = decltype(family_of(std::declval<const T&>()));
 
@@ -257,6 +276,35 @@ void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
                             : fmt::format("row {}, col {}", *e / cols, *e % cols)});
 }
 
+// ---- the FP64 identity (numerics §5/§6) -----------------------------------------------------
+
+// Both FP64 algorithms' results of one case: the output [rows, width] and the final state
+// [sequences, heads, rows, state_cols].
+template <class F>
+struct Fp64Pair {
+  typename F::CoreResult chunked, recurrence;
+};
+
+// The chunked results against the recurrence's within 1e-12 of the scale, output and final
+// state, each at its first bad element's coordinates.
+template <class Dims, class F = FamilyOf<Dims>>
+Findings fp64_identity_findings(const Dims& dims, const Fp64Pair<F>& p) {
+  const U w = F::width(dims), hd = F::head_dim(dims), heads = F::state_heads(dims);
+  const U cols = F::state_cols(dims), per_head = F::state_size(dims) / heads;
+  Findings f;
+  identity_findings(f, std::string(F::kOutputName) + ": chunked vs recurrence (FP64)",
+                    F::fp64_out(p.chunked), F::fp64_out(p.recurrence), [&](U e) {
+                      return fmt::format("token {}, head {}, dim {}", e / w, e % w / hd, e % hd);
+                    });
+  identity_findings(f, "final state: chunked vs recurrence (FP64)", p.chunked.state,
+                    p.recurrence.state, [&](U e) {
+                      return fmt::format("sequence {}, head {}, {} {}, {} {}",
+                                         e / (heads * per_head), e / per_head % heads, F::kStateRow,
+                                         e % per_head / cols, F::kStateCol, e % cols);
+                    });
+  return f;
+}
+
 // The identity as one verdict, the first bad element logged.
 inline bool within_identity(std::span<const double> got, std::span<const double> want) {
   Findings f;
@@ -264,6 +312,13 @@ inline bool within_identity(std::span<const double> got, std::span<const double>
                     [](U e) { return fmt::format("element {}", e); });
   log_findings(f);
   return f.empty();
+}
+
+// Both arrays of a pair within the identity (the full-range runs' verdict).
+template <class F>
+void assert_within_identity(const Fp64Pair<F>& p) {
+  RC_ASSERT(within_identity(F::fp64_out(p.chunked), F::fp64_out(p.recurrence)));
+  RC_ASSERT(within_identity(p.chunked.state, p.recurrence.state));
 }
 
 template <class T>
@@ -379,11 +434,16 @@ void codispatch_equals_alone(Backend& b, const Ranges& ranges, Compare findings)
   RC_ASSERT(f.empty());
 }
 
-// Property body: a one-sequence case `c` split at `at` (not a multiple of 64 on the chunked
-// path): the second part passes its judge (its carried conv tail and state being inputs like
-// any other); how far its output lies from the one-pass output is tagged, not asserted.
+// Property body: a drawn chunked case `c` made one sequence of L ≥ 2 and split at a drawn
+// point not a multiple of 64: the second part passes its judge (its carried conv tail and state
+// being inputs like any other); how far its output lies from the one-pass output is tagged, not
+// asserted.
 template <class Case, class F = FamilyOf<Case>>
-void split_elsewhere_second_part_passes(Backend& b, const Case& c, U at) {
+void split_elsewhere_second_part_passes(Backend& b, Case c) {
+  c.sequences = 1;
+  c.L = std::max<U>(c.L, 2);
+  U at = *rc::gen::inRange<U>(1, c.L);
+  if (at % kChunk == 0) at -= 1;
   RC_TAG(c.L > kChunk ? "L > 64" : "L <= 64");
   RC_LOG() << "split at " << at << "\n";
   const auto in = F::inputs(c);
@@ -404,10 +464,9 @@ void split_elsewhere_second_part_passes(Backend& b, const Case& c, U at) {
 // ---- shared planted-bug twins ---------------------------------------------------------------
 
 // Twin of the FP64 identity: one chunked output element of `p` (the FP64 chunked and recurrent
-// results of `c`) moved by twice the tolerance fails at its coordinates; `findings(dims, p)` is
-// the family's identity check.
-template <class Case, class Pair, class Identity, class F = FamilyOf<Case>>
-void fp64_output_moved_past_the_tolerance_fails(const Case& c, Pair p, Identity findings) {
+// results of `c`) moved by twice the tolerance fails at its coordinates.
+template <class Case, class F = FamilyOf<Case>>
+void fp64_output_moved_past_the_tolerance_fails(const Case& c, Fp64Pair<F> p) {
   const auto dims = c.dims();
   std::vector<double>& got = F::fp64_out(p.chunked);
   const std::vector<double>& want = F::fp64_out(p.recurrence);
@@ -415,12 +474,66 @@ void fp64_output_moved_past_the_tolerance_fails(const Case& c, Pair p, Identity 
   RC_PRE(scale > 0.0);
   const U e = *rc::gen::inRange<U>(0, got.size());
   got[e] = want[e] + 2.0 * kIdentityTol * scale;
-  const Findings f = findings(dims, p);
+  const Findings f = fp64_identity_findings(dims, p);
   RC_ASSERT(f.size() == 1u);
   RC_ASSERT(f[0].check == std::string(F::kOutputName) + ": chunked vs recurrence (FP64)");
   const U w = F::width(dims), hd = F::head_dim(dims);
   RC_ASSERT(
       contains(f[0].where, fmt::format("token {}, head {}, dim {}", e / w, e % w / hd, e % hd)));
+}
+
+// Twin of the judge property: a stored array of a run poisoned at one element (a kernel that
+// skipped it) fails the check `check(e)` names for element e.
+template <class F>
+struct Poisonable {
+  std::string name;
+  std::function<std::string(U)> check;
+  std::function<void(typename F::Run&, U)> poison;
+  std::function<U(const typename F::Run&)> size;
+};
+
+// The array `get(run)` returns (for a const or a mutable run), its element e failing `check(e)`.
+template <class F, class Get>
+Poisonable<F> poisonable_via(const std::string& name, std::function<std::string(U)> check,
+                             Get get) {
+  return {name, std::move(check),
+          [get](typename F::Run& r, U e) {
+            auto& v = get(r);
+            std::memset(&v[e], 0xFF, sizeof(v[e]));
+          },
+          [get](const typename F::Run& r) { return static_cast<U>(get(r).size()); }};
+}
+
+// A stored array of the run, every element failing the check named `check`.
+template <class R, class T, class F = FamilyOf<R>>
+Poisonable<F> poisonable(const std::string& check, std::vector<T> R::*array) {
+  return poisonable_via<F>(
+      check, [check](U) { return check; }, [array](auto& r) -> auto& { return r.*array; });
+}
+
+// Property body: one of `targets(c)` poisoned at a drawn element of a call of `c` fails its
+// check there: as unwritten, or (the check `zero_tails`, entries past the sequence) with
+// `zero_tail_reason`.
+template <class Case, class Targets, class F = FamilyOf<Case>>
+void stage_output_left_poisoned_fails(Backend& b, const Case& c, Targets targets_of,
+                                      const std::string& zero_tails, const char* zero_tail_reason) {
+  const auto in = F::inputs(c);
+  Call<F> call = run_call(b, c, in);
+  const std::vector<Poisonable<F>> targets = targets_of(c);
+  const Poisonable<F>& p = *rc::gen::elementOf(targets);
+  const U e = *rc::gen::inRange<U>(0, p.size(call.run));
+  const std::string expected = p.check(e);
+  RC_TAG(expected);
+  RC_LOG() << "poisoned " << p.name << " element " << e << "\n";
+  p.poison(call.run, e);
+  const auto report = judge(call, in, c.seed, "planted");
+  RC_LOG() << oracle::format_report(report);
+  const auto names = failing_checks(report);
+  RC_ASSERT(std::find(names.begin(), names.end(), expected) != names.end());
+  const auto* bad = check_named(report, expected);
+  RC_ASSERT(bad->first_bad.has_value());
+  RC_ASSERT(
+      contains(bad->first_bad->reason, expected == zero_tails ? zero_tail_reason : "unwritten"));
 }
 
 // Twin of the split property: the second part started from a zeroed conv tail (the carried tail
@@ -455,6 +568,20 @@ void sequence_with_its_neighbours_state_differs(Backend& b, const Case& c, Compa
   log_findings(f);
   RC_ASSERT(has_finding(f, "final state (sequence 1)") ||
             has_finding(f, std::string(F::kOutputName) + " (sequence 1)"));
+}
+
+// A fixed case passes its judge on `clean` and, on `mutant` (the kernel mutant `name`), fails a
+// check `caught(name)` accepts; either miss is reported with the case and the report.
+template <class Case, class Caught, class F = FamilyOf<Case>>
+void expect_mutant_caught(Backend& clean, Backend& mutant, const char* name, const Case& c,
+                          Caught caught) {
+  const auto in = F::inputs(c);
+  const auto ok = judge(run_call(clean, c, in), in, c.seed);
+  EXPECT_TRUE(ok.passed()) << c.describe() << "\n" << oracle::format_report(ok);
+  const auto report = judge(run_call(mutant, c, in), in, c.seed, name);
+  const auto names = failing_checks(report);
+  EXPECT_TRUE(std::any_of(names.begin(), names.end(), caught)) << c.describe() << "\n"
+                                                               << oracle::format_report(report);
 }
 
 // ---- shared full-range bodies (tests/slow/numeric) -------------------------------------------

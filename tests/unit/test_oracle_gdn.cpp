@@ -22,9 +22,13 @@
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
+#include "fp64_diffs.h"
 
 namespace bufferlab::oracle {
 namespace {
+
+using fp64_diffs::max_abs;
+using fp64_diffs::max_diff;
 
 ModelConfig gdn_config(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd, uint64_t kernel = 4) {
   ModelConfig c;
@@ -44,18 +48,6 @@ GdnDims small_dims(uint64_t sequences, uint64_t L) {
 }
 GdnDims chunk_dims(uint64_t sequences, uint64_t L, uint64_t nk = 1, uint64_t nv = 2) {
   return GdnDims::of(gdn_config(nk, 128, nv, 128), sequences, L);
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0.0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
 }
 
 bool failed(const AgreementReport& r, const std::string& check) {

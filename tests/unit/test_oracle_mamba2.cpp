@@ -19,9 +19,13 @@
 #include "bufferlab/oracle/mamba2.h"
 #include "bufferlab/oracle/mamba2_harness.h"
 #include "bufferlab/oracle/mamba2_judge.h"
+#include "fp64_diffs.h"
 
 namespace bufferlab::oracle {
 namespace {
+
+using fp64_diffs::max_abs;
+using fp64_diffs::max_diff;
 
 ModelConfig mamba2_config(uint64_t H, uint64_t P, uint64_t N, uint64_t groups, uint64_t K = 4) {
   ModelConfig c;
@@ -36,19 +40,6 @@ ModelConfig mamba2_config(uint64_t H, uint64_t P, uint64_t N, uint64_t groups, u
 }
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0.0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
 
 std::vector<double> a_of(const Mamba2Inputs& in) {
   std::vector<double> A;
@@ -237,6 +228,19 @@ struct JudgeCase {
   Mamba2Path path;
 };
 
+// Every case's inputs (seed `seed`, its dt regime) run by `run(plan, in)` pass the judge.
+template <class Run>
+void expect_cases_pass(const std::vector<JudgeCase>& cases, uint64_t seed, const char* label,
+                       Run run) {
+  for (const JudgeCase& k : cases) {
+    const Mamba2Dims d = Mamba2Dims::of(mamba2_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
+    const Mamba2Plan plan = plan_mamba2(d, k.path);
+    const Mamba2Inputs in = generate_mamba2_inputs(d, seed, {k.dt, false, 1.0});
+    const AgreementReport r = judge_mamba2(plan, in, run(plan, in), label, seed);
+    EXPECT_TRUE(r.passed()) << format_report(r);
+  }
+}
+
 TEST(OracleSsdJudge, PerfectRunAgrees) {
   const std::vector<JudgeCase> cases = {
       {4, 8, 6, 2, 2, 130, Mamba2DtRegime::typical, Mamba2Path::chunked},
@@ -246,13 +250,7 @@ TEST(OracleSsdJudge, PerfectRunAgrees) {
       {4, 8, 6, 2, 2, 70, Mamba2DtRegime::typical, Mamba2Path::recurrent},
       {4, 8, 6, 1, 1, 33, Mamba2DtRegime::large, Mamba2Path::recurrent},
   };
-  for (const JudgeCase& k : cases) {
-    const Mamba2Dims d = Mamba2Dims::of(mamba2_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
-    const Mamba2Plan plan = plan_mamba2(d, k.path);
-    const Mamba2Inputs in = generate_mamba2_inputs(d, 31, {k.dt, false, 1.0});
-    const AgreementReport r = judge_mamba2(plan, in, perfect_mamba2_run(plan, in), "perfect", 31);
-    EXPECT_TRUE(r.passed()) << format_report(r);
-  }
+  expect_cases_pass(cases, 31, "perfect", perfect_mamba2_run);
 }
 
 // A chunked run of two sequences of 130 tokens (the coordinates below sit in sequence 1).
@@ -431,13 +429,9 @@ TEST(OracleSsdJudge, CpuBackendAgrees) {
       {4, 8, 6, 1, 1, 33, Mamba2DtRegime::large, Mamba2Path::recurrent},
       {4, 8, 6, 1, 4, 1, Mamba2DtRegime::tiny, Mamba2Path::recurrent},
   };
-  for (const JudgeCase& k : cases) {
-    const Mamba2Dims d = Mamba2Dims::of(mamba2_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
-    const Mamba2Plan plan = plan_mamba2(d, k.path);
-    const Mamba2Inputs in = generate_mamba2_inputs(d, 51, {k.dt, false, 1.0});
-    const AgreementReport r = judge_mamba2(plan, in, cpu_run(plan, in), "cpu", 51);
-    EXPECT_TRUE(r.passed()) << format_report(r);
-  }
+  expect_cases_pass(cases, 51, "cpu", [](const Mamba2Plan& plan, const Mamba2Inputs& in) {
+    return cpu_run(plan, in);
+  });
 }
 
 TEST(OracleSsdJudge, CpuRealSizingNc) {

@@ -64,10 +64,9 @@ TEST(GdnFullRange, Fp64ChunkedEqualsRecurrence) {
         const auto in = gen::gdn_inputs(c);
         const auto ref = oracle::gdn_reference(dims, in, oracle::Mode::exact);
         const std::vector<double> s0(in.state.begin(), in.state.end());
-        const auto ch = oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0);
-        const auto re = oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0);
-        RC_ASSERT(within_identity(ch.o, re.o));
-        RC_ASSERT(within_identity(ch.state, re.state));
+        assert_within_identity(
+            Fp64Pair<GdnFamily>{oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0),
+                                oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0)});
       },
       kCases);
 }

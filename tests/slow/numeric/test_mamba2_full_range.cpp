@@ -65,10 +65,9 @@ TEST(SsdFullRange, Fp64ChunkedEqualsRecurrence) {
         std::vector<double> A(dims.geom.H), D(in.D.begin(), in.D.end());
         for (U h = 0; h < dims.geom.H; ++h) A[h] = -std::exp(static_cast<double>(in.a_log[h]));
         const std::vector<double> s0(in.state.begin(), in.state.end());
-        const auto ch = oracle::mamba2_chunked_fp64(dims, ref.xbc, ref.dt, A, D, s0);
-        const auto re = oracle::mamba2_recurrence_fp64(dims, ref.xbc, ref.dt, A, D, s0);
-        RC_ASSERT(within_identity(ch.y, re.y));
-        RC_ASSERT(within_identity(ch.state, re.state));
+        assert_within_identity(Fp64Pair<Mamba2Family>{
+            oracle::mamba2_chunked_fp64(dims, ref.xbc, ref.dt, A, D, s0),
+            oracle::mamba2_recurrence_fp64(dims, ref.xbc, ref.dt, A, D, s0)});
       },
       kCases);
 }

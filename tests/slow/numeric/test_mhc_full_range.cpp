@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <sstream>
 #include <string>
+#include <utility>
 
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/ops/mhc.h"
@@ -24,6 +24,7 @@
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/properties/mhc_generators.h"
 #include "cpu_backend.h"
+#include "rapidcheck_cases.h"
 #include "report_checks.h"
 
 namespace bufferlab {
@@ -39,21 +40,10 @@ using U = uint64_t;
 constexpr int kCases = 50;
 constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
 
-// rc::detail::checkGTest with kCases successes instead of the configured count.
+// testing::check_many (tests/support/rapidcheck_cases.h), kCases successes unless told.
 template <class Testable>
 void check_many(Testable&& testable, int cases = kCases) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  rc::detail::TestMetadata metadata;
-  metadata.id = std::string(info->test_suite_name()) + "/" + info->name();
-  metadata.description = info->name();
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = cases;
-  const auto result = rc::detail::checkTestable(std::forward<Testable>(testable), metadata, params);
-  if (!result.template is<rc::detail::SuccessResult>()) {
-    std::ostringstream ss;
-    rc::detail::printResultMessage(result, ss);
-    FAIL() << ss.str();
-  }
+  testing::check_many(std::forward<Testable>(testable), cases);
 }
 
 gen::MhcRanges ranges() { return gen::full_mhc_ranges(); }
