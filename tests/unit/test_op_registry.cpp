@@ -26,10 +26,10 @@ TEST(OpRegistry, EveryKernelMutantChangesExactlyItsOp) {
   using V = std::vector<std::string>;
   EXPECT_EQ(methods_changed_by(Mutant::B14), V{"moe_router"});
   EXPECT_EQ(methods_changed_by(Mutant::M_TIE), V{"moe_topk"});
-  EXPECT_EQ(methods_changed_by(Mutant::B13), V{"hc_post"});
-  EXPECT_EQ(methods_changed_by(Mutant::M_SKCOL), V{"hc_pre"});
+  EXPECT_EQ(methods_changed_by(Mutant::B13), V{"mhc_post"});
+  EXPECT_EQ(methods_changed_by(Mutant::M_SKCOL), V{"mhc_pre"});
   EXPECT_EQ(methods_changed_by(Mutant::M_GDNCARRY), V{"gdn_chunk"});
-  EXPECT_EQ(methods_changed_by(Mutant::M_SSDSTATE), V{"ssd_chunk"});
+  EXPECT_EQ(methods_changed_by(Mutant::M_SSDSTATE), V{"mamba2_chunk"});
   EXPECT_TRUE(methods_changed_by(Mutant::B8).empty());
   EXPECT_TRUE(methods_changed_by(Mutant::none).empty());
 }
