@@ -1,6 +1,6 @@
 // `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd` (see fuzz_numeric.h): cases drawn
 // from the property generators at their full ranges — the routing generator of
-// properties/routing_generators.h with the ranges of tests/slow/test_routing_full_range.cpp,
+// properties/routing_generators.h with the ranges of tests/slow/numeric/test_routing_full_range.cpp,
 // an expert-chain generator modelled on tests/property/test_moe_ffn_properties.cpp's, widened
 // to real model sizes, the mHC generators (fuzz_numeric_mhc.cpp) and the GDN / SSD generators
 // (fuzz_numeric_gdn_mamba2.cpp) — run on a backend and judged by the oracle's judges.
@@ -45,7 +45,7 @@ namespace {
 
 using U = uint64_t;
 
-// Full ranges (issue 4): routing as tests/slow/test_routing_full_range.cpp, E' ≤ 1024,
+// Full ranges (issue 4): routing as tests/slow/numeric/test_routing_full_range.cpp, E' ≤ 1024,
 // top_k ≤ 32, hidden ≤ 7168, rows ≤ 64, 2^30 oracle multiply-adds per case.
 gen::RoutingRanges routing_full_ranges() {
   gen::RoutingRanges r;
