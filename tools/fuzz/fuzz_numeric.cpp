@@ -1,9 +1,10 @@
 // `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd` (see fuzz_numeric.h): cases drawn
 // from the property generators at their full ranges — the routing generator of
-// properties/routing_generators.h with the ranges of tests/slow/numeric/test_routing_full_range.cpp,
-// an expert-chain generator modelled on tests/property/test_moe_ffn_properties.cpp's, widened
-// to real model sizes, the mHC generators (fuzz_numeric_mhc.cpp) and the GDN / SSD generators
-// (fuzz_numeric_gdn_mamba2.cpp) — run on a backend and judged by the oracle's judges.
+// properties/routing_generators.h with the ranges of
+// tests/slow/numeric/test_routing_full_range.cpp, an expert-chain generator modelled on
+// tests/property/test_moe_ffn_properties.cpp's, widened to real model sizes, the mHC generators
+// (fuzz_numeric_mhc.cpp) and the GDN / SSD generators (fuzz_numeric_gdn_mamba2.cpp) — run on a
+// backend and judged by the oracle's judges.
 #include "fuzz/fuzz_numeric.h"
 
 #include <algorithm>

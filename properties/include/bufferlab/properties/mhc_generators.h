@@ -53,8 +53,8 @@ struct MhcRanges {
   bool slab_boundary = false;
 };
 // tests/property (DESIGN.md's 2^26 per case; rows 1..65) and the full range of
-// tests/slow/numeric/test_mhc_full_range.cpp and `fuzz --numeric mhc` (hidden up to 7168, rows up to
-// 4097 with the T = 2049 slab boundary, 2^28 per case, ~4 s of judging at the largest).
+// tests/slow/numeric/test_mhc_full_range.cpp and `fuzz --numeric mhc` (hidden up to 7168, rows up
+// to 4097 with the T = 2049 slab boundary, 2^28 per case, ~4 s of judging at the largest).
 MhcRanges ci_mhc_ranges();
 MhcRanges full_mhc_ranges();
 
