@@ -47,7 +47,7 @@ function(bufferlab_apply_precompiled_headers)
   # Test executables share flags (bufferlab_test_support): one PCH for all of them.
   bufferlab_precompile_headers(TARGETS bufferlab_unit_tests bufferlab_property_tests
       bufferlab_alloc_tests bufferlab_slow_numeric_tests bufferlab_cuda_tests
-      bufferlab_kernel_bodies bufferlab_kernel_tests bufferlab_cli_tests
+      bufferlab_kernel_bodies bufferlab_kernel_tests
     HEADERS ${BUFFERLAB_PCH_STD} <filesystem> <gtest/gtest.h> <nlohmann/json.hpp> <rapidcheck.h>)
   bufferlab_precompile_headers(TARGETS bufferlab_bench
     HEADERS ${BUFFERLAB_PCH_STD} <benchmark/benchmark.h>)

@@ -47,6 +47,7 @@
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/pool_placement.h"
 #include "cpu_backend.h"
+#include "seeded_values.h"
 #include "workspace_rig.h"
 
 namespace bufferlab {
@@ -61,27 +62,12 @@ constexpr uint64_t kMhc = 4, kHidden = 2048, kRank = 16;
 
 // ---------------------------------------------------------------- inputs and workspaces
 
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
+// Seeded inputs: the tests' generator (tests/support/seeded_values.h), one for the project.
 std::vector<float> f32_values(uint64_t n, uint64_t seed, float scale, float offset = 0.0f) {
-  std::vector<float> v(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    const auto q = static_cast<int64_t>(mix(i * 0x100000001B3ull + seed) >> 48) - 32768;
-    v[i] = offset + scale * static_cast<float>(q) / 32768.0f;
-  }
-  return v;
+  return testing::seeded_values(n, seed, scale, offset);
 }
-
 std::vector<uint16_t> bf16_values(uint64_t n, uint64_t seed, float scale) {
-  const std::vector<float> f = f32_values(n, seed, scale);
-  std::vector<uint16_t> v(n);
-  for (uint64_t i = 0; i < n; ++i) v[i] = f32_to_bf16_bits(f[i]);
-  return v;
+  return testing::seeded_bf16_values(n, seed, scale);
 }
 
 ModelConfig config(uint64_t r = 0) {

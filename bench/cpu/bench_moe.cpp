@@ -50,6 +50,7 @@
 #include "bufferlab/oracle/moe_ffn_harness.h"
 #include "bufferlab/oracle/pool_placement.h"
 #include "cpu_backend.h"
+#include "seeded_values.h"
 #include "workspace_rig.h"
 
 namespace bufferlab {
@@ -61,29 +62,16 @@ using bench::seconds_per_call;
 
 // ---------------------------------------------------------------- inputs and workspaces
 
-uint64_t mix(uint64_t x) {  // splitmix64 finaliser: a deterministic integer hash
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// A value in [-scale, scale) on a grid of 2^16 steps, from element i of stream `seed`.
+// Seeded inputs: the tests' generator (tests/support/seeded_values.h), one for the project.
+using testing::seeded_draw;
 float value(uint64_t i, uint64_t seed, float scale) {
-  const auto q = static_cast<int64_t>(mix(i * 0x100000001B3ull + seed) >> 48) - 32768;
-  return scale * static_cast<float>(q) / 32768.0f;
+  return testing::seeded_value(i, seed, scale);
 }
-
 std::vector<uint16_t> bf16_values(uint64_t n, uint64_t seed, float scale) {
-  std::vector<uint16_t> v(n);
-  for (uint64_t i = 0; i < n; ++i) v[i] = f32_to_bf16_bits(value(i, seed, scale));
-  return v;
+  return testing::seeded_bf16_values(n, seed, scale);
 }
-
 std::vector<float> f32_values(uint64_t n, uint64_t seed, float scale) {
-  std::vector<float> v(n);
-  for (uint64_t i = 0; i < n; ++i) v[i] = value(i, seed, scale);
-  return v;
+  return testing::seeded_values(n, seed, scale);
 }
 
 // ids [tokens, top_k]: token t takes top_k consecutive experts from a hashed start, so every
@@ -92,7 +80,7 @@ std::vector<uint32_t> spread_ids(uint64_t tokens, uint64_t top_k, uint64_t exper
   std::vector<uint32_t> ids(tokens * top_k);
   for (uint64_t t = 0; t < tokens; ++t)
     for (uint64_t j = 0; j < top_k; ++j)
-      ids[t * top_k + j] = static_cast<uint32_t>((mix(t) + j) % experts);
+      ids[t * top_k + j] = static_cast<uint32_t>((seeded_draw(t) + j) % experts);
   return ids;
 }
 

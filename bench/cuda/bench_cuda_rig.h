@@ -19,6 +19,7 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/cuda/cuda_backend.h"
 #include "bufferlab/oracle/moe_ffn_harness.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::bench {
 
@@ -28,12 +29,8 @@ inline constexpr double kFp32FlopsPerS = 67e12;   // H100/H200 SXM FP32 (CUDA co
 
 // ---------------------------------------------------------------- inputs
 
-inline uint64_t mix(uint64_t x) {  // splitmix64 finaliser: a deterministic integer hash
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// SplitMix64's output for state x: a deterministic integer hash (oracle/seeded_random.h).
+inline uint64_t mix(uint64_t x) { return oracle::splitmix64_mix(x + oracle::kSplitMix64Step); }
 
 inline float value(uint64_t i, uint64_t seed, float scale) {
   const auto q = static_cast<int64_t>(mix(i * 0x100000001B3ull + seed) >> 48) - 32768;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -45,12 +46,8 @@ std::string range_error(const std::string& what, uint64_t value, uint64_t hi) {
   return what + " = " + std::to_string(value) + ": must be in 1.." + std::to_string(hi);
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// SplitMix64's output for state x (seeded_random.h, the project's one generator).
+uint64_t splitmix64(uint64_t x) { return splitmix64_mix(x + kSplitMix64Step); }
 
 // NaN sorts last (it is the worst error).
 bool error_less(double a, double b) {

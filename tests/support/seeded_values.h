@@ -16,15 +16,18 @@ inline uint64_t seeded_draw(uint64_t x) {
   return oracle::splitmix64_mix(x + oracle::kSplitMix64Step);
 }
 
-// n deterministic values in [offset − scale, offset + scale), on a grid of 2^16 steps (exact in
-// FP32 for a power-of-two scale).
+// Value i of stream `seed`: in [offset − scale, offset + scale), on a grid of 2^16 steps (exact
+// in FP32 for a power-of-two scale).
+inline float seeded_value(uint64_t i, uint64_t seed, float scale, float offset = 0.0f) {
+  const auto q = static_cast<int64_t>(seeded_draw(i * 0x100000001B3ull + seed) >> 48) - 32768;
+  return offset + scale * static_cast<float>(q) / 32768.0f;
+}
+
+// Values 0 .. n−1 of stream `seed` (seeded_value).
 inline std::vector<float> seeded_values(uint64_t n, uint64_t seed, float scale,
                                         float offset = 0.0f) {
   std::vector<float> v(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    const auto q = static_cast<int64_t>(seeded_draw(i * 0x100000001B3ull + seed) >> 48) - 32768;
-    v[i] = offset + scale * static_cast<float>(q) / 32768.0f;
-  }
+  for (uint64_t i = 0; i < n; ++i) v[i] = seeded_value(i, seed, scale, offset);
   return v;
 }
 

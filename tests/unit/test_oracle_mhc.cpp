@@ -26,6 +26,7 @@
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -45,18 +46,8 @@ ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t r = 0, uint64_t iters =
   return c;
 }
 
-// A tiny deterministic generator for the random Sinkhorn cases (SplitMix64).
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
-  uint64_t below(uint64_t n) { return next() % n; }
-};
+// The random Sinkhorn cases draw from the project's one generator (oracle/seeded_random.h).
+using Rng = oracle::SplitMix64;
 
 std::vector<double> random_logits(Rng& rng, uint64_t hc, double range) {
   std::vector<double> l(hc * hc);
@@ -241,7 +232,7 @@ TEST(OracleMhcSinkhorn, DoublyStochasticIsAFixedPoint) {
 }
 
 TEST(OracleMhcSinkhorn, PermutationEquivariantAndColumnsExact) {
-  Rng rng{11};
+  Rng rng(11);
   for (int c = 0; c < 200; ++c) {
     const uint64_t hc = 2 + rng.below(15);
     const double eps = c % 2 ? 1e-6 : 0.0;
@@ -270,7 +261,7 @@ TEST(OracleMhcSinkhorn, PermutationEquivariantAndColumnsExact) {
 // hc 2..16, logit ranges 0.01..60 (log-uniform), eps 0 and 1e-6, iters 1..50: the FP64
 // oracle's row error is within the bound with the FP64 slack (u = 2^-53).
 TEST(OracleMhcSinkhorn, RowBoundHoldsOnRandomCases) {
-  Rng rng{2024};
+  Rng rng(2024);
   uint64_t checked = 0, tight = 0;
   for (int c = 0; c < 12000; ++c) {
     const uint64_t hc = 2 + rng.below(15);
@@ -310,7 +301,7 @@ TEST(OracleMhcSinkhorn, SpecFormulaFailsWithEpsCorrectedBoundHolds) {
 // An FP32 Sinkhorn (the backends' arithmetic) of the FP32 rounding of K is within the bound
 // with u = 2^-24 and k_log_error = the rounding of K.
 TEST(OracleMhcSinkhorn, RowBoundCoversFp32Arithmetic) {
-  Rng rng{77};
+  Rng rng(77);
   for (int c = 0; c < 3000; ++c) {
     const uint64_t hc = 2 + rng.below(15);
     const double range = std::exp(std::log(0.01) + rng.uniform() * std::log(6000.0));
