@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bufferlab/core/error.h"
+#include "cublas_api.h"
 #include "cuda_check.h"
 #include "moe_kernels.h"
 
@@ -19,11 +20,12 @@ uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
   cudaGetLastError();  // a failed launch inside cuBLAS must not resurface later
   throw Error(std::string("cuBLAS call ") + call + " failed at " + file + ":" +
-              std::to_string(line) + ": " + cublasGetStatusName(status) + ": " +
-              cublasGetStatusString(status));
+              std::to_string(line) + ": " + cublas_api().status_name(status) + ": " +
+              cublas_api().status_string(status));
 }
 
 LibraryContext::LibraryContext() : host_offsets_(kMaxGroupExperts + 1, 0) {
+  const CublasApi& api = cublas_api();  // before the cudaMalloc: an Error here leaks nothing
   sort_temp_bytes_ = grouping_sort_temp_bytes(kMaxSlots, kMaxGroupExperts);
   const uint64_t cublas_at = 0;
   const uint64_t staging_at = cublas_at + kCublasWorkspaceBytes;
@@ -47,7 +49,7 @@ LibraryContext::LibraryContext() : host_offsets_(kMaxGroupExperts + 1, 0) {
   nan_counter_ = reinterpret_cast<unsigned long long*>(block_ + counters_at);
   error_flag_ = reinterpret_cast<uint32_t*>(block_ + counters_at + 8);
 
-  const cublasStatus_t created = cublasCreate(&handle_);
+  const cublasStatus_t created = api.create(&handle_);
   if (created != CUBLAS_STATUS_SUCCESS) {
     cudaFree(block_);
     block_ = nullptr;
@@ -57,12 +59,12 @@ LibraryContext::LibraryContext() : host_offsets_(kMaxGroupExperts + 1, 0) {
   try {
     // cublasSetStream resets the workspace to cuBLAS's own pool: bind the stream first, then
     // hand it the fixed workspace.
-    BUFFERLAB_CUBLAS_CHECK(cublasSetStream(handle_, nullptr));
-    BUFFERLAB_CUBLAS_CHECK(cublasSetWorkspace(handle_, block_ + cublas_at, kCublasWorkspaceBytes));
-    BUFFERLAB_CUBLAS_CHECK(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST));
-    BUFFERLAB_CUBLAS_CHECK(cublasSetAtomicsMode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED));
+    BUFFERLAB_CUBLAS_CHECK(api.set_stream(handle_, nullptr));
+    BUFFERLAB_CUBLAS_CHECK(api.set_workspace(handle_, block_ + cublas_at, kCublasWorkspaceBytes));
+    BUFFERLAB_CUBLAS_CHECK(api.set_pointer_mode(handle_, CUBLAS_POINTER_MODE_HOST));
+    BUFFERLAB_CUBLAS_CHECK(api.set_atomics_mode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED));
   } catch (...) {
-    cublasDestroy(handle_);
+    api.destroy(handle_);
     cudaFree(block_);
     throw;
   }
@@ -70,7 +72,7 @@ LibraryContext::LibraryContext() : host_offsets_(kMaxGroupExperts + 1, 0) {
 
 LibraryContext::~LibraryContext() {
   // Statuses cannot be reported from a destructor; a failure means the context is gone.
-  if (handle_ != nullptr) cublasDestroy(handle_);
+  if (handle_ != nullptr) cublas_api().destroy(handle_);
   if (block_ != nullptr) cudaFree(block_);
 }
 

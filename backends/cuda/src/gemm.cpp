@@ -15,6 +15,7 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "cublas_api.h"
 #include "cuda_check.h"
 #include "moe_kernels.h"
 #include "moe_ops.h"
@@ -44,11 +45,12 @@ void row_gemm(LibraryContext& ctx, const RowGemm& g) {
       fp32_inputs ? CUBLAS_PEDANTIC_MATH
                   : static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
-  BUFFERLAB_CUBLAS_CHECK(cublasSetMathMode(ctx.handle(), math));
+  BUFFERLAB_CUBLAS_CHECK(cublas_api().set_math_mode(ctx.handle(), math));
   const float alpha = 1.0f, beta = 0.0f;
-  BUFFERLAB_CUBLAS_CHECK(cublasGemmEx(ctx.handle(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, g.w,
-                                      g.w_type, lda, g.x, g.x_type, ldb, &beta, g.y, g.y_type, ldc,
-                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  BUFFERLAB_CUBLAS_CHECK(cublas_api().gemm_ex(ctx.handle(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha,
+                                               g.w, g.w_type, lda, g.x, g.x_type, ldb, &beta, g.y,
+                                               g.y_type, ldc, CUBLAS_COMPUTE_32F,
+                                               CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm(LibraryContext& ctx, const Workspace& ws, const GemmOp& op) {
