@@ -47,10 +47,9 @@ void row_gemm(LibraryContext& ctx, const RowGemm& g) {
                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
   BUFFERLAB_CUBLAS_CHECK(cublas_api().set_math_mode(ctx.handle(), math));
   const float alpha = 1.0f, beta = 0.0f;
-  BUFFERLAB_CUBLAS_CHECK(cublas_api().gemm_ex(ctx.handle(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha,
-                                               g.w, g.w_type, lda, g.x, g.x_type, ldb, &beta, g.y,
-                                               g.y_type, ldc, CUBLAS_COMPUTE_32F,
-                                               CUBLAS_GEMM_DEFAULT));
+  BUFFERLAB_CUBLAS_CHECK(cublas_api().gemm_ex(
+      ctx.handle(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, g.w, g.w_type, lda, g.x, g.x_type,
+      ldb, &beta, g.y, g.y_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm(LibraryContext& ctx, const Workspace& ws, const GemmOp& op) {
