@@ -15,6 +15,7 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/layout.h"
 #include "bufferlab/core/plan/pass_plan.h"
+#include "bufferlab/oracle/seeded_random.h"
 #include "bufferlab/properties/plan_generators.h"
 #include "bufferlab/properties/sizing_checks.h"
 
@@ -25,14 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// SplitMix64 finaliser: a well-mixed 64-bit hash.
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 // RapidCheck's size scales every inRange draw. Three cases in four use the full size (real
@@ -172,7 +165,9 @@ bool has_failure_kind(const CaseResult& r, const std::string& kind) {
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
-uint64_t case_seed(uint64_t seed, uint64_t i) { return mix(mix(seed) ^ i); }
+uint64_t case_seed(uint64_t seed, uint64_t i) {
+  return oracle::splitmix64_hash(oracle::splitmix64_hash(seed) ^ i);
+}
 
 FuzzCase generate_case(const FuzzOptions& opts, uint64_t seed) {
   return gen::fuzz_case(space_of(opts))(rc::Random(seed), case_size(seed)).value();

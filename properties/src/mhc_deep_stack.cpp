@@ -61,6 +61,7 @@
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::gen {
 namespace {
@@ -72,14 +73,12 @@ constexpr double kRmsEps = 1e-6, kMhcEps = 1e-6;
 constexpr double kUnderflow = 0x1p-149;
 constexpr double kSigmoidAbs = 0x1p-126;
 
-uint64_t splitmix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+uint64_t layer_seed(uint64_t seed, uint64_t layer) {
+  return oracle::splitmix64_hash(oracle::splitmix64_hash(seed) ^ layer);
 }
-uint64_t layer_seed(uint64_t seed, uint64_t layer) { return splitmix(splitmix(seed) ^ layer); }
-double uniform(uint64_t z) { return static_cast<double>(splitmix(z) >> 11) * 0x1p-53; }
+double uniform(uint64_t z) {
+  return static_cast<double>(oracle::splitmix64_hash(z) >> 11) * 0x1p-53;
+}
 
 struct Dims {
   uint64_t hc, h, rows, n, mix, iters;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "bufferlab/core/number_formats.h"
+#include "bufferlab/oracle/seeded_random.h"
 
 namespace bufferlab::gen {
 namespace {
@@ -127,11 +128,8 @@ void hash_tables(const RoutingCase& c, std::vector<uint32_t>& token_ids,
 }  // namespace
 
 uint64_t routing_hash(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint64_t z = seed ^ (stream * 0x9E3779B97F4A7C15ull) ^ (index * 0xD1B54A32D192ED03ull);
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return oracle::splitmix64_hash(seed ^ (stream * oracle::kSplitMix64Step) ^
+                                 (index * 0xD1B54A32D192ED03ull));
 }
 
 const char* to_string(RoutingPattern p) {

@@ -19,6 +19,7 @@
 #include "bufferlab/oracle/moe_ffn_inputs.h"
 #include "bufferlab/oracle/moe_ffn_judge.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "common/backend_bounds.h"
 #include "common/human_bytes.h"
 #include "compare/compare_ops.h"
 #include "compare/compare_routing_dump.h"
@@ -86,8 +87,7 @@ CompareResult compare_experts(Backend& backend, const CompareSetup& s) {
 
   const Workspace ws = backend.allocate(s.layout, chain.weight_pool_bytes);
   const oracle::ExpertChainRun run = oracle::run_expert_chain(backend, ws, chain, in);
-  const oracle::BoundModel bm =
-      backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+  const oracle::BoundModel bm = bounds_of(backend);
   CompareResult res;
   res.report = oracle::judge_expert_chain(chain, in, run, backend.name(), s.seed, bm);
   res.weight_pool_bytes = chain.weight_pool_bytes;

@@ -32,6 +32,7 @@
 #include "bufferlab/oracle/mamba2.h"
 #include "bufferlab/oracle/mamba2_harness.h"
 #include "bufferlab/oracle/mamba2_judge.h"
+#include "common/backend_bounds.h"
 #include "common/human_bytes.h"
 #include "common/stopwatch.h"
 #include "compare/compare_gdn_mamba2_dump.h"
@@ -40,13 +41,8 @@
 namespace bufferlab::cli {
 namespace {
 
-constexpr uint64_t kChunk = 64;  // C of numerics §5 / §6
-
-oracle::BoundModel bounds_of(const Backend& backend) {
-  return backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
-}
-
-uint64_t cdiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+constexpr uint64_t kChunk = GdnChunkCarve::kChunk;  // C of numerics §5 / §6 (Mamba-2's is the same)
+static_assert(Mamba2ChunkCarve::kChunk == kChunk);
 
 // The largest resident set of the process so far (Linux reports KiB).
 uint64_t peak_rss_bytes() {

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bufferlab/core/ops/gdn.h"
+#include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/oracle/mode.h"
 #include "compare/compare_dump.h"
 #include "compare/compare_report.h"
@@ -14,7 +16,6 @@ namespace bufferlab::cli {
 namespace {
 
 using Shape = std::vector<uint64_t>;
-constexpr uint64_t kChunk = 64;
 
 nlohmann::json manifest_head(const std::string& op, const std::string& params, uint64_t rows,
                              const GdnMamba2DumpInfo& info, const oracle::AgreementReport& report) {
@@ -72,11 +73,11 @@ void write_gdn_dump(const std::string& dir, const oracle::GdnPlan& plan,
   w.f32("backend_gates.npy", "ssm_gates (beta, alpha)", run.gates, gates);
   if (run.path == oracle::GdnPath::chunked) {
     const std::string regs = " regions (b*cdiv(L,64) + c)*nv + v, gdn_fla_scratch";
-    regions(w, "backend_gc.npy", "gc (wu)" + regs, run.gc, {kChunk});
-    regions(w, "backend_W.npy", "W (wu)" + regs, run.W, {kChunk, g.kd});
-    regions(w, "backend_U.npy", "U (wu)" + regs, run.U, {kChunk, g.vd});
+    regions(w, "backend_gc.npy", "gc (wu)" + regs, run.gc, {GdnChunkCarve::kChunk});
+    regions(w, "backend_W.npy", "W (wu)" + regs, run.W, {GdnChunkCarve::kChunk, g.kd});
+    regions(w, "backend_U.npy", "U (wu)" + regs, run.U, {GdnChunkCarve::kChunk, g.vd});
     regions(w, "backend_S.npy", "S snapshots (state)" + regs, run.S, {g.kd, g.vd});
-    regions(w, "backend_uc.npy", "uc (state)" + regs, run.uc, {kChunk, g.vd});
+    regions(w, "backend_uc.npy", "uc (state)" + regs, run.uc, {GdnChunkCarve::kChunk, g.vd});
   }
   w.f32("backend_state.npy", "recurrent state S after the call", run.state, state);
   w.bf16("backend_core.npy", "attn_output before the gated norm (core output)", run.core, out);
@@ -131,10 +132,12 @@ void write_mamba2_dump(const std::string& dir, const oracle::Mamba2Plan& plan,
     const oracle::Mamba2Run::Sequence& q = run.sequences[b];
     const std::string p = fmt::format("backend_seq{}_", b);
     const std::string of = fmt::format(" of sequence {} (ssd_scratch, compacted)", b);
-    const uint64_t chunks = q.dt.size() / (g.H * kChunk);
-    w.f32(p + "dt.npy", "dt (cumsum)" + of, q.dt, {g.H, chunks, kChunk});
-    w.f32(p + "dA_cumsum.npy", "dA_cumsum (cumsum)" + of, q.da, {g.H, chunks, kChunk});
-    w.f32(p + "CB.npy", "CB (bmm)" + of, q.cb, {chunks, g.G, kChunk, kChunk});
+    const uint64_t chunks = q.dt.size() / (g.H * Mamba2ChunkCarve::kChunk);
+    w.f32(p + "dt.npy", "dt (cumsum)" + of, q.dt, {g.H, chunks, Mamba2ChunkCarve::kChunk});
+    w.f32(p + "dA_cumsum.npy", "dA_cumsum (cumsum)" + of, q.da,
+          {g.H, chunks, Mamba2ChunkCarve::kChunk});
+    w.f32(p + "CB.npy", "CB (bmm)" + of, q.cb,
+          {chunks, g.G, Mamba2ChunkCarve::kChunk, Mamba2ChunkCarve::kChunk});
   }
   w.f32("backend_state.npy", "SSM state after the call", run.state, state);
   w.bf16("backend_y.npy", "attn_output (y + D x)", run.y, out);

@@ -10,6 +10,7 @@
 #include "bufferlab/oracle/moe_ffn_inputs.h"
 #include "bufferlab/oracle/moe_ffn_judge.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "common/backend_bounds.h"
 #include "common/human_bytes.h"
 #include "compare/compare_ops.h"
 #include "compare/compare_routing_dump.h"
@@ -34,8 +35,7 @@ CompareResult compare_lm_head(Backend& backend, const CompareSetup& s) {
                                  oracle::ValueProfile{1.0 / std::sqrt(static_cast<double>(h)), 0});
   const Workspace ws = backend.allocate(s.layout, pool);
   const oracle::LmHeadRun run = oracle::run_lm_head(backend, ws, op, in);
-  const oracle::BoundModel bm =
-      backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+  const oracle::BoundModel bm = bounds_of(backend);
   CompareResult res;
   res.report = oracle::judge_lm_head(op, run, backend.name(), s.seed, bm);
   res.weight_pool_bytes = pool;

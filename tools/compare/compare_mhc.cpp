@@ -17,6 +17,7 @@
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
+#include "common/backend_bounds.h"
 #include "common/human_bytes.h"
 #include "compare/compare_mhc_dump.h"
 #include "compare/compare_ops.h"
@@ -25,10 +26,6 @@ namespace bufferlab::cli {
 namespace {
 
 constexpr uint64_t kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
-
-oracle::BoundModel bounds_of(const Backend& backend) {
-  return backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
-}
 
 // What an mHC op run is given: the model (hc_eps replaced by --hc-eps) and the input profile.
 struct MhcRun {

@@ -32,8 +32,11 @@
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
+#include "bufferlab/oracle/seeded_random.h"
 #include "bufferlab/properties/expert_chain_generators.h"
+#include "bufferlab/properties/fuzz_engine.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "common/backend_bounds.h"
 #include "common/stopwatch.h"
 #include "compare/compare_report.h"
 #include "compare/compare_table.h"
@@ -62,16 +65,6 @@ gen::RoutingRanges routing_full_ranges() {
 // multiply-adds, and the expert weights E·3·I·D ≤ 2^26 elements (128 MiB of BF16: one
 // DeepSeek-V3-sized expert, 3·2048·7168, fits; the host copy, the pool and the read-back
 // copies stay well under a GiB).
-
-// SplitMix64 finaliser.
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t case_seed(uint64_t seed, uint64_t i) { return mix(mix(seed) ^ i); }
 
 // As the plan fuzz: three cases in four at RapidCheck's full size (every inRange over its
 // whole range), one in four at a size drawn from the seed, so small cases come up often.
@@ -111,7 +104,7 @@ const char* check_description(RoutingCheck c) {
 // Half the cases run the chain (its path drawn by the generator: bf16, fp32-gate,
 // fp32-routing), a quarter each the top-k alone without and with non-finite logits.
 RoutingCheck routing_check(uint64_t cs) {
-  switch (mix(cs ^ 0x5a5a5a5a5a5a5a5aull) % 4) {
+  switch (oracle::splitmix64_hash(cs ^ 0x5a5a5a5a5a5a5a5aull) % 4) {
     case 2:
       return RoutingCheck::topk;
     case 3:
@@ -184,7 +177,7 @@ Outcome run_expert_case(Backend& backend, const gen::ExpertChainCase& c) {
       oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
   const Workspace ws = oracle::allocate_footprint(backend, chain);
   const auto run = oracle::run_expert_chain(backend, ws, chain, in);
-  const auto bounds = backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+  const auto bounds = bounds_of(backend);
   auto report = oracle::judge_expert_chain(chain, in, run, backend.name(), c.seed, bounds);
   const auto* bad = report.first_failure();
   const std::string what = bad ? "chain: " + bad->name : "chain";
@@ -396,7 +389,7 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
   for (uint64_t i = first;; i += o.shard_count) {
     if (o.max_cases > 0 && i >= o.skip + o.max_cases) break;
     if (o.seconds > 0 && run.seconds() >= o.seconds) break;
-    const uint64_t cs = case_seed(o.seed, i);
+    const uint64_t cs = fuzz::case_seed(o.seed, i);  // the plan fuzz's derivation
     const DrawnCase d = draw_and_run(o.family, *backend, cs);
     ++p.cases;
     if (!d.outcome.passed) {

@@ -17,7 +17,9 @@
 #include "bufferlab/oracle/mamba2.h"
 #include "bufferlab/oracle/mamba2_harness.h"
 #include "bufferlab/oracle/mamba2_judge.h"
+#include "bufferlab/oracle/seeded_random.h"
 #include "bufferlab/properties/gdn_mamba2_generators.h"
+#include "common/backend_bounds.h"
 #include "compare/compare_ops.h"
 
 namespace bufferlab::cli {
@@ -28,22 +30,11 @@ constexpr uint64_t kChunk = 64;
 // chunked multi-chunk SSD case about 2 in 3: 64 misses in a row do not happen).
 constexpr uint64_t kMutantDraws = 64;
 
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-oracle::BoundModel bounds_of(const Backend& backend) {
-  return backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
-}
-
-// The case of `cs`, or under a mutant the first of cs, mix(cs + 1), ... that `runs_it`.
+// The case of `cs`, or under a mutant the first of cs, splitmix64_hash(cs + 1), ... that `runs_it`.
 template <class Case, class Gen, class Pred>
 Case draw(const Gen& gen, uint64_t cs, int size, bool mutant, Pred runs_it) {
   for (uint64_t k = 0; k < (mutant ? kMutantDraws : 1); ++k) {
-    const rc::Random random(k == 0 ? cs : mix(cs + k));
+    const rc::Random random(k == 0 ? cs : oracle::splitmix64_hash(cs + k));
     Case c = gen(random, size).value();
     if (!mutant || runs_it(c)) return c;
   }

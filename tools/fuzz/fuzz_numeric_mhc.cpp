@@ -14,20 +14,15 @@
 #include "bufferlab/oracle/mhc.h"
 #include "bufferlab/oracle/mhc_harness.h"
 #include "bufferlab/oracle/mhc_judge.h"
+#include "bufferlab/oracle/seeded_random.h"
 #include "bufferlab/properties/mhc_deep_stack.h"
 #include "bufferlab/properties/mhc_generators.h"
+#include "common/backend_bounds.h"
 
 namespace bufferlab::cli {
 namespace {
 
 enum class MhcCheck { pre, post, head, expand, lowrank, deep_stack };
-
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Without a mutant, in sixteenths: pre 4, post 3, low-rank 4, head 2, expand 1, deep stack 2.
 MhcCheck mhc_check(uint64_t cs, Mutant mutant) {
@@ -38,7 +33,7 @@ MhcCheck mhc_check(uint64_t cs, Mutant mutant) {
       MhcCheck::post,    MhcCheck::post,    MhcCheck::post,       MhcCheck::lowrank,
       MhcCheck::lowrank, MhcCheck::lowrank, MhcCheck::lowrank,    MhcCheck::head,
       MhcCheck::head,    MhcCheck::expand,  MhcCheck::deep_stack, MhcCheck::deep_stack};
-  return kDraw[mix(cs ^ 0x3c3c3c3c3c3c3c3cull) % 16];
+  return kDraw[oracle::splitmix64_hash(cs ^ 0x3c3c3c3c3c3c3c3cull) % 16];
 }
 
 gen::MhcOpKind kind_of(MhcCheck c) {
@@ -69,7 +64,9 @@ gen::DeepStackRanges fuzz_deep_stack_ranges() {
 }
 
 // Post cases run out of place in about half the cases (the result must be the same).
-bool post_out_of_place(uint64_t cs) { return (mix(cs ^ 0x0f0f0f0f0f0f0f0full) & 1) != 0; }
+bool post_out_of_place(uint64_t cs) {
+  return (oracle::splitmix64_hash(cs ^ 0x0f0f0f0f0f0f0f0full) & 1) != 0;
+}
 
 std::string check_name(const gen::MhcCase& c, uint64_t cs) {
   if (c.kind == gen::MhcOpKind::post)
@@ -136,8 +133,7 @@ const char* description_of(const std::string& check) {
 
 MhcFuzzOutcome run_mhc_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant mutant) {
   const rc::Random random(cs);
-  const oracle::BoundModel bm =
-      backend.name() == "cpu" ? oracle::cpu_bounds() : oracle::device_bounds();
+  const oracle::BoundModel bm = bounds_of(backend);
   const MhcCheck check = mhc_check(cs, mutant);
   MhcFuzzOutcome o;
   std::optional<gen::DeepStackCase> stack;

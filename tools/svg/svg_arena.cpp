@@ -18,9 +18,9 @@
 namespace bufferlab::cli {
 namespace {
 
-constexpr double kWidth = 1200;
+constexpr double kArenaWidth = 1200;
 constexpr double kBandX = 96;  // room for the row-start offsets on the left
-constexpr double kBandW = kWidth - kBandX - 24;
+constexpr double kBandW = kArenaWidth - kBandX - 24;
 constexpr int kRows = 4;
 constexpr double kBandH = 46;
 constexpr double kTierH = 15;  // one tier of call-out numbers
@@ -291,7 +291,7 @@ std::string legend_block(const PlanResult& plan, const std::vector<BufferId>& to
   const uint64_t total = std::max<uint64_t>(plan.sizes.total_bytes(), 1);
   uint64_t largest = 1;
   for (const auto& info : kBufferRegistry) largest = std::max(largest, plan.sizes.bytes(info.id));
-  constexpr double kBarX = 690, kBarW = kWidth - kBarX - 24;
+  constexpr double kBarX = 690, kBarW = kArenaWidth - kBarX - 24;
   std::string out;
   out += fmt::format(
       "<text x=\"24\" y=\"{:.2f}\" font-size=\"14\" font-weight=\"bold\">Buffers in layout "
@@ -361,7 +361,7 @@ std::string null_block(const PlanResult& plan, double& y) {
   };
   for (const auto& n : names) {
     const std::string next = line.empty() ? n : line + ",  " + n;
-    if (!line.empty() && mono_text_width(next, 12) > kWidth - 80) flush();
+    if (!line.empty() && mono_text_width(next, 12) > kArenaWidth - 80) flush();
     line = line.empty() ? n : line + ",  " + n;
   }
   flush();
@@ -380,7 +380,7 @@ std::string arena_svg(const PlanResult& plan) {
   body += legend_block(plan, top, y);
   body += null_block(plan, y);
   y += 16;
-  return svg_open(kWidth, y) + body + svg_close();
+  return svg_open(kArenaWidth, y) + body + svg_close();
 }
 
 }  // namespace bufferlab::cli

@@ -28,8 +28,6 @@ using oracle::SinkhornTrace;
 using oracle::SinkhornTraceOptions;
 using oracle::SinkhornViolation;
 
-constexpr double kWidth = 1100, kHeight = 640;
-constexpr double kPlotX = 100, kPlotY = 96, kPlotW = 700, kPlotH = 460;
 constexpr size_t kMaxCasesDrawn = 24;
 constexpr uint64_t kMaxPointsPerLine = 1000;
 constexpr int kFloorExp = -18;  // below 1e-18 nothing is FP64-meaningful for a row sum
@@ -71,7 +69,7 @@ std::string sinkhorn_svg(const SinkhornTrace& trace) {
     return kPlotY + kPlotH - (l - e_lo) / (e_hi - e_lo) * kPlotH;
   };
 
-  std::string out = svg_open(kWidth, kHeight);
+  std::string out = svg_open(kLinePlotWidth, kLinePlotHeight);
   out += fmt::format(
       "<text x=\"24\" y=\"36\" font-size=\"22\" font-weight=\"bold\">Sinkhorn row-sum error vs "
       "iterations — comb logits uniform in [0, {}]</text>\n"

@@ -15,8 +15,6 @@
 namespace bufferlab::cli {
 namespace {
 
-constexpr double kWidth = 1100, kHeight = 640;
-constexpr double kPlotX = 100, kPlotY = 96, kPlotW = 700, kPlotH = 460;
 constexpr size_t kMaxBufferLines = 5;
 
 struct Series {
@@ -66,7 +64,7 @@ std::string tick_label_m(uint64_t m) {
 }  // namespace
 
 std::string sweep_svg(const std::vector<PlanResult>& sweep) {
-  if (sweep.empty()) return svg_open(kWidth, kHeight) + svg_close();
+  if (sweep.empty()) return svg_open(kLinePlotWidth, kLinePlotHeight) + svg_close();
   const std::vector<Series> series = make_series(sweep);
 
   // x: log2(m), padded by one step when the sweep is a single point.
@@ -92,7 +90,7 @@ std::string sweep_svg(const std::vector<PlanResult>& sweep) {
   auto py = [&](double ly) { return kPlotY + kPlotH - (ly - e_lo) / (e_hi - e_lo) * kPlotH; };
 
   const PlanContext& c = sweep.front().context;
-  std::string out = svg_open(kWidth, kHeight);
+  std::string out = svg_open(kLinePlotWidth, kLinePlotHeight);
   out += fmt::format(
       "<text x=\"24\" y=\"36\" font-size=\"22\" font-weight=\"bold\">{} — workspace vs "
       "max_batch_tokens ({} … {})</text>\n"

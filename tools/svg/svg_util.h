@@ -18,6 +18,10 @@ std::string_view palette_color(size_t index);
 // DejaVu Sans Mono / Liberation Mono (0.6 em per glyph), close enough for others.
 double mono_text_width(std::string_view text, double font_size);
 
+// The frame of the line plots (svg_sweep, svg_sinkhorn), in px: the canvas and the plot area.
+inline constexpr double kLinePlotWidth = 1100, kLinePlotHeight = 640;
+inline constexpr double kPlotX = 100, kPlotY = 96, kPlotW = 700, kPlotH = 460;
+
 // The <svg> opening tag with a white background, and a fixed font stack.
 std::string svg_open(double width, double height);
 std::string svg_close();

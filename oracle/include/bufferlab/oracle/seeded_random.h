@@ -18,6 +18,10 @@ constexpr uint64_t splitmix64_mix(uint64_t z) {
 // SplitMix64's golden-ratio increment.
 inline constexpr uint64_t kSplitMix64Step = 0x9E3779B97F4A7C15ull;
 
+// The SplitMix64 output that follows state z: a counter-based hash of z (seed derivation,
+// per-case choices) that needs no generator object.
+constexpr uint64_t splitmix64_hash(uint64_t z) { return splitmix64_mix(z + kSplitMix64Step); }
+
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
