@@ -177,6 +177,39 @@ std::vector<std::string> workspace_findings(const GdnMamba2Workspace& w, uint64_
   return out;
 }
 
+// The plan's steps in run order: conv (and GDN's gates), the chunk stages or the recurrence,
+// the gated norm.
+template <class Plan>
+std::vector<plan::Step> plan_steps(const Plan& plan, bool chunked) {
+  std::vector<plan::Step> steps{step_of(plan.conv)};
+  if constexpr (requires { plan.gates; }) steps.push_back(step_of(plan.gates));
+  if (chunked)
+    for (const auto& op : plan.chunk) steps.push_back(step_of(op));
+  else
+    steps.push_back(step_of(plan.recurrent));
+  steps.push_back(step_of(plan.norm));
+  return steps;
+}
+
+// On a real arena, the verifier's findings for the plan's steps. An arena the op overflows is
+// reported, not run: then `res` is the result (the findings, `header`, the arena bytes) and
+// this returns true.
+template <class Plan>
+bool stop_at_arena_findings(CompareResult& res, const GdnMamba2Workspace& w, const Plan& plan,
+                            bool chunked, const char* op, const Backend& backend,
+                            const CompareSetup& s, const std::string& header) {
+  if (!w.real) return false;
+  res.findings =
+      workspace_findings(w, streams_of(s), s.tokens, plan_steps(plan, chunked), s.model_label);
+  if (res.findings.empty()) return false;
+  res.report.op = op;
+  res.report.backend = backend.name();
+  res.report.seed = s.seed;
+  res.header = header;
+  res.extra_json["arena_bytes"] = w.layout.arena_bytes();
+  return true;
+}
+
 // ---- GDN ----
 
 RunCost gdn_cost(const oracle::GdnDims& d, bool chunked) {
@@ -284,26 +317,13 @@ CompareResult compare_gdn(Backend& backend, const CompareSetup& s) {
                     {"beta", regime_name(s.ssm.beta)},
                     {"parallel_keys", s.ssm.parallel_keys},
                     {"zero_state", s.ssm.zero_state}};
-  if (w.real) {
-    std::vector<plan::Step> steps{step_of(plan.conv), step_of(plan.gates)};
-    if (chunked)
-      for (const GdnChunkOp& op : plan.chunk) steps.push_back(step_of(op));
-    else
-      steps.push_back(step_of(plan.recurrent));
-    steps.push_back(step_of(plan.norm));
-    res.findings = workspace_findings(w, n, s.tokens, std::move(steps), s.model_label);
-    if (!res.findings.empty()) {
-      res.report.op = "gdn";
-      res.report.backend = backend.name();
-      res.report.seed = s.seed;
-      res.header =
+  if (stop_at_arena_findings(
+          res, w, plan, chunked, "gdn", backend, s,
           fmt::format("{}: real arena (sizing {}, m = {}, nt = {}) {}", what,
-                      w.sizes.sizing.to_string(), rows, nt, human_bytes(w.layout.arena_bytes()));
-      res.extra_json["arena_bytes"] = w.layout.arena_bytes();
-      if (b15) res.extra_json["mutant_visible"] = true;
-      add_cost(res, t0);
-      return res;
-    }
+                      w.sizes.sizing.to_string(), rows, nt, human_bytes(w.layout.arena_bytes())))) {
+    if (b15) res.extra_json["mutant_visible"] = true;
+    add_cost(res, t0);
+    return res;
   }
 
   const Workspace ws = w.real ? backend.allocate(w.layout, plan.pool_bytes)
@@ -399,25 +419,12 @@ CompareResult compare_mamba2(Backend& backend, const CompareSetup& s) {
                     {"ssd_chunks", nc},
                     {"dt", dt_name(s.ssm.dt)},
                     {"zero_state", s.ssm.zero_state}};
-  if (w.real) {
-    std::vector<plan::Step> steps{step_of(plan.conv)};
-    if (chunked)
-      for (const Mamba2ChunkOp& op : plan.chunk) steps.push_back(step_of(op));
-    else
-      steps.push_back(step_of(plan.recurrent));
-    steps.push_back(step_of(plan.norm));
-    res.findings = workspace_findings(w, n, s.tokens, std::move(steps), s.model_label);
-    if (!res.findings.empty()) {
-      res.report.op = "ssd";
-      res.report.backend = backend.name();
-      res.report.seed = s.seed;
-      res.header =
+  if (stop_at_arena_findings(
+          res, w, plan, chunked, "ssd", backend, s,
           fmt::format("{}: real arena (sizing {}, m = {}, nc = {}) {}", what,
-                      w.sizes.sizing.to_string(), rows, nc, human_bytes(w.layout.arena_bytes()));
-      res.extra_json["arena_bytes"] = w.layout.arena_bytes();
-      add_cost(res, t0);
-      return res;
-    }
+                      w.sizes.sizing.to_string(), rows, nc, human_bytes(w.layout.arena_bytes())))) {
+    add_cost(res, t0);
+    return res;
   }
 
   const Workspace ws = w.real ? backend.allocate(w.layout, plan.pool_bytes)

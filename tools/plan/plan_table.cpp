@@ -9,6 +9,7 @@
 
 #include "bufferlab/core/buffer_registry.h"
 #include "common/human_bytes.h"
+#include "common/report_header.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -17,12 +18,7 @@ std::string on_off(bool b) { return b ? "on" : "off"; }
 
 void print_header(std::FILE* out, const PlanResult& plan) {
   const PlanContext& c = plan.context;
-  fmt::print(out, "model:      {}\n", c.model);
-  fmt::print(out,
-             "run shape:  max_batch_tokens {}, max_seq_len {}, kv_block_size {}, "
-             "max_batch_size {}\n",
-             c.shape.max_batch_tokens, c.shape.max_seq_len, c.shape.kv_block_size,
-             c.shape.max_batch_size);
+  print_model_and_shape(out, c.model, c.shape);
   fmt::print(out, "target:     {} ({} SMs, split-K {}, q2_dequant {}, q2_mmq {})\n", c.target.name,
              c.target.sm_count, c.target.splitk_string(), on_off(c.target.q2_dequant),
              on_off(c.target.q2_mmq));

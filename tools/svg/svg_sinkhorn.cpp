@@ -114,12 +114,8 @@ std::string sinkhorn_svg(const SinkhornTrace& trace) {
         "<text x=\"{:.2f}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" class=\"mono\">1"
         "</text>\n",
         px(1.0), kPlotY + kPlotH + 20);
-  out += fmt::format(
-      "<text x=\"{}\" y=\"{}\" font-size=\"13\" text-anchor=\"middle\">iterations "
-      "(hc_sinkhorn_iters)</text>\n"
-      "<text x=\"26\" y=\"{}\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 "
-      "26 {})\">max_i |row sum_i − 1| (log10 scale)</text>\n",
-      kPlotX + kPlotW / 2, kPlotY + kPlotH + 46, kPlotY + kPlotH / 2, kPlotY + kPlotH / 2);
+  out += line_plot_axis_titles("iterations (hc_sinkhorn_iters)",
+                               "max_i |row sum_i − 1| (log10 scale)");
 
   // The frontier's targets.
   for (double target : {1e-3, 1e-6}) {

@@ -134,12 +134,7 @@ std::string sweep_svg(const std::vector<PlanResult>& sweep) {
         x, kPlotY + kPlotH + 20, label);
     last_label_end = x + w / 2;
   }
-  out += fmt::format(
-      "<text x=\"{}\" y=\"{}\" font-size=\"13\" text-anchor=\"middle\">max_batch_tokens m "
-      "(log2 scale)</text>\n"
-      "<text x=\"26\" y=\"{}\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 "
-      "26 {})\">bytes (log2 scale)</text>\n",
-      kPlotX + kPlotW / 2, kPlotY + kPlotH + 46, kPlotY + kPlotH / 2, kPlotY + kPlotH / 2);
+  out += line_plot_axis_titles("max_batch_tokens m (log2 scale)", "bytes (log2 scale)");
 
   // Lines: buffers first, then the total, then the arena dashed on top of it (the two differ
   // only by alignment padding, so the dashes are what tells them apart).

@@ -53,6 +53,15 @@ double mono_text_width(std::string_view text, double font_size) {
   return 0.6 * font_size * static_cast<double>(glyphs);
 }
 
+std::string line_plot_axis_titles(std::string_view x_title, std::string_view y_title) {
+  return fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"13\" text-anchor=\"middle\">{}</text>\n"
+      "<text x=\"26\" y=\"{}\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 "
+      "26 {})\">{}</text>\n",
+      kPlotX + kPlotW / 2, kPlotY + kPlotH + 46, x_title, kPlotY + kPlotH / 2, kPlotY + kPlotH / 2,
+      y_title);
+}
+
 std::string svg_open(double width, double height) {
   return fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" "

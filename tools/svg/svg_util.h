@@ -22,6 +22,10 @@ double mono_text_width(std::string_view text, double font_size);
 inline constexpr double kLinePlotWidth = 1100, kLinePlotHeight = 640;
 inline constexpr double kPlotX = 100, kPlotY = 96, kPlotW = 700, kPlotH = 460;
 
+// The axis titles of a line plot: `x_title` centred below the plot area, `y_title` rotated
+// at its left. Both are SVG text, escaped by the caller where needed.
+std::string line_plot_axis_titles(std::string_view x_title, std::string_view y_title);
+
 // The <svg> opening tag with a white background, and a fixed font stack.
 std::string svg_open(double width, double height);
 std::string svg_close();

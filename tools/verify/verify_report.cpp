@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/human_bytes.h"
+#include "common/report_header.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -34,12 +35,7 @@ std::string byte_range(const Finding& f) {
 }
 
 void print_header(std::FILE* out, const VerifyOutcome& o) {
-  fmt::print(out, "model:      {}\n", o.model);
-  fmt::print(out,
-             "run shape:  max_batch_tokens {}, max_seq_len {}, kv_block_size {}, "
-             "max_batch_size {}\n",
-             o.shape.max_batch_tokens, o.shape.max_seq_len, o.shape.kv_block_size,
-             o.shape.max_batch_size);
+  print_model_and_shape(out, o.model, o.shape);
   fmt::print(out, "target:     {}\n", describe_target(o.target));
   if (o.sizes_file) {
     fmt::print(out, "sizes:      {} (the file's sizing: {}; sub-layout parameters: {})\n",
