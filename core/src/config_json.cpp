@@ -136,8 +136,6 @@ json float_to_json(double value) {
 
 namespace {
 
-namespace detail = config_json_detail;
-
 // ---- JSON text with non-strict literals ----
 
 // The text handed to nlohmann, and for each of its bytes the offset in the original text
@@ -247,7 +245,7 @@ json parse_json_object(const std::string& text) {
     throw Error("malformed JSON: " + parser_detail(e.what()));
   }
   if (!root.is_object())
-    throw Error("expected a JSON object at the top level, got " + detail::show(root));
+    throw Error("expected a JSON object at the top level, got " + config_json_detail::show(root));
   return root;
 }
 
@@ -271,30 +269,32 @@ bool is_normalized_key(const std::string& key) {
 bool set_normalized_field(ModelConfig& c, const std::string& key, const json& value) {
   const std::string path = std::string(kConfigKey) + "." + key;
 #define BUFFERLAB_SET_INT(name, def) \
-  if (key == #name) return c.name = detail::read_uint(value, path), true;
+  if (key == #name) return c.name = config_json_detail::read_uint(value, path), true;
   BUFFERLAB_CONFIG_INT_FIELDS(BUFFERLAB_SET_INT)
 #undef BUFFERLAB_SET_INT
 #define BUFFERLAB_SET_BOOL(name, def) \
-  if (key == #name) return c.name = detail::read_bool(value, path), true;
+  if (key == #name) return c.name = config_json_detail::read_bool(value, path), true;
   BUFFERLAB_CONFIG_BOOL_FIELDS(BUFFERLAB_SET_BOOL)
 #undef BUFFERLAB_SET_BOOL
 #define BUFFERLAB_SET_FLOAT(name, def) \
-  if (key == #name) return c.name = detail::read_float(value, path), true;
+  if (key == #name) return c.name = config_json_detail::read_float(value, path), true;
   BUFFERLAB_CONFIG_FLOAT_FIELDS(BUFFERLAB_SET_FLOAT)
 #undef BUFFERLAB_SET_FLOAT
-  if (key == "scoring_func") return c.scoring_func = detail::read_string(value, path), true;
-  if (key == "layer_types") return c.layer_types = detail::read_layer_types(value, path), true;
+  if (key == "scoring_func")
+    return c.scoring_func = config_json_detail::read_string(value, path), true;
+  if (key == "layer_types")
+    return c.layer_types = config_json_detail::read_layer_types(value, path), true;
   if (key == "mlp_only_layers")
-    return c.mlp_only_layers = detail::read_uint_list(value, path), true;
+    return c.mlp_only_layers = config_json_detail::read_uint_list(value, path), true;
   if (key == "mrope_section")
-    return c.mrope_section = detail::read_mrope_section(value, path), true;
+    return c.mrope_section = config_json_detail::read_mrope_section(value, path), true;
   return false;
 }
 
 void check_normalized_version(const json& root) {
   const json& version = root.at(kVersionKey);
   if (version.is_number_unsigned() && version.get<uint64_t>() == kNormalizedConfigVersion) return;
-  throw Error(std::string(kVersionKey) + " = " + detail::show(version) +
+  throw Error(std::string(kVersionKey) + " = " + config_json_detail::show(version) +
               ": unsupported version of the normalized config (this build reads version " +
               std::to_string(kNormalizedConfigVersion) + ")");
 }
@@ -307,7 +307,7 @@ ModelConfig config_from_normalized_json(const json& root) {
                   kVersionKey + "\" and \"" + kConfigKey + "\")");
   const auto config = root.find(kConfigKey);
   if (config == root.end()) throw Error("normalized config without a \"config\" object");
-  if (!config->is_object()) detail::bad_value(kConfigKey, *config, "an object");
+  if (!config->is_object()) config_json_detail::bad_value(kConfigKey, *config, "an object");
   ModelConfig c;
   for (const auto& [key, value] : config->items()) {
     if (!is_normalized_key(key))
@@ -327,7 +327,7 @@ ModelConfig config_from_json_text(const std::string& text, const std::string& so
   try {
     const json root = parse_json_object(text);
     ModelConfig c = root.contains(kVersionKey) ? config_from_normalized_json(root)
-                                               : detail::config_from_hf_json(root);
+                                               : config_json_detail::config_from_hf_json(root);
     c.validate();
     return c;
   } catch (const Error& e) {
@@ -355,7 +355,7 @@ json to_normalized_json(const ModelConfig& c) {
   BUFFERLAB_CONFIG_INT_FIELDS(BUFFERLAB_WRITE_PLAIN)
   BUFFERLAB_CONFIG_BOOL_FIELDS(BUFFERLAB_WRITE_PLAIN)
 #undef BUFFERLAB_WRITE_PLAIN
-#define BUFFERLAB_WRITE_FLOAT(name, def) config[#name] = detail::float_to_json(c.name);
+#define BUFFERLAB_WRITE_FLOAT(name, def) config[#name] = config_json_detail::float_to_json(c.name);
   BUFFERLAB_CONFIG_FLOAT_FIELDS(BUFFERLAB_WRITE_FLOAT)
 #undef BUFFERLAB_WRITE_FLOAT
   config["scoring_func"] = c.scoring_func;

@@ -26,7 +26,7 @@ namespace {
 
 [[noreturn]] void reject(const std::string& message) { throw Error(message); }
 
-std::string field(const char* name, uint64_t value) {
+std::string field_text(const char* name, uint64_t value) {
   return std::string(name) + " = " + std::to_string(value);
 }
 
@@ -38,18 +38,18 @@ std::string float_text(double v) {
   return std::string(buf, result.ptr);
 }
 
-std::string field(const char* name, double value) {
+std::string field_text(const char* name, double value) {
   return std::string(name) + " = " + float_text(value);
 }
 
 void require_positive(const char* name, uint64_t value, const char* why) {
-  if (value == 0) reject(field(name, value) + ": " + why);
+  if (value == 0) reject(field_text(name, value) + ": " + why);
 }
 
 void require_multiple(const char* name, uint64_t value, const char* divisor_name,
                       uint64_t divisor) {
   if (value % divisor != 0)
-    reject(field(name, value) + " is not a multiple of " + field(divisor_name, divisor));
+    reject(field_text(name, value) + " is not a multiple of " + field_text(divisor_name, divisor));
 }
 
 void check_core_dimensions(const ModelConfig& c) {
@@ -76,27 +76,29 @@ void check_attention(const ModelConfig& c) {
 void check_moe(const ModelConfig& c) {
   if (c.num_experts == 0) {
     if (c.intermediate_size == 0)
-      reject(field("intermediate_size", c.intermediate_size) +
+      reject(field_text("intermediate_size", c.intermediate_size) +
              " on a dense model (num_experts = 0): the FFN must have a width");
     return;
   }
   if (c.moe_intermediate_size == 0 && c.intermediate_size == 0)
-    reject(field("moe_intermediate_size", c.moe_intermediate_size) + " and " +
-           field("intermediate_size", c.intermediate_size) + " with " +
-           field("num_experts", c.num_experts) + ": the experts must have a width");
+    reject(field_text("moe_intermediate_size", c.moe_intermediate_size) + " and " +
+           field_text("intermediate_size", c.intermediate_size) + " with " +
+           field_text("num_experts", c.num_experts) + ": the experts must have a width");
   if (c.num_experts_per_tok == 0)
-    reject(field("num_experts_per_tok", c.num_experts_per_tok) + " with " +
-           field("num_experts", c.num_experts) + ": a MoE layer selects at least one expert");
+    reject(field_text("num_experts_per_tok", c.num_experts_per_tok) + " with " +
+           field_text("num_experts", c.num_experts) + ": a MoE layer selects at least one expert");
   if (c.num_experts_per_tok > c.num_experts)
-    reject(field("num_experts_per_tok", c.num_experts_per_tok) + " exceeds " +
-           field("num_experts", c.num_experts));
+    reject(field_text("num_experts_per_tok", c.num_experts_per_tok) + " exceeds " +
+           field_text("num_experts", c.num_experts));
   require_positive("moe_layer_freq", c.moe_layer_freq, "layer i is MoE iff (i+1) % freq == 0");
 }
 
 // A head count and its head dim come together: one without the other is a half-set field.
 void require_pair(const char* count_name, uint64_t count, const char* dim_name, uint64_t dim) {
-  if (count > 0 && dim == 0) reject(field(dim_name, dim) + " with " + field(count_name, count));
-  if (dim > 0 && count == 0) reject(field(count_name, count) + " with " + field(dim_name, dim));
+  if (count > 0 && dim == 0)
+    reject(field_text(dim_name, dim) + " with " + field_text(count_name, count));
+  if (dim > 0 && count == 0)
+    reject(field_text(count_name, count) + " with " + field_text(dim_name, dim));
 }
 
 void check_gdn(const ModelConfig& c) {
@@ -104,11 +106,11 @@ void check_gdn(const ModelConfig& c) {
   require_pair("linear_num_key_heads", nk, "linear_key_head_dim", c.linear_key_head_dim);
   require_pair("linear_num_value_heads", nv, "linear_value_head_dim", c.linear_value_head_dim);
   if (nv > 0 && nk == 0)
-    reject(field("linear_num_key_heads", nk) + " with " + field("linear_num_value_heads", nv) +
-           ": GDN needs both head counts");
+    reject(field_text("linear_num_key_heads", nk) + " with " +
+           field_text("linear_num_value_heads", nv) + ": GDN needs both head counts");
   if (nk > 0 && nv == 0)
-    reject(field("linear_num_value_heads", nv) + " with " + field("linear_num_key_heads", nk) +
-           ": GDN needs both head counts");
+    reject(field_text("linear_num_value_heads", nv) + " with " +
+           field_text("linear_num_key_heads", nk) + ": GDN needs both head counts");
   if (nk == 0) return;
   require_multiple("linear_num_value_heads", nv, "linear_num_key_heads", nk);
   require_positive("linear_conv_kernel_dim", c.linear_conv_kernel_dim,
@@ -118,19 +120,19 @@ void check_gdn(const ModelConfig& c) {
 void check_mamba(const ModelConfig& c) {
   const uint64_t groups = c.n_groups > 0 ? c.n_groups : 1;
   if (c.mamba_num_heads % groups != 0)
-    reject(field("mamba_num_heads", c.mamba_num_heads) + " is not a multiple of " +
-           field("n_groups", c.n_groups));
+    reject(field_text("mamba_num_heads", c.mamba_num_heads) + " is not a multiple of " +
+           field_text("n_groups", c.n_groups));
   if (c.mamba_num_heads > 0)
     require_positive("conv_kernel", c.conv_kernel, "Mamba-2 layers run a causal convolution");
 }
 
 void check_mhc(const ModelConfig& c) {
   if (c.hc_lowrank > 0 && c.hc_mult == 0)
-    reject(field("hc_lowrank", c.hc_lowrank) + " with " + field("hc_mult", c.hc_mult) +
+    reject(field_text("hc_lowrank", c.hc_lowrank) + " with " + field_text("hc_mult", c.hc_mult) +
            ": the low-rank form needs hyper-connection streams");
   if (c.hc_mult > 0 && c.hc_sinkhorn_iters == 0)
-    reject(field("hc_sinkhorn_iters", c.hc_sinkhorn_iters) + " with " +
-           field("hc_mult", c.hc_mult) + ": Sinkhorn needs at least one iteration");
+    reject(field_text("hc_sinkhorn_iters", c.hc_sinkhorn_iters) + " with " +
+           field_text("hc_mult", c.hc_mult) + ": Sinkhorn needs at least one iteration");
 }
 
 void check_indexer(const ModelConfig& c) {
@@ -146,17 +148,18 @@ void check_scoring_func(const ModelConfig& c) {
 
 void require_eps(const char* name, double v) {
   if (std::isnan(v) || v < 0 || std::isinf(v))
-    reject(field(name, v) + ": an epsilon must be a finite number >= 0");
+    reject(field_text(name, v) + ": an epsilon must be a finite number >= 0");
 }
 
 void check_floats(const ModelConfig& c) {
   require_eps("rms_norm_eps", c.rms_norm_eps);
   require_eps("hc_eps", c.hc_eps);
   if (std::isnan(c.swiglu_limit) || c.swiglu_limit < 0)
-    reject(field("swiglu_limit", c.swiglu_limit) + ": must be >= 0 (0 or Infinity = no clamp)");
+    reject(field_text("swiglu_limit", c.swiglu_limit) +
+           ": must be >= 0 (0 or Infinity = no clamp)");
   const double s = c.routed_scaling_factor;
   if (std::isnan(s) || std::isinf(s) || s <= 0)
-    reject(field("routed_scaling_factor", s) + ": must be a finite number > 0");
+    reject(field_text("routed_scaling_factor", s) + ": must be a finite number > 0");
 }
 
 // The fields each explicit layer kind needs (a layer the buffers were not sized for).
@@ -175,7 +178,7 @@ void check_layer_lists(const ModelConfig& c) {
   const uint64_t n_types = c.layer_types.size();
   if (n_types > 0 && c.num_hidden_layers > 0 && n_types != c.num_hidden_layers)
     reject("layer_types has " + std::to_string(n_types) + " entries but " +
-           field("num_hidden_layers", c.num_hidden_layers));
+           field_text("num_hidden_layers", c.num_hidden_layers));
   for (uint64_t i = 0; i < n_types; ++i) check_layer_type_fields(c, i);
   const uint64_t n_layers = c.num_hidden_layers > 0 ? c.num_hidden_layers : n_types;
   for (uint64_t layer : c.mlp_only_layers)
@@ -196,7 +199,7 @@ void check_quantity(const char* name, Inputs inputs, Formula&& formula) {
   } catch (const OverflowError& e) {
     std::string values;
     for (const auto& [field_name, value] : inputs)
-      values += (values.empty() ? "" : ", ") + field(field_name, value);
+      values += (values.empty() ? "" : ", ") + field_text(field_name, value);
     reject(std::string(name) + " overflows 64 bits with " + values + " (" + e.what() + ")");
   }
 }

@@ -30,7 +30,7 @@ struct Element {
 // which moves a result by at most one ULP exactly at a tie; the ULP figure is a report, the
 // asserted bound is the |Δ| one. Out-of-range values saturate to ±Inf first (a double → float
 // conversion out of range is undefined behaviour).
-uint16_t bf16_of(double want) {
+uint16_t saturated_bf16_of(double want) {
   if (std::isfinite(want) && std::fabs(want) > FLT_MAX) want = std::copysign(INFINITY, want);
   return f32_to_bf16_bits(static_cast<float>(want));
 }
@@ -46,7 +46,7 @@ std::string disagreement(const Element& got, double want, double bound,
   const double diff = std::fabs(got.value - want);
   if (!(diff <= bound)) return fmt::format("|delta| {:.4g} > bound {:.4g}", diff, bound);
   if (got.bf16 && max_ulp) {
-    const uint32_t ulp = bf16_ulp_distance(*got.bf16, bf16_of(want));
+    const uint32_t ulp = bf16_ulp_distance(*got.bf16, saturated_bf16_of(want));
     if (ulp > *max_ulp) return fmt::format("{} BF16 ULP > bound {}", ulp, *max_ulp);
   }
   return "";
@@ -77,7 +77,8 @@ TensorComparison compare_elements(TensorComparison c, uint64_t n, std::span<cons
       err_sq += diff * diff;
       ref_sq += w * w;
       if (got.bf16)
-        c.max_ulp = std::max(c.max_ulp.value_or(0), bf16_ulp_distance(*got.bf16, bf16_of(w)));
+        c.max_ulp =
+            std::max(c.max_ulp.value_or(0), bf16_ulp_distance(*got.bf16, saturated_bf16_of(w)));
     }
     std::string why = disagreement(got, w, bound_of(i, w), c.tol.max_ulp);
     if (why.empty()) continue;

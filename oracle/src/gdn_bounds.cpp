@@ -34,7 +34,8 @@
 // the scalar factors multiplying the dot itself, the per-component ones the absolute sum.
 //
 // A stored BF16 value bf16(ŷ) against the faithful bf16(y), |ŷ − y| ≤ e: at most e + one BF16
-// ULP at |y| + e (half a ULP on each side; `stored`). FP32 stores are the computed values.
+// ULP at |y| + e (half a ULP on each side; stored_bf16, bounds.h). FP32 stores are the computed
+// values.
 //
 // Underflow (bounds.h's rule): every FP32 rounding whose result is subnormal errs by up to
 // 2^-150 absolutely, which no γ term covers (a final state near 7e-41 was judged against a
@@ -53,15 +54,13 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/gdn_stages.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle::gdn_detail {
 namespace {
 
-constexpr double kU64 = kFp64UnitRoundoff;
-constexpr double kSiluAbs = 0x1p-120;
-constexpr double kSiluLipschitz = 1.1;
-constexpr double kSigmoidAbs = 0x1p-126;  // σ below FLT_MIN (expf overflow) or flushed
-constexpr double kAlphaAbs = 0x1p-126;    // α subnormal (or flushed to zero on a device)
+// kU64, kSiluAbs, kSiluLipschitz, kSigmoidAbs: oracle_common.h.
+constexpr double kAlphaAbs = 0x1p-126;  // α subnormal (or flushed to zero on a device)
 // |softplus(x) − x| for x ≥ 20: log1p(e^-20) < 2.1e-9 (the backend's branch may differ from
 // the oracle's when x̂ and x straddle 20).
 constexpr double kSoftplusJump = 2.1e-9;
@@ -86,12 +85,6 @@ struct Model {
   double uf_exp() const { return 2.0 * exp_ulps; }
 };
 
-double stored(double y, double e) {
-  if (std::isnan(y)) return 0.0;  // NaN must meet NaN; the bound is not used
-  if (!std::isfinite(e) || !std::isfinite(y)) return INFINITY;
-  return e + bf16_ulp_at(std::fabs(y) + e);
-}
-
 // |silû(ŝ) − silu(s)| for |ŝ − s| ≤ e_s; the quotient (or the product by the reciprocal,
 // which is ≥ 1/2) is the one rounding that can underflow.
 double silu_error(double s, double e_s, const Model& m) {
@@ -108,18 +101,11 @@ double normalised_dot_error(double dot, double abs_dot, double ta, double tb, do
          (1.0 + s) * grow(grow(da, db), m.g(static_cast<double>(kd))) * abs_dot;
 }
 
-double dot(const double* a, const double* b, uint64_t n) {
-  double s = 0.0;
-  for (uint64_t j = 0; j < n; ++j) s += a[j] * b[j];
-  return s;
-}
 double abs_dot(const double* a, const double* b, uint64_t n) {
   double s = 0.0;
   for (uint64_t j = 0; j < n; ++j) s += std::fabs(a[j] * b[j]);
   return s;
 }
-
-uint64_t key_head(const GdnGeometry& g, uint64_t v) { return v / (g.nv / g.nk); }
 
 }  // namespace
 
@@ -281,7 +267,7 @@ void solve_bound(const RegionSolve& s, const double* x, const double* b, uint64_
     for (uint64_t i = 0; i < n; ++i) top = std::max(top, e0[i * cols + col]);
     for (uint64_t i = 0; i < n; ++i) {
       const double e = e0[i * cols + col] + (top > 0.0 ? tail * top : 0.0);
-      out[i * cols + col] = stored(x[i * cols + col], e);
+      out[i * cols + col] = stored_bf16(x[i * cols + col], e);
     }
   }
 }
@@ -413,7 +399,8 @@ StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double>
       for (uint64_t c = 0; c < grid.cps; ++c) {
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c);
         const double* S = pass.S.data() + reg * kd * vd;
-        for (uint64_t e = 0; e < kd * vd; ++e) r.S.bound[reg * kd * vd + e] = stored(S[e], E[e]);
+        for (uint64_t e = 0; e < kd * vd; ++e)
+          r.S.bound[reg * kd * vd + e] = stored_bf16(S[e], E[e]);
         const double* Wr = W.data() + reg * kChunk * kd;
         const double* Ur = U.data() + reg * kChunk * vd;
         for (uint64_t i = 0; i < n; ++i) {
@@ -430,7 +417,7 @@ StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double>
           for (uint64_t col = 0; col < vd; ++col) {
             const uint64_t e = reg * kChunk * vd + i * vd + col;
             const double e_uc = eW[col] + g_uc * (std::fabs(Ur[i * vd + col]) + mag[col]);
-            r.uc.bound[e] = stored(pass.uc[e], fp32_bound(e_uc, static_cast<double>(kd)));
+            r.uc.bound[e] = stored_bf16(pass.uc[e], fp32_bound(e_uc, static_cast<double>(kd)));
           }
         }
         // The carry's companion.
@@ -542,7 +529,7 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
           const double gs = m.g(static_cast<double>(i) + 1.0);
           const uint64_t row = grid.token(b, c, i) * nv * vd + v * vd;
           for (uint64_t col = 0; col < vd; ++col)
-            r.bound[row + col] = stored(
+            r.bound[row + col] = stored_bf16(
                 out[row + col], (1.0 + gs) * err[col] + gs * mag[col] + fp32_underflow(uf[col]));
         }
       }
@@ -653,7 +640,7 @@ RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<con
           }
           const double e = Fq * q2 * eps[col] + (Fq - 1.0) * (ao + q1 * eps[col]) +
                            fp32_underflow(2.0 * as + kdd);
-          r.o.bound[row + col] = stored(o, e);
+          r.o.bound[row + col] = stored_bf16(o, e);
         }
       }
       for (uint64_t j = 0; j < kd; ++j)
@@ -698,8 +685,9 @@ StageBounds gated_norm_bounds(const GdnDims& d, std::span<const double> core,
         const double zs = orw > 0.0 ? 2.0 * std::fabs(normed[e]) / orw : 0.0;
         const double F = std::max(1.0, std::fabs(o[j])) * std::max(1.0, rr) *
                          std::max(1.0, std::fabs(w)) * std::max(1.0, zs);
-        r.bound[e] = stored(normed[e], rel * std::fabs(normed[e]) + orw * kSiluAbs * (1.0 + rel) +
-                                           fp32_underflow(4.0 * F));
+        r.bound[e] =
+            stored_bf16(normed[e], rel * std::fabs(normed[e]) + orw * kSiluAbs * (1.0 + rel) +
+                                       fp32_underflow(4.0 * F));
       }
     }
   r.formula = fmt::format(

@@ -7,17 +7,13 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/oracle/pool_placement.h"
 #include "harness_io.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
 
 using detail::read_back;
 using detail::upload_exact;
-
-template <class T>
-void append(std::vector<T>& to, const std::vector<T>& part) {
-  to.insert(to.end(), part.begin(), part.end());
-}
 
 }  // namespace
 

@@ -29,17 +29,22 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/seeded_random.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-
-// Distinct streams of the seed for each tensor, so adding one tensor never shifts another.
-enum Stream : uint64_t { kQkvz = 1, kConvW, kConvState, kState, kBa, kGateParams, kNormW, kKeys };
-SplitMix64 rng_for(uint64_t seed, Stream s) { return SplitMix64(seed * 0x100000001B3ull + s); }
-
-uint16_t bf16(double x) { return f32_to_bf16_bits(static_cast<float>(x)); }
+// Distinct streams of the seed for each tensor (rng_for: oracle_common.h).
+enum class GdnStream : uint64_t {
+  kQkvz = 1,
+  kConvW,
+  kConvState,
+  kState,
+  kBa,
+  kGateParams,
+  kNormW,
+  kKeys
+};
 
 void require(bool ok, const std::string& why) {
   if (!ok) throw Error("GDN inputs: " + why);
@@ -48,7 +53,7 @@ void require(bool ok, const std::string& why) {
 // The shared direction of each key head (parallel_keys), or empty.
 std::vector<double> key_directions(const GdnDims& d, uint64_t seed, const GdnInputProfile& p) {
   if (!p.parallel_keys) return {};
-  SplitMix64 rng = rng_for(seed, kKeys);
+  SplitMix64 rng = rng_for(seed, GdnStream::kKeys);
   std::vector<double> s(mul(d.geom.nk, d.geom.kd));
   for (double& x : s) x = rng.normalish();
   return s;
@@ -87,27 +92,27 @@ GdnInputs generate_gdn_inputs(const GdnDims& d, uint64_t seed, const GdnInputPro
     return x;
   };
   GdnInputs in;
-  SplitMix64 qkvz = rng_for(seed, kQkvz);
+  SplitMix64 qkvz = rng_for(seed, GdnStream::kQkvz);
   in.deint.resize(mul(rows, g.qkvz));
   for (uint64_t t = 0; t < rows; ++t)
-    for (uint64_t c = 0; c < g.qkvz; ++c) in.deint[t * g.qkvz + c] = bf16(value(qkvz, c));
+    for (uint64_t c = 0; c < g.qkvz; ++c) in.deint[t * g.qkvz + c] = bf16_of(value(qkvz, c));
 
-  SplitMix64 w = rng_for(seed, kConvW);
+  SplitMix64 w = rng_for(seed, GdnStream::kConvW);
   in.conv_w.resize(mul(C, K));
-  for (uint16_t& x : in.conv_w) x = bf16(w.normalish() / std::sqrt(static_cast<double>(K)));
+  for (uint16_t& x : in.conv_w) x = bf16_of(w.normalish() / std::sqrt(static_cast<double>(K)));
 
-  SplitMix64 cs = rng_for(seed, kConvState);
+  SplitMix64 cs = rng_for(seed, GdnStream::kConvState);
   in.conv_state.assign(mul(mul(d.sequences, C), K - 1), 0);
   if (!p.zero_state)
     for (uint64_t i = 0; i < in.conv_state.size(); ++i)
-      in.conv_state[i] = bf16(value(cs, (i / (K - 1)) % C));
+      in.conv_state[i] = bf16_of(value(cs, (i / (K - 1)) % C));
 
-  SplitMix64 st = rng_for(seed, kState);
+  SplitMix64 st = rng_for(seed, GdnStream::kState);
   in.state.assign(mul(mul(d.sequences, nv), g.kd * g.vd), 0.0f);
   if (!p.zero_state)
     for (float& x : in.state) x = static_cast<float>(0.1 * st.normalish());
 
-  SplitMix64 gp = rng_for(seed, kGateParams);
+  SplitMix64 gp = rng_for(seed, GdnStream::kGateParams);
   in.a_log.resize(nv);
   in.dt_bias.resize(nv);
   for (uint64_t v = 0; v < nv; ++v) {
@@ -126,7 +131,7 @@ GdnInputs generate_gdn_inputs(const GdnDims& d, uint64_t seed, const GdnInputPro
         break;
     }
   }
-  SplitMix64 ba = rng_for(seed, kBa);
+  SplitMix64 ba = rng_for(seed, GdnStream::kBa);
   in.ba.resize(mul(rows, 2 * nv));
   for (uint64_t t = 0; t < rows; ++t)
     for (uint64_t v = 0; v < nv; ++v) {
@@ -135,20 +140,20 @@ GdnInputs generate_gdn_inputs(const GdnDims& d, uint64_t seed, const GdnInputPro
                        : p.beta == GdnGateRegime::near_zero ? -12.0 + 0.5 * nb
                                                             : 12.0 + 0.5 * nb;
       const double a = p.alpha == GdnGateRegime::near_one ? 0.05 * na : 1.5 * na;
-      in.ba[t * 2 * nv + v] = bf16(b);
-      in.ba[t * 2 * nv + nv + v] = bf16(a);
+      in.ba[t * 2 * nv + v] = bf16_of(b);
+      in.ba[t * 2 * nv + nv + v] = bf16_of(a);
     }
 
-  SplitMix64 nw = rng_for(seed, kNormW);
+  SplitMix64 nw = rng_for(seed, GdnStream::kNormW);
   in.norm_w.resize(g.vd);
-  for (uint16_t& x : in.norm_w) x = bf16(1.0 + 0.25 * nw.normalish());
+  for (uint16_t& x : in.norm_w) x = bf16_of(1.0 + 0.25 * nw.normalish());
   return in;
 }
 
 namespace {
 
 template <class T>
-std::vector<T> slice(const std::vector<T>& v, uint64_t first, uint64_t count) {
+std::vector<T> sub_vector(const std::vector<T>& v, uint64_t first, uint64_t count) {
   return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(first),
                         v.begin() + static_cast<std::ptrdiff_t>(first + count));
 }
@@ -169,11 +174,11 @@ GdnInputs gdn_sequence(const GdnDims& d, const GdnInputs& in, uint64_t b) {
   require(b < d.sequences, fmt::format("sequence {} of {}", b, d.sequences));
   const GdnGeometry& g = d.geom;
   GdnInputs out = in;
-  out.deint = slice(in.deint, b * d.L * g.qkvz, d.L * g.qkvz);
-  out.ba = slice(in.ba, b * d.L * 2 * g.nv, d.L * 2 * g.nv);
+  out.deint = sub_vector(in.deint, b * d.L * g.qkvz, d.L * g.qkvz);
+  out.ba = sub_vector(in.ba, b * d.L * 2 * g.nv, d.L * 2 * g.nv);
   const uint64_t tail = g.conv_dim * (g.kernel - 1), state = g.nv * g.kd * g.vd;
-  out.conv_state = slice(in.conv_state, b * tail, tail);
-  out.state = slice(in.state, b * state, state);
+  out.conv_state = sub_vector(in.conv_state, b * tail, tail);
+  out.state = sub_vector(in.state, b * state, state);
   return out;
 }
 
@@ -186,8 +191,8 @@ GdnInputs gdn_token_range(const GdnDims& d, const GdnInputs& in, uint64_t t0, ui
   require(conv_state.size() == g.conv_dim * (g.kernel - 1), "carried conv tail size");
   require(state.size() == g.nv * g.kd * g.vd, "carried state size");
   GdnInputs out = in;
-  out.deint = slice(in.deint, t0 * g.qkvz, (t1 - t0) * g.qkvz);
-  out.ba = slice(in.ba, t0 * 2 * g.nv, (t1 - t0) * 2 * g.nv);
+  out.deint = sub_vector(in.deint, t0 * g.qkvz, (t1 - t0) * g.qkvz);
+  out.ba = sub_vector(in.ba, t0 * 2 * g.nv, (t1 - t0) * 2 * g.nv);
   out.conv_state.assign(conv_state.begin(), conv_state.end());
   out.state.assign(state.begin(), state.end());
   return out;

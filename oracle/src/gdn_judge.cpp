@@ -12,16 +12,15 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounded_compare.h"
 #include "bufferlab/oracle/gdn_stages.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 
-using namespace gdn_detail;
-
+namespace gdn_detail {
 namespace {
 
-// Names the first bad element of a [rows, cols] comparison in the call's coordinates.
-using Where = std::function<std::string(uint64_t row, uint64_t col)>;
-
+// Names the first bad element of a [rows, cols] comparison in the call's coordinates (Where,
+// located: oracle_common.h).
 struct Coordinates {
   GdnGeometry g;
   ChunkGrid grid;
@@ -88,11 +87,6 @@ struct Coordinates {
   }
 };
 
-TensorComparison at(TensorComparison c, const Where& where) {
-  if (c.first_bad) c.first_bad->reason += " at (" + where(c.first_bad->row, c.first_bad->col) + ")";
-  return c;
-}
-
 // Valid rows of the region arrays (rows past a partial chunk's end are checked on their own).
 std::vector<uint8_t> valid_rows(const ChunkGrid& grid, uint64_t width) {
   std::vector<uint8_t> mask(grid.regions() * kChunk * width, 0);
@@ -112,17 +106,17 @@ class Judge {
             uint64_t cols, const StageBounds& b, const Where& where,
             std::span<const uint8_t> mask = {}) {
     record(name, widen_bf16_bits(got), want, b.bound, mask);
-    r_.checks.push_back(at(compare_bf16_bounded(std::move(name), got, want, cols,
-                                                ElementBounds{b.bound, mask, b.formula}),
-                           where));
+    r_.checks.push_back(located(compare_bf16_bounded(std::move(name), got, want, cols,
+                                                     ElementBounds{b.bound, mask, b.formula}),
+                                where));
   }
   void f32(std::string name, std::span<const float> got, const std::vector<double>& want,
            uint64_t cols, const StageBounds& b, const Where& where,
            std::span<const uint8_t> mask = {}) {
     record(name, widen_f32(got), want, b.bound, mask);
-    r_.checks.push_back(at(compare_f32_bounded(std::move(name), got, want, cols,
-                                               ElementBounds{b.bound, mask, b.formula}),
-                           where));
+    r_.checks.push_back(located(compare_f32_bounded(std::move(name), got, want, cols,
+                                                    ElementBounds{b.bound, mask, b.formula}),
+                                where));
   }
   // What a stage read equals what the previous stage stored, bit for bit (NaN meets NaN).
   template <class T>
@@ -131,11 +125,11 @@ class Judge {
     Tolerance exact;
     exact.formula = "exact: the stage reads what the previous stage stored";
     if constexpr (sizeof(T) == 2)
-      r_.checks.push_back(
-          at(compare_bf16(std::move(name), read, widen_bf16_bits(stored), cols, exact), where));
+      r_.checks.push_back(located(
+          compare_bf16(std::move(name), read, widen_bf16_bits(stored), cols, exact), where));
     else
       r_.checks.push_back(
-          at(compare_f32(std::move(name), read, widen_f32(stored), cols, exact), where));
+          located(compare_f32(std::move(name), read, widen_f32(stored), cols, exact), where));
   }
   void push(TensorComparison c) { r_.checks.push_back(std::move(c)); }
 
@@ -231,10 +225,6 @@ void require_run(const GdnPlan& p, const GdnRun& run) {
   require_size("run gc", run.gc.size(), mul(regions, kChunk));
 }
 
-}  // namespace
-
-namespace {
-
 // conv1d and its tail, from the uploaded inputs.
 void judge_conv(const GdnDims& d, const GdnInputs& in, const GdnRun& run, const BoundModel& bm,
                 Judge& j) {
@@ -245,8 +235,8 @@ void judge_conv(const GdnDims& d, const GdnInputs& in, const GdnRun& run, const 
         conv_bounds(d, in.deint, in.conv_w, in.conv_state, conv, bm), xy.conv());
   Tolerance exact;
   exact.formula = "exact: the last K-1 BF16 inputs of each sequence";
-  j.push(at(compare_bf16("conv tail state", run.conv_state, conv.tail, g.kernel - 1, exact),
-            xy.conv_tail()));
+  j.push(located(compare_bf16("conv tail state", run.conv_state, conv.tail, g.kernel - 1, exact),
+                 xy.conv_tail()));
 }
 
 // gates, from the uploaded ba, A_log, dt_bias.
@@ -326,9 +316,11 @@ void judge_norm(const GdnDims& d, const GdnInputs& in, const GdnRun& run, const 
 }
 
 }  // namespace
+}  // namespace gdn_detail
 
 void judge_gdn_stage(GdnStageGroup stage, const GdnDims& dims, const GdnInputs& in,
                      const GdnRun& run, const BoundModel& bm, AgreementReport& r) {
+  using namespace gdn_detail;
   Judge j(r, nullptr);
   switch (stage) {
     case GdnStageGroup::conv:
@@ -345,6 +337,7 @@ void judge_gdn_stage(GdnStageGroup stage, const GdnDims& dims, const GdnInputs& 
 AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun& run,
                           const std::string& backend, uint64_t seed, const BoundModel& bm,
                           std::vector<GdnCheckSlack>* slack) {
+  using namespace gdn_detail;
   const GdnDims& d = plan.dims;
   const GdnGeometry& g = d.geom;
   require_run(plan, run);
@@ -371,27 +364,15 @@ AgreementReport judge_gdn(const GdnPlan& plan, const GdnInputs& in, const GdnRun
   return r;
 }
 
-namespace {
-
-std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-// BF16 bits of values rounded to BF16 (round_bf16 first: no double rounding through FP32).
-std::vector<uint16_t> to_bf16(const std::vector<double>& v) {
-  std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    out[i] = f32_to_bf16_bits(static_cast<float>(round_bf16(v[i])));
-  return out;
-}
-
-}  // namespace
-
 GdnRun oracle_gdn_run(const GdnPlan& plan, const GdnInputs& in) {
+  using namespace gdn_detail;
   const GdnDims& d = plan.dims;
   GdnRun r;
   r.path = plan.path;
   r.state_in = in.state;
   const ConvRef conv = conv_stage(d, in.deint, in.conv_w, in.conv_state);
   r.conv = to_f32(conv.out);
-  r.conv_state = to_bf16(conv.tail);
+  r.conv_state = to_bf16_bits(conv.tail);
   r.gates = to_f32(gates_stage(d, in.ba, in.a_log, in.dt_bias));
   const std::vector<double> s_conv = widen_f32(r.conv), s_gates = widen_f32(r.gates);
   const std::vector<double> state_in = widen_f32(in.state);
@@ -400,25 +381,25 @@ GdnRun oracle_gdn_run(const GdnPlan& plan, const GdnInputs& in) {
     r.gc = to_f32(gc_stage(d, s_gates));
     const std::vector<double> gc = widen_f32(r.gc);
     const Wu wu = wu_stage(d, qk, s_conv, s_gates, gc);
-    r.W = to_bf16(wu.W);
-    r.U = to_bf16(wu.U);
+    r.W = to_bf16_bits(wu.W);
+    r.U = to_bf16_bits(wu.U);
     const StatePass pass = state_stage(d, qk, widen_bf16_bits(r.W), widen_bf16_bits(r.U), gc,
                                        state_in, Carry::own_rounded);
-    r.S = to_bf16(pass.S);
-    r.uc = to_bf16(pass.uc);
+    r.S = to_bf16_bits(pass.S);
+    r.uc = to_bf16_bits(pass.uc);
     r.state = to_f32(pass.state);
     r.W_before_state = r.W;
     r.U_before_state = r.U;
     r.gc_before_state = r.gc_before_output = r.gc;
     r.S_before_output = r.S;
     r.uc_before_output = r.uc;
-    r.core = to_bf16(output_stage(d, qk, widen_bf16_bits(r.S), widen_bf16_bits(r.uc), gc));
+    r.core = to_bf16_bits(output_stage(d, qk, widen_bf16_bits(r.S), widen_bf16_bits(r.uc), gc));
   } else {
     const Recurrence rec = recurrence_stage(d, qk, s_conv, s_gates, state_in);
-    r.core = to_bf16(rec.o);
+    r.core = to_bf16_bits(rec.o);
     r.state = to_f32(rec.state);
   }
-  r.normed = to_bf16(gated_norm_stage(d, widen_bf16_bits(r.core), in.deint, in.norm_w));
+  r.normed = to_bf16_bits(gated_norm_stage(d, widen_bf16_bits(r.core), in.deint, in.norm_w));
   return r;
 }
 

@@ -6,19 +6,20 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/gdn_stages.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 
-using namespace gdn_detail;
-
 GdnCoreResult gdn_recurrence_fp64(const GdnDims& dims, std::span<const double> conv,
                                   std::span<const double> gates, std::span<const double> state) {
+  using namespace gdn_detail;
   Recurrence r = recurrence_stage(dims, normalise_qk(dims, conv), conv, gates, state);
   return {std::move(r.o), std::move(r.state)};
 }
 
 GdnCoreResult gdn_chunked_fp64(const GdnDims& dims, std::span<const double> conv,
                                std::span<const double> gates, std::span<const double> state) {
+  using namespace gdn_detail;
   const Qk qk = normalise_qk(dims, conv);
   const std::vector<double> gc = gc_stage(dims, gates);
   const Wu wu = wu_stage(dims, qk, conv, gates, gc);
@@ -31,6 +32,7 @@ GdnCoreResult gdn_chunked_fp64(const GdnDims& dims, std::span<const double> conv
 // output — and keeps FP64 elsewhere: the FP32 stores (conv, gates, gc, the state) are not
 // rounded, so the faithful-vs-exact report measures the BF16 stores alone.
 GdnReference gdn_reference(const GdnDims& dims, const GdnInputs& in, Mode mode) {
+  using namespace gdn_detail;
   GdnReference r;
   ConvRef conv = conv_stage(dims, in.deint, in.conv_w, in.conv_state);
   r.conv = std::move(conv.out);

@@ -10,6 +10,7 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle::gdn_detail {
 
@@ -17,8 +18,6 @@ void require_size(const char* what, uint64_t got, uint64_t want) {
   if (got != want)
     throw Error(fmt::format("GDN oracle: {} holds {} elements, expected {}", what, got, want));
 }
-
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 
 std::vector<double> widen_f32(std::span<const float> v) { return {v.begin(), v.end()}; }
 
@@ -28,13 +27,6 @@ std::vector<double> widen_bf16_bits(std::span<const uint16_t> v) {
   return out;
 }
 
-std::vector<double> rounded_bf16(std::vector<double> v) {
-  for (double& x : v) x = round_bf16(x);
-  return v;
-}
-
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double silu(double x) { return x / (1.0 + std::exp(-x)); }
 double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
 double log_alpha(double a) {
   return std::log(std::max(a, static_cast<double>(kGdnAlphaFloor)));  // NaN stays NaN
@@ -45,19 +37,11 @@ ChunkGrid::ChunkGrid(const GdnDims& d)
 
 namespace {
 
-double dot(const double* a, const double* b, uint64_t n) {
-  double s = 0.0;
-  for (uint64_t j = 0; j < n; ++j) s += a[j] * b[j];
-  return s;
-}
-
 // Column offsets of the Q, K, V blocks of a conv row (ops/gdn.h layouts).
 struct ConvCols {
   uint64_t k0, v0;
   explicit ConvCols(const GdnGeometry& g) : k0(g.nk * g.kd), v0(2 * g.nk * g.kd) {}
 };
-
-uint64_t key_head(const GdnGeometry& g, uint64_t v) { return v / (g.nv / g.nk); }
 
 }  // namespace
 

@@ -31,14 +31,13 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/mamba2_stages.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle::mamba2_detail {
 namespace {
 
 constexpr double kLog1pUlps = 2.0;
 constexpr double kExpUnderflowAbs = 0x1p-126;
-constexpr double kSiluAbs = 0x1p-120;
-constexpr double kSiluLipschitz = 1.1;
 // softplus(x) − x = log1p(e^−x) ≤ log1p(e^−20) < 2.1e-9 at the threshold: the two branches
 // of softplus meet within it, so x and x̂ landing on different sides of 20 cost at most that.
 constexpr double kSoftplusBranchGap = 2.1e-9;
@@ -47,18 +46,9 @@ constexpr double kSoftplusBranchGap = 2.1e-9;
 // meaningless for huge |arg| — dt up to 1e9 — and E = 0 there anyway).
 constexpr double kExpNegligibleArg = -110.0;
 
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-double bf16_value(uint16_t b) { return static_cast<double>(bf16_bits_to_f32(b)); }
-double silu_rel(const BoundModel& bm) { return gamma(2.0 * bm.exp_ulps + 3.0, bm.fp32_u); }
-
 }  // namespace
 
 double sum_u(const BoundModel& bm) { return std::max(bm.gemm_u, bm.fp32_u); }
-
-double stored_bf16(double y, double e) {
-  if (!std::isfinite(e) || !std::isfinite(y)) return std::isnan(y) ? 0.0 : INFINITY;
-  return e + bf16_ulp_at(std::fabs(y) + e);
-}
 
 // --- exp factors -------------------------------------------------------------------------------
 //

@@ -7,6 +7,7 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/oracle/pool_placement.h"
 #include "harness_io.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -14,15 +15,8 @@ namespace {
 using detail::read_back;
 using detail::upload_exact;
 
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-
 template <class T>
-void append(std::vector<T>& to, const std::vector<T>& part) {
-  to.insert(to.end(), part.begin(), part.end());
-}
-
-template <class T>
-std::vector<T> slice(const std::vector<T>& v, uint64_t index, uint64_t size) {
+std::vector<T> host_part(const std::vector<T>& v, uint64_t index, uint64_t size) {
   if (v.size() < (index + 1) * size)
     throw Error(fmt::format("run_ssd: a host copy of {} elements has no part {} of {}", v.size(),
                             index, size));
@@ -140,7 +134,7 @@ Mamba2Run run_mamba2(Backend& backend, const Workspace& ws, const Mamba2Plan& pl
     upload_exact(backend, ws, w.D, in.D, "D");
     const uint64_t per = plan.chunk.front().state.elements();
     for (uint64_t b = 0; b < d.sequences; ++b)
-      upload_exact(backend, ws, plan.chunk[3 * b].state, slice(in.state, b, per), "state");
+      upload_exact(backend, ws, plan.chunk[3 * b].state, host_part(in.state, b, per), "state");
   } else {
     const Mamba2RecurrentOp& r = plan.recurrent;
     upload_exact(backend, ws, r.a_log, in.a_log, "a_log");

@@ -26,11 +26,13 @@
 #include "bufferlab/oracle/mamba2.h"
 #include "bufferlab/oracle/mamba2_stages.h"
 #include "bufferlab/oracle/seeded_random.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-enum Stream : uint64_t {
+// Distinct streams of the seed for each tensor (rng_for: oracle_common.h).
+enum class Mamba2Stream : uint64_t {
   kZ = 1,
   kX,
   kBC,
@@ -44,10 +46,6 @@ enum Stream : uint64_t {
   kTail,
   kState
 };
-SplitMix64 rng_for(uint64_t seed, Stream s) { return SplitMix64(seed * 0x100000001B3ull + s); }
-
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-uint16_t bf16(double v) { return f32_to_bf16_bits(static_cast<float>(v)); }
 
 constexpr double kLn05 = -0.69314718055994530942, kLn8 = 2.07944154167983592825;
 
@@ -102,26 +100,29 @@ Mamba2Inputs generate_mamba2_inputs(const Mamba2Dims& dims, uint64_t seed,
   const uint64_t rows = dims.rows(), K = g.kernel;
   Mamba2Inputs in;
   in.zxbcdt.assign(mul(rows, g.in_proj), 0);
-  SplitMix64 z_rng = rng_for(seed, kZ), x_rng = rng_for(seed, kX), bc_rng = rng_for(seed, kBC);
-  SplitMix64 raw_rng = rng_for(seed, kDtRaw);
+  SplitMix64 z_rng = rng_for(seed, Mamba2Stream::kZ), x_rng = rng_for(seed, Mamba2Stream::kX),
+             bc_rng = rng_for(seed, Mamba2Stream::kBC);
+  SplitMix64 raw_rng = rng_for(seed, Mamba2Stream::kDtRaw);
   const DtRange dr = dt_range(p.dt);
   for (uint64_t r = 0; r < rows; ++r) {
     uint16_t* row = in.zxbcdt.data() + r * g.in_proj;
-    for (uint64_t c = 0; c < g.d_inner; ++c) row[c] = bf16(z_rng.normalish());
+    for (uint64_t c = 0; c < g.d_inner; ++c) row[c] = bf16_of(z_rng.normalish());
     for (uint64_t c = 0; c < g.d_inner; ++c)
-      row[g.d_inner + c] = bf16(x_rng.normalish() * p.x_scale);
-    for (uint64_t c = g.d_inner; c < g.d_xbc; ++c) row[g.d_inner + c] = bf16(bc_rng.normalish());
+      row[g.d_inner + c] = bf16_of(x_rng.normalish() * p.x_scale);
+    for (uint64_t c = g.d_inner; c < g.d_xbc; ++c) row[g.d_inner + c] = bf16_of(bc_rng.normalish());
     for (uint64_t h = 0; h < g.H; ++h)
-      row[g.d_inner + g.d_xbc + h] = bf16(raw_rng.normalish() * dr.raw_scale);
+      row[g.d_inner + g.d_xbc + h] = bf16_of(raw_rng.normalish() * dr.raw_scale);
   }
   const double w_scale = 1.0 / std::sqrt(static_cast<double>(K));
-  SplitMix64 w_rng = rng_for(seed, kConvW), b_rng = rng_for(seed, kConvB);
+  SplitMix64 w_rng = rng_for(seed, Mamba2Stream::kConvW),
+             b_rng = rng_for(seed, Mamba2Stream::kConvB);
   in.conv_w.resize(mul(g.d_xbc, K));
-  for (uint16_t& w : in.conv_w) w = bf16(w_rng.normalish() * w_scale);
+  for (uint16_t& w : in.conv_w) w = bf16_of(w_rng.normalish() * w_scale);
   in.conv_b.resize(g.d_xbc);
-  for (uint16_t& b : in.conv_b) b = bf16(b_rng.normalish() * 0.1);
-  SplitMix64 a_rng = rng_for(seed, kALog), bias_rng = rng_for(seed, kDtBias),
-             d_rng = rng_for(seed, kD);
+  for (uint16_t& b : in.conv_b) b = bf16_of(b_rng.normalish() * 0.1);
+  SplitMix64 a_rng = rng_for(seed, Mamba2Stream::kALog),
+             bias_rng = rng_for(seed, Mamba2Stream::kDtBias),
+             d_rng = rng_for(seed, Mamba2Stream::kD);
   in.a_log.resize(g.H);
   in.dt_bias.resize(g.H);
   in.D.resize(g.H);
@@ -134,16 +135,17 @@ Mamba2Inputs generate_mamba2_inputs(const Mamba2Dims& dims, uint64_t seed,
     in.a_log[0] = static_cast<float>(kLn8);
     in.dt_bias[0] = static_cast<float>(dr.bias_hi);
   }
-  SplitMix64 n_rng = rng_for(seed, kNormW);
+  SplitMix64 n_rng = rng_for(seed, Mamba2Stream::kNormW);
   in.norm_w.resize(g.d_inner);
-  for (uint16_t& w : in.norm_w) w = bf16(1.0 + 0.25 * n_rng.normalish());
+  for (uint16_t& w : in.norm_w) w = bf16_of(1.0 + 0.25 * n_rng.normalish());
   in.conv_state.assign(mul(mul(dims.sequences, g.d_xbc), K - 1), 0);
   in.state.assign(mul(mul(dims.sequences, g.H), mul(g.P, g.N)), 0.0f);
   if (!p.zero_state) {
-    SplitMix64 t_rng = rng_for(seed, kTail), s_rng = rng_for(seed, kState);
+    SplitMix64 t_rng = rng_for(seed, Mamba2Stream::kTail),
+               s_rng = rng_for(seed, Mamba2Stream::kState);
     for (uint64_t i = 0; i < in.conv_state.size(); ++i) {
       const uint64_t channel = (i / (K - 1)) % g.d_xbc;
-      in.conv_state[i] = bf16(t_rng.normalish() * (channel < g.d_inner ? p.x_scale : 1.0));
+      in.conv_state[i] = bf16_of(t_rng.normalish() * (channel < g.d_inner ? p.x_scale : 1.0));
     }
     for (float& s : in.state) s = static_cast<float>(s_rng.normalish() * 0.1);
   }

@@ -16,30 +16,12 @@
 #include "bufferlab/oracle/bounded_compare.h"
 #include "bufferlab/oracle/mamba2_stages.h"
 #include "bufferlab/oracle/mhc.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 
-using namespace mamba2_detail;
-
+namespace mamba2_detail {
 namespace {
-
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-
-std::vector<double> rounded(std::vector<double> v) {
-  for (double& x : v) x = round_bf16(x);
-  return v;
-}
-
-std::vector<uint16_t> bf16_bits(const std::vector<double>& v) {
-  std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    out[i] = f32_to_bf16_bits(static_cast<float>(round_bf16(v[i])));
-  return out;
-}
-
-std::vector<float> f32(const std::vector<double>& v) {
-  return std::vector<float>(v.begin(), v.end());
-}
 
 template <class T>
 std::vector<T> part(const std::vector<T>& v, uint64_t index, uint64_t size) {
@@ -50,21 +32,9 @@ std::vector<T> part(const std::vector<T>& v, uint64_t index, uint64_t size) {
                         v.begin() + static_cast<std::ptrdiff_t>((index + 1) * size));
 }
 
-template <class T>
-void append(std::vector<T>& to, const std::vector<T>& from) {
-  to.insert(to.end(), from.begin(), from.end());
-}
-
 std::vector<double> stored_bounds(const std::vector<double>& value, std::vector<double> e) {
   for (size_t i = 0; i < e.size(); ++i) e[i] = stored_bf16(value[i], e[i]);
   return e;
-}
-
-// Names the first bad element's coordinates (token, head, dim, ...) in its reason.
-using Where = std::function<std::string(uint64_t row, uint64_t col)>;
-TensorComparison located(TensorComparison c, const Where& where) {
-  if (c.first_bad) c.first_bad->reason += " at (" + where(c.first_bad->row, c.first_bad->col) + ")";
-  return c;
 }
 
 // Coordinate namers for the layouts the judge compares in.
@@ -121,16 +91,6 @@ struct Coords {
     };
   }
 };
-
-TensorComparison property(std::string name, uint64_t rows, uint64_t cols, std::string formula) {
-  TensorComparison c;
-  c.name = std::move(name);
-  c.dtype = "f32";
-  c.rows = rows;
-  c.cols = cols;
-  c.tol.formula = std::move(formula);
-  return c;
-}
 
 void fail(TensorComparison& c, uint64_t row, uint64_t col, float got, std::string reason) {
   ++c.failures;
@@ -270,7 +230,7 @@ void judge_chunked(const Mamba2Dims& d, const Mamba2Inputs& in, const Mamba2Run&
     CoreBounds cbnd;
     const Mamba2CoreResult core =
         scan_fp64(one, ScanInputs{xb, dt_r, da_r, cb_r, D, st_r}, &bm, &cbnd);
-    const std::vector<double> y = rounded(core.y);
+    const std::vector<double> y = rounded_bf16(core.y);
     append(y_want, y);
     append(y_bound, stored_bounds(core.y, cbnd.y));
     append(st_want, core.state);
@@ -320,7 +280,7 @@ void judge_recurrent(const Mamba2Dims& d, const Mamba2Run& run, std::span<const 
     const Mamba2CoreResult core =
         recurrence_fp64(one, part(xbc, b, xrows), dt_rows.subspan(b * drows, drows), A, D,
                         part(state_in, b, PN), &bm, dt_err.subspan(b * drows, drows), &cbnd);
-    append(y_want, rounded(core.y));
+    append(y_want, rounded_bf16(core.y));
     append(y_bound, stored_bounds(core.y, cbnd.y));
     append(st_want, core.state);
     append(st_bound, cbnd.state);
@@ -340,7 +300,7 @@ void judge_conv(const Mamba2Dims& d, const Mamba2Inputs& in, const Mamba2Run& ru
   const Coords at{d, chunks_of(d.L)};
   const ConvResult conv = conv_fp64(d, in, /*with_terms=*/true);
   r.checks.push_back(
-      located(compare_bf16_bounded("conv1d (xBC)", run.xbc, rounded(conv.out), g.d_xbc,
+      located(compare_bf16_bounded("conv1d (xBC)", run.xbc, rounded_bf16(conv.out), g.d_xbc,
                                    {conv_bounds(conv, bm, g.kernel), {}, conv_bounds_formula()}),
               at.xbc()));
   r.checks.push_back(
@@ -370,15 +330,17 @@ void judge_norm(const Mamba2Dims& d, const Mamba2Inputs& in, const Mamba2Run& ru
   r.checks.push_back(located(
       compare_bf16_bounded(
           "gated norm (norm_output)", run.normed,
-          rounded(gated_norm_fp64(d, y, in.zxbcdt, in.norm_w)), d.geom.d_inner,
+          rounded_bf16(gated_norm_fp64(d, y, in.zxbcdt, in.norm_w)), d.geom.d_inner,
           {gated_norm_bounds(d, y, in.zxbcdt, in.norm_w, bm), {}, gated_norm_bounds_formula()}),
       at.inner()));
 }
 
 }  // namespace
+}  // namespace mamba2_detail
 
 void judge_mamba2_stage(Mamba2StageGroup stage, const Mamba2Dims& dims, const Mamba2Inputs& in,
                         const Mamba2Run& run, const BoundModel& bm, AgreementReport& r) {
+  using namespace mamba2_detail;
   switch (stage) {
     case Mamba2StageGroup::conv:
       return judge_conv(dims, in, run, bm, r);
@@ -391,6 +353,7 @@ void judge_mamba2_stage(Mamba2StageGroup stage, const Mamba2Dims& dims, const Ma
 
 AgreementReport judge_mamba2(const Mamba2Plan& plan, const Mamba2Inputs& in, const Mamba2Run& run,
                              const std::string& backend, uint64_t seed, const BoundModel& bm) {
+  using namespace mamba2_detail;
   const Mamba2Dims& d = plan.dims;
   const Mamba2Geometry& g = d.geom;
   require_run(plan, run);
@@ -410,6 +373,7 @@ AgreementReport judge_mamba2(const Mamba2Plan& plan, const Mamba2Inputs& in, con
 }
 
 Mamba2Run perfect_mamba2_run(const Mamba2Plan& plan, const Mamba2Inputs& in) {
+  using namespace mamba2_detail;
   const Mamba2Dims& d = plan.dims;
   const Mamba2Geometry& g = d.geom;
   Mamba2Dims one = d;
@@ -418,8 +382,8 @@ Mamba2Run perfect_mamba2_run(const Mamba2Plan& plan, const Mamba2Inputs& in) {
   Mamba2Run run;
   run.path = plan.path;
   const ConvResult conv = conv_fp64(d, in);
-  run.xbc = bf16_bits(conv.out);
-  run.conv_state = bf16_bits(conv.tail);
+  run.xbc = to_bf16_bits(conv.out);
+  run.conv_state = to_bf16_bits(conv.tail);
   const std::vector<double> xbc = widen_bf16(run.xbc);
   const std::vector<double> dt = dt_fp64(d, dt_argument(d, in.zxbcdt, in.dt_bias));
   const std::vector<double> A = a_fp64(in.a_log), D = widen(in.D);
@@ -431,24 +395,24 @@ Mamba2Run perfect_mamba2_run(const Mamba2Plan& plan, const Mamba2Inputs& in) {
     Mamba2CoreResult core;
     if (plan.path == Mamba2Path::chunked) {
       Mamba2Run::Sequence s;
-      s.dt = f32(dt_to_chunks(one, dtb));
-      s.da = f32(cumsum_fp64(one, widen(s.dt), A));
-      s.cb = f32(bmm_fp64(one, xb));
+      s.dt = to_f32(dt_to_chunks(one, dtb));
+      s.da = to_f32(cumsum_fp64(one, widen(s.dt), A));
+      s.cb = to_f32(bmm_fp64(one, xb));
       s.dt_before_scan = s.dt;
       s.da_before_scan = s.da;
       s.cb_before_scan = s.cb;
       s.state_in = st;
       core = scan_fp64(one, ScanInputs{xb, widen(s.dt), widen(s.da), widen(s.cb), D, widen(st)});
-      s.state = f32(core.state);
+      s.state = to_f32(core.state);
       run.sequences.push_back(std::move(s));
     } else {
       core = recurrence_fp64(one, xb, dtb, A, D, widen(st));
     }
     append(y, core.y);
-    append(run.state, f32(core.state));
+    append(run.state, to_f32(core.state));
   }
-  run.y = bf16_bits(y);
-  run.normed = bf16_bits(gated_norm_fp64(d, widen_bf16(run.y), in.zxbcdt, in.norm_w));
+  run.y = to_bf16_bits(y);
+  run.normed = to_bf16_bits(gated_norm_fp64(d, widen_bf16(run.y), in.zxbcdt, in.norm_w));
   return run;
 }
 

@@ -10,28 +10,19 @@
 #include "bufferlab/oracle/mamba2.h"
 #include "bufferlab/oracle/mamba2_stages.h"
 #include "bufferlab/oracle/mhc.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 
-using namespace mamba2_detail;
-
+namespace mamba2_detail {
 namespace {
 
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-
-std::vector<double> rounded(std::vector<double> v) {
-  for (double& x : v) x = round_bf16(x);
-  return v;
-}
-
 template <class T>
-std::span<const T> slice(const std::vector<T>& v, uint64_t index, uint64_t size) {
+std::span<const T> part_view(const std::vector<T>& v, uint64_t index, uint64_t size) {
   return std::span<const T>(v).subspan(index * size, size);
 }
 
 }  // namespace
-
-namespace mamba2_detail {
 
 // h_t = exp(dt_t·A)·h_(t−1) + dt_t·x_t·B_tᵀ, y_t = h_t·C_t + D·x_t per head; with bounds, the
 // companion recursion derived in mamba2_bounds.cpp ("recurrence").
@@ -116,6 +107,7 @@ Mamba2CoreResult recurrence_fp64(const Mamba2Dims& dims, std::span<const double>
 Mamba2CoreResult mamba2_recurrence_fp64(const Mamba2Dims& dims, std::span<const double> xbc,
                                         std::span<const double> dt, std::span<const double> A,
                                         std::span<const double> D, std::span<const double> state) {
+  using namespace mamba2_detail;
   return recurrence_fp64(dims, xbc, dt, A, D, state);
 }
 
@@ -123,6 +115,7 @@ Mamba2CoreResult mamba2_recurrence_fp64(const Mamba2Dims& dims, std::span<const 
 Mamba2CoreResult mamba2_chunked_fp64(const Mamba2Dims& dims, std::span<const double> xbc,
                                      std::span<const double> dt, std::span<const double> A,
                                      std::span<const double> D, std::span<const double> state) {
+  using namespace mamba2_detail;
   const std::vector<double> dt_chunks = dt_to_chunks(dims, dt);
   const std::vector<double> da = cumsum_fp64(dims, dt_chunks, A);
   const std::vector<double> cb = bmm_fp64(dims, xbc);
@@ -130,6 +123,7 @@ Mamba2CoreResult mamba2_chunked_fp64(const Mamba2Dims& dims, std::span<const dou
 }
 
 Mamba2Reference mamba2_reference(const Mamba2Dims& dims, const Mamba2Inputs& in, Mode mode) {
+  using namespace mamba2_detail;
   const Mamba2Geometry& g = dims.geom;
   const bool faithful = mode == Mode::faithful;
   require_size("a_log", in.a_log.size(), g.H);
@@ -137,7 +131,7 @@ Mamba2Reference mamba2_reference(const Mamba2Dims& dims, const Mamba2Inputs& in,
   require_size("state", in.state.size(), mul(dims.sequences, mul(g.H, mul(g.P, g.N))));
   Mamba2Reference ref;
   ConvResult conv = conv_fp64(dims, in);
-  ref.xbc = faithful ? rounded(std::move(conv.out)) : std::move(conv.out);
+  ref.xbc = faithful ? rounded_bf16(std::move(conv.out)) : std::move(conv.out);
   ref.conv_state = std::move(conv.tail);
   ref.dt = dt_fp64(dims, dt_argument(dims, in.zxbcdt, in.dt_bias));
   const std::vector<double> A = a_fp64(in.a_log), D = widen(in.D), state = widen(in.state);
@@ -147,17 +141,17 @@ Mamba2Reference mamba2_reference(const Mamba2Dims& dims, const Mamba2Inputs& in,
   ref.state.reserve(state.size());
   const uint64_t PN = mul(g.H, mul(g.P, g.N));
   for (uint64_t b = 0; b < dims.sequences; ++b) {
-    const auto xbc = slice(ref.xbc, b, mul(dims.L, g.d_xbc));
-    const auto dt = slice(ref.dt, b, mul(dims.L, g.H));
-    const auto st = slice(state, b, PN);
+    const auto xbc = part_view(ref.xbc, b, mul(dims.L, g.d_xbc));
+    const auto dt = part_view(ref.dt, b, mul(dims.L, g.H));
+    const auto st = part_view(state, b, PN);
     const Mamba2CoreResult core = faithful ? mamba2_chunked_fp64(one, xbc, dt, A, D, st)
                                            : mamba2_recurrence_fp64(one, xbc, dt, A, D, st);
     ref.y.insert(ref.y.end(), core.y.begin(), core.y.end());
     ref.state.insert(ref.state.end(), core.state.begin(), core.state.end());
   }
-  if (faithful) ref.y = rounded(std::move(ref.y));
+  if (faithful) ref.y = rounded_bf16(std::move(ref.y));
   ref.normed = gated_norm_fp64(dims, ref.y, in.zxbcdt, in.norm_w);
-  if (faithful) ref.normed = rounded(std::move(ref.normed));
+  if (faithful) ref.normed = rounded_bf16(std::move(ref.normed));
   return ref;
 }
 

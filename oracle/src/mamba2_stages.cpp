@@ -11,15 +11,9 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/mamba2_stages.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle::mamba2_detail {
-namespace {
-
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-double bf16_value(uint16_t b) { return static_cast<double>(bf16_bits_to_f32(b)); }
-
-}  // namespace
-
 uint64_t chunks_of(uint64_t L) { return cdiv(L, kChunk); }
 
 void require_size(const char* what, uint64_t got, uint64_t want) {

@@ -38,26 +38,15 @@
 
 namespace bufferlab::oracle {
 
-using namespace mhc_detail;
-
 namespace {
 
-constexpr double kU64 = kFp64UnitRoundoff;
+// kU64, kSigmoidAbs, kSiluAbs, kSiluLipschitz, silu_rel, dot_error: oracle_common.h.
 constexpr double kBf16Unit = kBf16UnitRoundoff;
-constexpr double kSigmoidAbs = 0x1p-126;
-constexpr double kSiluAbs = 0x1p-120;
-constexpr double kSiluLipschitz = 1.1;
 constexpr double kSigmoidLipschitz = 0.25;
 // The oracle's own FP64 evaluation of any chain here: a few dozen roundings at most, relative.
 constexpr double kOracleRel = 64.0 * kU64;
 
 double sigma_rel(const BoundModel& bm) { return gamma(2.0 * bm.exp_ulps + 2.0, bm.fp32_u); }
-double silu_rel(const BoundModel& bm) { return gamma(2.0 * bm.exp_ulps + 3.0, bm.fp32_u); }
-
-double stored_bf16(double y, double e) {
-  if (!std::isfinite(e) || !std::isfinite(y)) return std::isnan(y) ? 0.0 : INFINITY;
-  return e + bf16_ulp_at(std::fabs(y) + e);
-}
 
 // |σ̂(ẑ) − σ(z)| for |ẑ − z| ≤ e_z: the Lipschitz step, σ's rounding at the perturbed point,
 // the overflow branch, the underflow of the quotient (bounds.h: one rounding, 2^-150).
@@ -374,13 +363,8 @@ std::vector<double> abs_products(uint64_t rows, uint64_t ins, uint64_t outs,
   return out;
 }
 
-// The dot-product error of a backend accumulating K terms with roundoff u, plus the oracle's.
-double dot_error(double abs_sum, uint64_t K, double u) {
-  const double k = static_cast<double>(K);
-  return (gamma(k, u) + gamma(k, kU64)) * abs_sum + k * kUnderflowPerOp;
-}
-
-double finish(double value, double e, MhcLowRankPath path) {
+// The bound of a value with error e as `path` stores it: BF16 on the slab path, else FP32.
+double stored_on_path(double value, double e, MhcLowRankPath path) {
   return path == MhcLowRankPath::slab ? stored_bf16(value, e) : e;
 }
 
@@ -426,7 +410,7 @@ MhcStageBounds mhc_lowrank_norm_bounds(const MhcLowRankDims& d, std::span<const 
   b.bound.resize(normed.size());
   for (uint64_t k = 0; k < normed.size(); ++k) {
     const double n = normed[k];
-    b.bound[k] = finish(n, norm_error(n, norm_w[k % W], d.h, bm.fp32_u), path);
+    b.bound[k] = stored_on_path(n, norm_error(n, norm_w[k % W], d.h, bm.fp32_u), path);
   }
   b.formula = fmt::format("gamma_(h+10)(u)*|n| (h = {}){}", d.h,
                           path == MhcLowRankPath::slab ? " + ulp_bf16" : "");
@@ -452,8 +436,8 @@ MhcStageBounds mhc_lowrank_down_bounds(const MhcLowRankDims& d, std::span<const 
       for (uint64_t c = 0; c < W; ++c) v += w_down[k * W + c] * normed[t * W + c];
       const double e_g = scaled_error(v, dot_error(abs[t * d.r + k], W, u), d.hc, bm.fp32_u);
       const double g1 = v / static_cast<double>(d.hc);
-      b.bound[t * d.r + k] =
-          finish(silu(g1), silu_error(g1, e_g, bm) + kOracleRel * std::fabs(silu(g1)), path);
+      b.bound[t * d.r + k] = stored_on_path(
+          silu(g1), silu_error(g1, e_g, bm) + kOracleRel * std::fabs(silu(g1)), path);
     }
   b.formula = fmt::format(
       "silu' <= 1.1 on (gamma_K(u)*sum|W_down*n|)/hc, K = {}, + gamma_(2*exp_ulps+3) silu{}", W,

@@ -1,6 +1,7 @@
 // The mHC ops on a backend, through the core interface only.
 #include "bufferlab/oracle/mhc_harness.h"
 #include "harness_io.h"
+#include "oracle_common.h"
 
 #include <fmt/format.h>
 
@@ -19,11 +20,6 @@ namespace {
 using detail::grow_to_hold;
 using detail::read_back;
 using detail::upload_exact;
-
-template <class T>
-void append(std::vector<T>& to, const std::vector<T>& part) {
-  to.insert(to.end(), part.begin(), part.end());
-}
 
 void append_scratch(Backend& b, const Workspace& ws, const TensorRef& t, MhcScratch& to) {
   if (t.dtype == DType::bf16)

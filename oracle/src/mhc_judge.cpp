@@ -13,8 +13,6 @@
 
 namespace bufferlab::oracle {
 
-using namespace mhc_detail;
-
 namespace {
 
 constexpr double kFp32U = kFp32UnitRoundoff;
@@ -34,16 +32,6 @@ TensorComparison at(TensorComparison c, const char* outer_name, uint64_t inner,
 }
 
 // A property check with no element-wise oracle value: failures are added one by one.
-TensorComparison property(std::string name, uint64_t rows, uint64_t cols, std::string formula) {
-  TensorComparison c;
-  c.name = std::move(name);
-  c.dtype = "f32";
-  c.rows = rows;
-  c.cols = cols;
-  c.tol.formula = std::move(formula);
-  return c;
-}
-
 void fail(TensorComparison& c, uint64_t row, uint64_t col, double got, double want, uint64_t bits,
           std::string reason) {
   ++c.failures;
@@ -251,11 +239,6 @@ AgreementReport judge_mhc_expand(const MhcExpandOp& op, std::span<const uint16_t
 // --- low-rank ---------------------------------------------------------------------------------
 namespace {
 
-std::vector<double> rounded(std::vector<double> v) {
-  for (double& x : v) x = round_bf16(x);
-  return v;
-}
-
 // A stored scratch tensor against oracle values under per-element bounds.
 TensorComparison scratch_check(std::string name, const MhcScratch& got,
                                const std::vector<double>& want, uint64_t cols,
@@ -293,7 +276,7 @@ AgreementReport judge_mhc_lowrank(const MhcLowRankRun& run, const MhcLowRankInpu
   const std::vector<double> w_down = slab ? widen_bf16(sw.w_down) : widen(in.weights.w_down);
   const std::vector<double> w_inject = slab ? widen_bf16(sw.w_inject) : widen(in.weights.w_inject);
   const std::vector<double> w_up = slab ? widen_bf16(sw.w_up) : widen(in.weights.w_up);
-  auto stored = [&](std::vector<double> v) { return slab ? rounded(std::move(v)) : v; };
+  auto stored = [&](std::vector<double> v) { return slab ? rounded_bf16(std::move(v)) : v; };
   const MhcLowRankPath path = run.path;
 
   // norm, on the streams it read.
@@ -343,11 +326,11 @@ AgreementReport judge_mhc_lowrank(const MhcLowRankRun& run, const MhcLowRankInpu
     r.checks.push_back(
         intact("hc_low intact (collapse input)", run.down.low, run.collapse.low, d.r));
     const MhcStageBounds cb = mhc_lowrank_split_collapse_bounds(d, cn, cl, w_up, bm);
-    r.checks.push_back(
-        at(compare_bf16_bounded("norm_output (collapse)", run.collapse.block_in,
-                                rounded(mhc_lowrank_collapse(d, cn, mhc_lowrank_up(d, cl, w_up))),
-                                d.h, bounds_of(cb.bound, cb.formula)),
-           "dim", 0, ""));
+    r.checks.push_back(at(
+        compare_bf16_bounded("norm_output (collapse)", run.collapse.block_in,
+                             rounded_bf16(mhc_lowrank_collapse(d, cn, mhc_lowrank_up(d, cl, w_up))),
+                             d.h, bounds_of(cb.bound, cb.formula)),
+        "dim", 0, ""));
   } else {
     const std::vector<double> cu = run.collapse.up_pre.values();
     const std::vector<double> ci = run.collapse.inj_pre.values();
@@ -357,7 +340,7 @@ AgreementReport judge_mhc_lowrank(const MhcLowRankRun& run, const MhcLowRankInpu
                               run.collapse.inj_pre, d.hc));
     const MhcStageBounds cb = mhc_lowrank_slab_collapse_bounds(d, cn, cu, bm);
     r.checks.push_back(at(compare_bf16_bounded("norm_output (collapse)", run.collapse.block_in,
-                                               rounded(mhc_lowrank_collapse(d, cn, cu)), d.h,
+                                               rounded_bf16(mhc_lowrank_collapse(d, cn, cu)), d.h,
                                                bounds_of(cb.bound, cb.formula)),
                           "dim", 0, ""));
     const MhcStageBounds pb = mhc_lowrank_slab_post_bounds(d, ci, bm);

@@ -10,8 +10,6 @@
 
 namespace bufferlab::oracle {
 
-using namespace mhc_detail;
-
 namespace {
 
 std::string describe(const MhcLowRankDims& d) {
@@ -30,11 +28,6 @@ std::vector<double> gemm_rows(uint64_t rows, uint64_t ins, uint64_t outs,
       out[t * outs + o] = s;
     }
   return out;
-}
-
-std::vector<double> rounded(std::vector<double> v) {
-  for (double& x : v) x = round_bf16(x);
-  return v;
 }
 
 std::vector<double> bf16_rounded(std::span<const float> v) {
@@ -153,7 +146,7 @@ MhcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t 
   if (hc == 0 || h == 0 || r == 0) throw Error(describe(d) + ": hc, h and r must be positive");
   // The slab path stores BF16 intermediates (rounded in faithful mode) and reads BF16 weights.
   const bool store_bf16 = slab_precision && mode == Mode::faithful;
-  auto stored = [&](std::vector<double> v) { return store_bf16 ? rounded(std::move(v)) : v; };
+  auto stored = [&](std::vector<double> v) { return store_bf16 ? rounded_bf16(std::move(v)) : v; };
   auto weight = [&](const std::vector<float>& v) {
     return slab_precision ? bf16_rounded(v) : widen(v);
   };
@@ -164,7 +157,7 @@ MhcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t 
   ref.inj_pre = stored(mhc_lowrank_inject(d, ref.normed, weight(w.w_inject)));
   ref.up_pre = stored(mhc_lowrank_up(d, ref.low, weight(w.w_up)));
   ref.block_in = mhc_lowrank_collapse(d, ref.normed, ref.up_pre);
-  if (mode == Mode::faithful) ref.block_in = rounded(std::move(ref.block_in));
+  if (mode == Mode::faithful) ref.block_in = rounded_bf16(std::move(ref.block_in));
   ref.post = mhc_lowrank_post(d, ref.inj_pre);
   return ref;
 }

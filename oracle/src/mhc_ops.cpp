@@ -16,15 +16,6 @@
 
 namespace bufferlab::oracle {
 
-namespace mhc_detail {
-
-void require_size(const std::string& params, const char* what, uint64_t got, uint64_t want) {
-  if (got != want)
-    throw Error(fmt::format("{}: {} holds {} elements, the op needs {}", params, what, got, want));
-}
-
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-
 bool all_finite(const float* x, uint64_t n) {
   for (uint64_t k = 0; k < n; ++k)
     if (!std::isfinite(x[k])) return false;
@@ -36,16 +27,6 @@ double rms_factor(const float* x, uint64_t n, double eps) {
   for (uint64_t k = 0; k < n; ++k) sum_sq += static_cast<double>(x[k]) * x[k];
   return 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps);
 }
-
-double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
-
-double silu(double z) { return z / (1.0 + std::exp(-z)); }
-
-double bf16_value(uint16_t bits) { return bf16_bits_to_f32(bits); }
-
-}  // namespace mhc_detail
-
-using namespace mhc_detail;
 
 namespace {
 

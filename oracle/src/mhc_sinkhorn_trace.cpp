@@ -108,7 +108,7 @@ void check_common(uint64_t hc, uint64_t iters, const char* iters_option, double 
     throw Error("--eps = " + num(eps) + ": must be a finite number >= 0");
 }
 
-void check_range(double range) {
+void check_trace_range(double range) {
   if (!std::isfinite(range) || range <= 0)
     throw Error("--range = " + num(range) + ": must be a finite number > 0");
 }
@@ -165,7 +165,7 @@ std::vector<double> SinkhornStepper::result() const {
 double SinkhornStepper::row_error() const { return max_row_sum_error(result(), hc_); }
 
 void check_sinkhorn_options(const SinkhornTraceOptions& o) {
-  check_range(o.range);
+  check_trace_range(o.range);
   check_common(o.hc, o.iters, "--iters", o.eps);
   if (o.cases == 0 || o.cases > kMaxTraceCases)
     throw Error(range_error("--cases", o.cases, kMaxTraceCases));
@@ -230,7 +230,7 @@ void check_frontier_options(const FrontierOptions& o) {
   if (o.ranges.empty() || o.eps.empty() || o.targets.empty())
     throw Error("the frontier needs at least one range, one eps and one target");
   for (double e : o.eps) check_common(o.hc, o.max_iters, "--iters", e);
-  for (double r : o.ranges) check_range(r);
+  for (double r : o.ranges) check_trace_range(r);
   if (o.cases == 0 || o.cases > kMaxFrontierCases)
     throw Error(range_error("--cases", o.cases, kMaxFrontierCases));
   for (double t : o.targets)

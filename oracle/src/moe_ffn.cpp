@@ -25,22 +25,14 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-constexpr double kF64U = kFp64UnitRoundoff;
-// sup |silu'(z)| = 1.0998... (at z ≈ 2.40): silu is 1.1-Lipschitz.
-constexpr double kSiluLipschitz = 1.1;
+// kSiluLipschitz, silu, silu_rel, dot_error, require_size: oracle_common.h.
 // Below −88.72, expf(−g) overflows to +Inf and FP32 silu(g) becomes −0.
 constexpr double kExpOverflowArg = -88.0;
-
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-
-void require_size(const std::string& params, const char* what, uint64_t got, uint64_t want) {
-  if (got != want)
-    throw Error(fmt::format("{}: {} holds {} elements, the op needs {}", params, what, got, want));
-}
 
 std::vector<double> to_f64(std::span<const uint16_t> bits) {
   std::vector<double> v(bits.size());
@@ -52,7 +44,7 @@ struct Dot {
   double sum = 0.0;
   double abs = 0.0;  // Σ|x_k·w_k|
 };
-Dot dot(const double* x, const double* w, uint64_t K) {
+Dot dot_terms(const double* x, const double* w, uint64_t K) {
   Dot d;
   for (uint64_t k = 0; k < K; ++k) {
     const double p = x[k] * w[k];
@@ -67,20 +59,6 @@ double stored(double y, double e) {
   if (!std::isfinite(e) || !std::isfinite(y)) return INFINITY;
   return e + bf16_ulp_at(std::fabs(y) + e);
 }
-
-// The dot-product error of a backend accumulating K terms with roundoff u, plus the oracle's.
-double dot_error(const Dot& d, uint64_t K, double u) {
-  const double k = static_cast<double>(K);
-  return (gamma(k, u) + gamma(k, kF64U)) * d.abs + k * kUnderflowPerOp;
-}
-
-double silu(double g) { return g / (1.0 + std::exp(-g)); }
-
-// Relative error of the FP32 silu(g) = g / (1 + expf(−g)) (or g · (1 / (1 + expf(−g)))):
-// expf errs by exp_ulps FP32 ULPs ≤ 2·exp_ulps·u relative; 1 + ê keeps that relative error
-// (ê ≥ 0: |ê − e| ≤ c·e ≤ c·(1 + e)) and adds one rounding; the division (or reciprocal and
-// product) at most two: k = 2·exp_ulps + 3 factors (1 + δ).
-double silu_rel(const BoundModel& bm) { return gamma(2.0 * bm.exp_ulps + 3.0, bm.fp32_u); }
 
 double finish(Mode mode, double y) { return mode == Mode::faithful ? round_bf16(y) : y; }
 
@@ -111,10 +89,10 @@ OpReference expert_gemm_f64(const MoeExpertGemmOp& op, const std::vector<double>
     if (order[s] < 0) continue;
     const double* x = input.data() + (down ? s : static_cast<uint64_t>(order[s])) * K;
     for (uint64_t n = 0; n < N; ++n) {
-      const Dot p = dot(x, w.data() + (ids[s] * N + n) * K, K);
+      const Dot p = dot_terms(x, w.data() + (ids[s] * N + n) * K, K);
       const uint64_t i = s * N + n;
       r.value[i] = finish(mode, p.sum);
-      r.bound[i] = stored(p.sum, dot_error(p, K, bm.gemm_u));
+      r.bound[i] = stored(p.sum, dot_error(p.abs, K, bm.gemm_u));
       r.mask[i] = 1;
     }
   }
@@ -130,7 +108,7 @@ OpReference swiglu_f64(const SwigluOp& op, const std::vector<double>& g,
                        const std::vector<double>& u, Mode mode, const BoundModel& bm) {
   const uint64_t n = mul(op.shape().rows, op.shape().width);
   OpReference r = blank(n, op.shape().width, false);
-  const double rel = gamma(2.0 * bm.exp_ulps + 4.0, bm.fp32_u) + gamma(6.0, kF64U);
+  const double rel = gamma(2.0 * bm.exp_ulps + 4.0, bm.fp32_u) + gamma(6.0, kU64);
   r.formula =
       fmt::format("gamma_(2*exp_ulps+4)(u)*|y| (= {:.3g}|y|) + 2^-148 + ulp_bf16(|y|+e)", rel);
   const double limit = static_cast<float>(op.limit);
@@ -161,7 +139,7 @@ OpReference combine_f64(const MoeCombineOp& op, std::span<const uint32_t> ids,
   const uint64_t D = d.width, k = d.top_k;
   OpReference r = blank(mul(d.rows, D), D, false);
   const double kk = static_cast<double>(k);
-  const double rel = gamma(kk, bm.fp32_u) + gamma(kk, kF64U);
+  const double rel = gamma(kk, bm.fp32_u) + gamma(kk, kU64);
   r.formula = fmt::format(
       "gamma_top_k(u)*sum_j|w_j*v_j| + top_k*2^-149 + ulp_bf16(|y|+e); "
       "top_k={}, u={:.3g}",
@@ -304,8 +282,8 @@ OpReference gemm(const GemmOp& op, const GemmInputs& in, Mode mode, const BoundM
   r.formula += fmt::format("; K={}, gemm u={:.3g}", d.K, bm.gemm_u);
   for (uint64_t t = 0; t < d.rows; ++t) {
     for (uint64_t n = 0; n < d.N; ++n) {
-      const Dot a = dot(x.data() + t * d.K, w.data() + n * d.K, d.K);
-      const double ea = dot_error(a, d.K, bm.gemm_u);
+      const Dot a = dot_terms(x.data() + t * d.K, w.data() + n * d.K, d.K);
+      const double ea = dot_error(a.abs, d.K, bm.gemm_u);
       const uint64_t i = t * d.N + n;
       double y = a.sum, e = ea;
       if (epi == GemmEpilogue::accumulate) {
@@ -315,7 +293,7 @@ OpReference gemm(const GemmOp& op, const GemmInputs& in, Mode mode, const BoundM
         const double s = silu(a.sum);
         y = s * old[i];
         e = std::fabs(old[i]) * (kSiluLipschitz * ea * (1.0 + es) + es * std::fabs(s)) * (1.0 + u) +
-            (u + gamma(6.0, kF64U)) * std::fabs(y) +
+            (u + gamma(6.0, kU64)) * std::fabs(y) +
             std::max(2.0, std::fabs(old[i]) + 1.0) * kUnderflowPerOp;
         if (a.sum - ea < kExpOverflowArg) e += std::fabs(y);
       }
@@ -342,10 +320,10 @@ OpReference lm_head(const LmHeadOp& op, const LmHeadInputs& in, Mode mode, const
     if (src >= d.rows)
       throw Error(fmt::format("{}: logits row {} reads input row {} of {}", p, row, src, d.rows));
     for (uint64_t v = 0; v < d.vocab; ++v) {
-      const Dot a = dot(x.data() + src * d.hidden, w.data() + v * d.hidden, d.hidden);
+      const Dot a = dot_terms(x.data() + src * d.hidden, w.data() + v * d.hidden, d.hidden);
       const uint64_t i = row * d.vocab + v;
       r.value[i] = finish(mode, a.sum);
-      r.bound[i] = stored(a.sum, dot_error(a, d.hidden, bm.gemm_u));
+      r.bound[i] = stored(a.sum, dot_error(a.abs, d.hidden, bm.gemm_u));
     }
   }
   return r;

@@ -75,8 +75,8 @@ Coordinates lm_head_coordinates(const LmHeadOp& op) {
   };
 }
 
-AgreementReport header(const std::string& op, const std::string& params, const std::string& be,
-                       uint64_t seed) {
+AgreementReport empty_report(const std::string& op, const std::string& params,
+                             const std::string& be, uint64_t seed) {
   return AgreementReport{op, params, be, seed, {}, {}};
 }
 
@@ -114,7 +114,7 @@ void add_combine(AgreementReport& r, const MoeCombineOp& op, const CombineRun& r
 
 AgreementReport judge_moe_gather(const MoeGatherOp& op, const GatherRun& run, uint64_t zero_experts,
                                  const std::string& backend, uint64_t seed) {
-  AgreementReport r = header(op.name(), op.params(), backend, seed);
+  AgreementReport r = empty_report(op.name(), op.params(), backend, seed);
   add_gather(r, op, run, zero_experts);
   return r;
 }
@@ -122,28 +122,28 @@ AgreementReport judge_moe_gather(const MoeGatherOp& op, const GatherRun& run, ui
 AgreementReport judge_moe_expert_gemm(const MoeExpertGemmOp& op, const ExpertGemmRun& run,
                                       uint64_t zero_experts, const std::string& backend,
                                       uint64_t seed, const BoundModel& bm) {
-  AgreementReport r = header(op.name(), op.params(), backend, seed);
+  AgreementReport r = empty_report(op.name(), op.params(), backend, seed);
   add_expert(r, op, run, zero_experts, bm);
   return r;
 }
 
 AgreementReport judge_swiglu(const SwigluOp& op, const SwigluRun& run, const std::string& backend,
                              uint64_t seed, const BoundModel& bm) {
-  AgreementReport r = header(op.name(), op.params(), backend, seed);
+  AgreementReport r = empty_report(op.name(), op.params(), backend, seed);
   add_swiglu(r, op, run, bm);
   return r;
 }
 
 AgreementReport judge_moe_combine(const MoeCombineOp& op, const CombineRun& run,
                                   const std::string& backend, uint64_t seed, const BoundModel& bm) {
-  AgreementReport r = header(op.name(), op.params(), backend, seed);
+  AgreementReport r = empty_report(op.name(), op.params(), backend, seed);
   add_combine(r, op, run, bm);
   return r;
 }
 
 AgreementReport judge_gemm(const GemmOp& op, const GemmRun& run, const std::string& backend,
                            uint64_t seed, const BoundModel& bm) {
-  AgreementReport r = header(op.name(), op.params(), backend, seed);
+  AgreementReport r = empty_report(op.name(), op.params(), backend, seed);
   const OpReference f = gemm(op, run.stored, Mode::faithful, bm);
   const std::string name = op.output_value.empty() ? op.label : op.output_value;
   r.checks.push_back(check(name, run.out, f, token_dim()));
@@ -153,7 +153,7 @@ AgreementReport judge_gemm(const GemmOp& op, const GemmRun& run, const std::stri
 
 AgreementReport judge_lm_head(const LmHeadOp& op, const LmHeadRun& run, const std::string& backend,
                               uint64_t seed, const BoundModel& bm) {
-  AgreementReport r = header(op.name(), op.params(), backend, seed);
+  AgreementReport r = empty_report(op.name(), op.params(), backend, seed);
   const OpReference f = lm_head(op, run.stored, Mode::faithful, bm);
   r.checks.push_back(check("logits", run.out, f, lm_head_coordinates(op)));
   r.reported.push_back(exact_vs_faithful("logits", f, lm_head(op, run.stored, Mode::exact, bm)));
@@ -163,7 +163,7 @@ AgreementReport judge_lm_head(const LmHeadOp& op, const LmHeadRun& run, const st
 AgreementReport judge_expert_chain(const ExpertChain& c, const ExpertChainInputs& in,
                                    const ExpertChainRun& run, const std::string& backend,
                                    uint64_t seed, const BoundModel& bm) {
-  AgreementReport r = header("moe_experts", c.params(), backend, seed);
+  AgreementReport r = empty_report("moe_experts", c.params(), backend, seed);
   add_gather(r, c.gather, run.gather, c.zero_experts);
   add_expert(r, c.gate, run.gate, c.zero_experts, bm);
   add_expert(r, c.up, run.up, c.zero_experts, bm);

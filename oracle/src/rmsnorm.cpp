@@ -11,14 +11,14 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounds.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
 
-void require_size(const char* what, uint64_t got, uint64_t want, const FusedAddRmsNormOp& op) {
-  if (got != want)
-    throw Error(
-        fmt::format("{}: {} holds {} elements, the op needs {}", op.params(), what, got, want));
+// oracle_common.h's check, with the op's params() built only when it fails.
+void require_op_size(const char* what, uint64_t got, uint64_t want, const FusedAddRmsNormOp& op) {
+  if (got != want) require_size(op.params(), what, got, want);
 }
 
 // The BF16 value a backend stores for the sum v = a + b of two BF16 values. Rounding through
@@ -31,8 +31,6 @@ double stored_bf16_sum(double v) {
   return round_to_bf16(static_cast<float>(v));
 }
 
-double bf16(uint16_t bits) { return bf16_bits_to_f32(bits); }
-
 }  // namespace
 
 RmsNormReference fused_add_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInputs& in,
@@ -42,17 +40,17 @@ RmsNormReference fused_add_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInp
   const uint64_t n = (Size(rows) * width).value();
   const bool add = op.variant.add_residual;
   const bool unit = op.variant.unit_weight;
-  require_size("residual", in.residual.size(), n, op);
-  if (add) require_size("input", in.input.size(), n, op);
-  if (!unit) require_size("weight", in.weight.size(), width, op);
+  require_op_size("residual", in.residual.size(), n, op);
+  if (add) require_op_size("input", in.input.size(), n, op);
+  if (!unit) require_op_size("weight", in.weight.size(), width, op);
 
   RmsNormReference ref{std::vector<double>(n), std::vector<double>(n)};
   for (uint64_t t = 0; t < rows; ++t) {
     double* r = ref.residual.data() + t * width;
     double sum_sq = 0.0;
     for (uint64_t j = 0; j < width; ++j) {
-      double v = bf16(in.residual[t * width + j]);
-      if (add) v += bf16(in.input[t * width + j]);
+      double v = bf16_value(in.residual[t * width + j]);
+      if (add) v += bf16_value(in.input[t * width + j]);
       if (add && mode == Mode::faithful) v = stored_bf16_sum(v);
       r[j] = v;
       sum_sq += v * v;
@@ -61,7 +59,7 @@ RmsNormReference fused_add_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInp
     const double inv =
         std::isfinite(sum_sq) ? 1.0 / std::sqrt(sum_sq / static_cast<double>(width) + op.eps) : NAN;
     for (uint64_t j = 0; j < width; ++j) {
-      const double w = unit ? 0.0 : bf16(in.weight[j]);
+      const double w = unit ? 0.0 : bf16_value(in.weight[j]);
       ref.output[t * width + j] = r[j] * inv * (1.0 + w);
     }
   }

@@ -6,11 +6,10 @@
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/seeded_random.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
-
-uint16_t bf16_of(double v) { return f32_to_bf16_bits(static_cast<float>(v)); }
 
 // One row of values at `scale`; a wide row multiplies each element by its own power of two.
 void fill_row(SplitMix64& rng, uint16_t* row, uint64_t width, double scale, bool wide,

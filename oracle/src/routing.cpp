@@ -12,14 +12,10 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounds.h"
+#include "oracle_common.h"
 
 namespace bufferlab::oracle {
 namespace {
-
-void require_size(const std::string& params, const char* what, uint64_t got, uint64_t want) {
-  if (got != want)
-    throw Error(fmt::format("{}: {} holds {} elements, the op needs {}", params, what, got, want));
-}
 
 // The value an FP32 store holds. A value past FLT_MAX is past the rounding threshold to Inf
 // (up to half an ULP, which the bounds do not cover anyway: domain Σ|x·w| < FLT_MAX).
@@ -30,7 +26,7 @@ double stored_f32(double v) {
 
 // FP64 → FP32 → BF16 is innocuous double rounding (53 ≥ 2·24 + 2, 24 ≥ 2·8 + 2; Figueroa
 // 1995): the result is the BF16 rounding of the FP64 value.
-double stored_bf16(double v) { return round_to_bf16(static_cast<float>(stored_f32(v))); }
+double stored_bf16_value(double v) { return round_to_bf16(static_cast<float>(stored_f32(v))); }
 
 // Half a BF16 ULP at magnitude m: BF16 keeps 8 significant bits over FP32's exponent range, so
 // within the binade [2^p, 2^(p+1)) (p ≥ −126; below, the subnormal spacing of 2^-126) the ULP
@@ -41,8 +37,6 @@ double half_bf16_ulp(double m) {
   std::frexp(m, &ex);  // m = f·2^ex, f in [0.5, 1): p = ex − 1
   return std::ldexp(1.0, std::max(ex - 1, -126) - 8);
 }
-
-double sigmoid(double l) { return 1.0 / (1.0 + std::exp(-l)); }
 
 // max(l, 0) + log1p(e^-|l|): e^-|l| ≤ 1 never overflows.
 double softplus(double l) { return std::max(l, 0.0) + std::log1p(std::exp(-std::fabs(l))); }
@@ -135,7 +129,7 @@ std::vector<double> router_logits(const MoeRouterOp& op, const RouterInputs& in,
         acc += x * bf16_bits_to_f32(in.weight[e * hidden + k]);
       }
       if (mode == Mode::faithful)
-        acc = op.precision == RouterPrecision::bf16 ? stored_bf16(acc) : stored_f32(acc);
+        acc = op.precision == RouterPrecision::bf16 ? stored_bf16_value(acc) : stored_f32(acc);
       logits[t * experts + e] = acc;
     }
   }

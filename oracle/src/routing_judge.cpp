@@ -37,7 +37,7 @@ Got got_f32(float f) {
 }
 Got got_bf16(uint16_t b) { return {bf16_bits_to_f32(b), b, b == 0xFFFFu}; }
 
-std::string disagreement(const Got& got, double want, double bound) {
+std::string routing_disagreement(const Got& got, double want, double bound) {
   if (got.poison) return fmt::format("unwritten (poison bits {:#x})", got.bits);
   const bool got_nan = std::isnan(got.value), want_nan = std::isnan(want);
   if (got_nan || want_nan) return got_nan && want_nan ? "" : "NaN mismatch";
@@ -50,9 +50,10 @@ std::string disagreement(const Got& got, double want, double bound) {
 // compare.h's metrics and rules with one bound per element; a NaN bound leaves the element
 // unasserted (counted in `skipped`).
 template <class GetElement>
-TensorComparison compare_bounded(std::string name, std::string dtype, uint64_t n, uint64_t cols,
-                                 const std::vector<double>& want, const std::vector<double>& bound,
-                                 std::string formula, GetElement get, uint64_t* skipped = nullptr) {
+TensorComparison compare_skipping_nan_bounds(std::string name, std::string dtype, uint64_t n,
+                                             uint64_t cols, const std::vector<double>& want,
+                                             const std::vector<double>& bound, std::string formula,
+                                             GetElement get, uint64_t* skipped = nullptr) {
   if (cols == 0 || n != want.size() || n != bound.size() || n % cols != 0)
     throw Error(
         fmt::format("compare {}: {} backend elements, {} oracle values, {} bounds, rows "
@@ -81,7 +82,7 @@ TensorComparison compare_bounded(std::string name, std::string dtype, uint64_t n
       if (skipped) ++*skipped;
       continue;
     }
-    std::string why = disagreement(g, w, bound[i]);
+    std::string why = routing_disagreement(g, w, bound[i]);
     if (why.empty()) continue;
     ++c.failures;
     if (!c.first_bad) c.first_bad = Mismatch{i / cols, i % cols, g.value, w, g.bits, why};
@@ -197,13 +198,13 @@ AgreementReport judge_router(const MoeRouterOp& op, const RouterInputs& in,
   AgreementReport r{"moe_router", op.params(), backend, seed, {}, {}};
   const std::string formula = fmt::format("{}, u = 2^{}", kRouterFormula, std::ilogb(u));
   if (op.precision == RouterPrecision::bf16) {
-    r.checks.push_back(compare_bounded("gate_logits", "bf16", stored.bf16.size(), cols, exact,
-                                       bounds, formula,
-                                       [&](uint64_t i) { return got_bf16(stored.bf16[i]); }));
+    r.checks.push_back(
+        compare_skipping_nan_bounds("gate_logits", "bf16", stored.bf16.size(), cols, exact, bounds,
+                                    formula, [&](uint64_t i) { return got_bf16(stored.bf16[i]); }));
   } else {
-    r.checks.push_back(compare_bounded("gate_logits_f32", "f32", stored.f32.size(), cols, exact,
-                                       bounds, formula,
-                                       [&](uint64_t i) { return got_f32(stored.f32[i]); }));
+    r.checks.push_back(compare_skipping_nan_bounds(
+        "gate_logits_f32", "f32", stored.f32.size(), cols, exact, bounds, formula,
+        [&](uint64_t i) { return got_f32(stored.f32[i]); }));
   }
   return r;
 }
@@ -453,7 +454,7 @@ RoutingVerdict judge_topk(const MoeTopKOp& op, const StoredLogits& logits, const
   // Weights of the backend's own ids (valid ones; a row with invalid ids failed above).
   const std::vector<double> want = weights_of_ids(op, l, in.bias, out.ids, op.norm_topk_prob);
   const std::vector<double> bound = topk_weight_bounds(op, l, out.ids);
-  checks.push_back(compare_bounded(
+  checks.push_back(compare_skipping_nan_bounds(
       "topk_weights", "f32", out.weights.size(), top_k, want, bound, kWeightFormula,
       [&](uint64_t i) { return got_f32(out.weights[i]); }, &v.weight_rows_outside_domain));
   v.weight_rows_outside_domain /= top_k;

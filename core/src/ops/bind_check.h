@@ -37,9 +37,6 @@ inline void require_dtype(const TensorRef& t, DType want, const LazyParams& para
     throw Error(params.str() + ": operand " + t.to_string() + " has the wrong element type");
 }
 
-// a·b, checked (an extent product that overflows is an Error, never a wrapped size).
-inline uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
-
 // Checks an operand's element count and type, then resolves it (Workspace::data checks the
 // bytes lie in their buffer or the pool): the one step of every op's bind().
 template <class T>

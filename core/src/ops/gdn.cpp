@@ -8,27 +8,15 @@
 #include "bind_check.h"
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "params_text.h"
 
 namespace bufferlab {
 namespace {
 
-std::string u(uint64_t v) { return std::to_string(v); }
-
 using detail::bind_one;
-using detail::mul;
-
-// rows = sequences·L, else an Error naming the op.
-uint64_t per_sequence(uint64_t rows, uint64_t sequences, const char* op) {
-  if (sequences == 0 || rows % sequences != 0)
-    throw Error(std::string(op) + ": " + u(rows) + " rows are not " + u(sequences) +
-                " equal-length sequences");
-  return rows / sequences;
-}
-std::string fmt_double(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
+using detail::fmt_double;
+using detail::per_sequence;
+using detail::u;
 
 // Per-stream value names keep one stream's region from standing in for another's.
 std::string per_stream(const char* value, uint64_t streams, uint64_t b) {

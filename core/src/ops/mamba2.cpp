@@ -9,21 +9,15 @@
 #include "bind_check.h"
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "params_text.h"
 
 namespace bufferlab {
 namespace {
 
-std::string u(uint64_t v) { return std::to_string(v); }
-
 using detail::bind_one;
-using detail::mul;
-
-uint64_t per_sequence(uint64_t rows, uint64_t sequences, const char* op) {
-  if (sequences == 0 || rows % sequences != 0)
-    throw Error(std::string(op) + ": " + u(rows) + " rows are not " + u(sequences) +
-                " equal-length sequences");
-  return rows / sequences;
-}
+using detail::fmt_double;
+using detail::per_sequence;
+using detail::u;
 
 // Group geometry every SSD kernel relies on (H % G = 0, a B/C group to read, P, N bounded).
 void require_mamba2_geometry(uint64_t H, uint64_t G, uint64_t ng, uint64_t P, uint64_t N,
@@ -33,11 +27,6 @@ void require_mamba2_geometry(uint64_t H, uint64_t G, uint64_t ng, uint64_t P, ui
     throw Error(p.str() + ": mamba_num_heads is not a multiple of n_groups");
   if (P > kMaxMamba2Dim || N > kMaxMamba2Dim)
     throw Error(p.str() + ": head dim and state size must be at most " + u(kMaxMamba2Dim));
-}
-std::string fmt_double(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 // Head h's chunk c sits at (h·nc + c)·64 elements of its array: the span of all heads ends

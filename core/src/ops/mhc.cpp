@@ -9,16 +9,16 @@
 #include "bind_check.h"
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "params_text.h"
 
 namespace bufferlab {
 namespace {
 
-std::string u(uint64_t v) { return std::to_string(v); }
+using detail::u;
 
 uint64_t width(uint64_t hc, uint64_t h) { return (Size(hc) * h).value(); }  // hc·h
 
 using detail::bind_one;
-using detail::mul;
 
 TensorRef stream_rows(uint64_t row0, uint64_t rows, uint64_t hc, uint64_t h) {
   return arena_tensor(BufferId::hc_streams, Size(row0) * hc * h * 4, {rows, hc, h}, DType::f32);

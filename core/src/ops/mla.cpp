@@ -7,6 +7,7 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/ops/attention.h"
+#include "params_text.h"
 
 namespace bufferlab {
 namespace {
@@ -19,7 +20,7 @@ TensorRef rows_of(BufferId id, uint64_t rows, uint64_t width) {
   return arena_tensor(id, 0, {rows, width}, DType::bf16);
 }
 
-std::string kv(const char* key, uint64_t v) { return std::string(key) + "=" + std::to_string(v); }
+using detail::kv;
 
 std::string dims_string(const MlaDims& d) {
   return kv("nq", d.nq) + "," + kv("q_lora_rank", d.q_lora_rank) + "," +

@@ -11,7 +11,6 @@
 namespace bufferlab {
 namespace {
 
-uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
 uint64_t all_experts(const ModelConfig& c) {
   return (Size(c.num_experts) + c.zero_expert_num).value();
 }

@@ -5,11 +5,12 @@
 
 #include "bind_check.h"
 #include "bufferlab/core/checked.h"
+#include "params_text.h"
 
 namespace bufferlab {
 namespace {
 
-std::string u(uint64_t v) { return std::to_string(v); }
+using detail::u;
 
 }  // namespace
 

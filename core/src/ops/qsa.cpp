@@ -7,6 +7,7 @@
 
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "params_text.h"
 
 namespace bufferlab {
 namespace {
@@ -15,7 +16,7 @@ TensorRef region(uint64_t offset, std::vector<uint64_t> shape, DType t) {
   return TensorRef{Space::arena, BufferId::qsa_select_scratch, offset, std::move(shape), t};
 }
 
-std::string kv(const char* key, uint64_t v) { return std::string(key) + "=" + std::to_string(v); }
+using detail::kv;
 
 }  // namespace
 

@@ -46,6 +46,14 @@ class Builder {
   std::string prefix_ = "pre.";
 };
 
+// Adds `op` with its own accesses followed by `extra` (e.g. the metadata it reads).
+template <class Op>
+void add_with(Builder& b, const Op& op, const std::vector<Access>& extra) {
+  std::vector<Access> accesses = op.accesses();
+  accesses.insert(accesses.end(), extra.begin(), extra.end());
+  b.add(op.name(), op.params(), std::move(accesses));
+}
+
 // What a family emitter needs. Footprints come from `config`, `pass` and `paths` (op
 // semantics); `lp` (the sizing's sub-layout parameters) places sub-layouts; `sizes` is read
 // only to see whether a buffer is null (fallback path), never for a byte count.

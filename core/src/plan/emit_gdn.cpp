@@ -12,20 +12,6 @@
 namespace bufferlab::plan::detail {
 namespace {
 
-template <class Op>
-void add_with(Builder& b, const Op& op, const std::vector<Access>& extra) {
-  std::vector<Access> accesses = op.accesses();
-  accesses.insert(accesses.end(), extra.begin(), extra.end());
-  b.add(op.name(), op.params(), std::move(accesses));
-}
-
-// The uploaded regions that locate each sequence's recurrent state (state slot of a decode
-// row; stream bounds and state pointers of a co-dispatched prefill). Regions the pass does
-// not upload are skipped by metadata_reads.
-std::vector<Access> state_metadata(const Ctx& c) {
-  return metadata_reads(c, {"seq_slot", "cu_seqlens", "h_state"});
-}
-
 void emit_core(Builder& b, const Ctx& c, const GdnGeometry& g) {
   // Chunked path: only with the scratch AND 128-wide heads (numerics §5); a null scratch
   // selects the recurrence for every row.

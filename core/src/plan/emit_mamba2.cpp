@@ -12,20 +12,6 @@
 namespace bufferlab::plan::detail {
 namespace {
 
-template <class Op>
-void add_with(Builder& b, const Op& op, const std::vector<Access>& extra) {
-  std::vector<Access> accesses = op.accesses();
-  accesses.insert(accesses.end(), extra.begin(), extra.end());
-  b.add(op.name(), op.params(), std::move(accesses));
-}
-
-// The uploaded regions that locate each sequence's state; skipped when not uploaded.
-std::vector<Access> state_metadata(const Ctx& c, std::vector<std::string> extra = {}) {
-  std::vector<std::string> names = {"seq_slot", "cu_seqlens", "h_state"};
-  names.insert(names.end(), extra.begin(), extra.end());
-  return metadata_reads(c, names);
-}
-
 void emit_mamba2(Builder& b, const Ctx& c, const Mamba2Geometry& g) {
   if (c.is_null(BufferId::ssd_scratch)) {
     add_with(b, Mamba2RecurrentOp::make(g, 0, c.T), state_metadata(c));

@@ -103,6 +103,12 @@ std::vector<Access> metadata_reads(const Ctx& c, const std::vector<std::string>&
   return out;
 }
 
+std::vector<Access> state_metadata(const Ctx& c, const std::vector<std::string>& extra) {
+  std::vector<std::string> names = {"seq_slot", "cu_seqlens", "h_state"};
+  names.insert(names.end(), extra.begin(), extra.end());
+  return metadata_reads(c, names);
+}
+
 void emit_uploads(Builder& b, const Ctx& c) {
   const std::string pass = c.pass.to_string();
   b.add(UploadOp{"upload_token_ids",

@@ -25,6 +25,11 @@ std::vector<MetaRegion> metadata_regions(const Ctx& c);
 // "@meta.<name>". Regions the pass does not upload are skipped.
 std::vector<Access> metadata_reads(const Ctx& c, const std::vector<std::string>& names = {});
 
+// The uploaded regions that locate each sequence's recurrent state (GDN, Mamba-2: state slot
+// of a decode row; stream bounds and state pointers of a co-dispatched prefill), plus `extra`
+// regions; regions the pass does not upload are skipped by metadata_reads.
+std::vector<Access> state_metadata(const Ctx& c, const std::vector<std::string>& extra = {});
+
 // The upload steps (token ids, metadata regions, LoRA slots) before the first layer.
 void emit_uploads(Builder& b, const Ctx& c);
 

@@ -47,6 +47,10 @@ class Size {
   uint64_t v_ = 0;
 };
 
+// a·b as a plain uint64_t, checked: an extent product that overflows is an OverflowError,
+// never a wrapped size (the one copy the ops' bind() and the oracle use).
+inline uint64_t mul(uint64_t a, uint64_t b) { return (Size(a) * b).value(); }
+
 // ceil(a / b) for b > 0, never overflowing.
 constexpr uint64_t cdiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 

@@ -83,5 +83,8 @@ double bf16_ulp_at(double v);
 // Round to nearest even BF16 from FP64 (no double rounding through FP32); ±Inf past the
 // BF16 overflow threshold, NaN stays NaN.
 double round_bf16(double v);
+// A BF16 store: |bf16(ŷ) − bf16(y)| ≤ e + ulp(|y| + e) for |ŷ − y| ≤ e; +Inf when e or y is
+// not finite, 0 for a NaN y (NaN must meet NaN; the bound is not used).
+double stored_bf16(double y, double e);
 
 }  // namespace bufferlab::oracle

@@ -25,15 +25,14 @@ inline constexpr uint64_t kChunk = GdnChunkCarve::kChunk;
 
 // Error naming the GDN reference when a host copy does not hold the elements it needs.
 void require_size(const char* what, uint64_t got, uint64_t want);
-uint64_t mul(uint64_t a, uint64_t b);
 
 std::vector<double> widen_f32(std::span<const float> v);
 std::vector<double> widen_bf16_bits(std::span<const uint16_t> v);
-std::vector<double> rounded_bf16(std::vector<double> v);
-double sigmoid(double x);
-double silu(double x);
 double softplus(double x);   // x for x > 20, else log1p(exp(x)) (ops/gdn.h)
 double log_alpha(double a);  // log max(α, 1e-30f)
+
+// The key head value head v reads (GQA: nv / nk value heads share one).
+inline uint64_t key_head(const GdnGeometry& g, uint64_t v) { return v / (g.nv / g.nk); }
 
 // The chunk grid of one call: `sequences` streams of L tokens, cps = cdiv(L, 64) chunks each.
 struct ChunkGrid {

@@ -115,8 +115,8 @@ std::vector<double> bmm_bounds(const Mamba2Dims& dims, std::span<const double> x
 std::vector<double> gated_norm_bounds(const Mamba2Dims& dims, std::span<const double> y,
                                       std::span<const uint16_t> zxbcdt,
                                       std::span<const uint16_t> norm_w, const BoundModel& bm);
-// A BF16 store: |bf16(ŷ) − bf16(y)| ≤ e + ulp(|y| + e) for |ŷ − y| ≤ e.
-double stored_bf16(double y, double e);
+// A BF16 store (bounds.h), here too for the stage tests.
+using oracle::stored_bf16;
 
 // The error pieces the scan and the recurrence apply (derivations in mamba2_bounds.cpp).
 struct ExpError {
@@ -126,7 +126,6 @@ struct ExpError {
 // expf of an argument computed with relative error u (rounded = true) or read as stored.
 ExpError exp_error(double arg, bool rounded, const BoundModel& bm);
 double sum_u(const BoundModel& bm);  // the unit roundoff of the SSD's FP32 sums and products
-inline constexpr double kU64 = kFp64UnitRoundoff;  // kUnderflowPerOp: bounds.h
 
 std::string scan_bounds_formula();
 std::string recurrence_bounds_formula();
