@@ -45,24 +45,16 @@
 #include "mhc_property_support.h"
 #include "report_checks.h"
 
-namespace bufferlab {
+// A namespace of its own, so the using-directive below stays in this file.
+namespace bufferlab::mhc_lowrank_properties {
 namespace {
 
 using gen::MhcCase;
 using gen::MhcOpKind;
 using oracle::MhcLowRankPath;
-using testing::contains;
+using namespace testing::mhc;  // the helpers both mHC property files share (tests/support)
 using testing::cpu_backend;
-using testing::Finding;
-using testing::Findings;
-using testing::has_finding;
 using testing::require_passed;
-using testing::mhc::bad_tokens;
-using testing::mhc::beyond_f32;
-using testing::mhc::bf16_is_nan;
-using testing::mhc::draw;
-using testing::mhc::draw_nonfinite;
-using testing::mhc::finite_tokens;
 using U = uint64_t;
 
 constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
@@ -393,4 +385,4 @@ RC_GTEST_PROP(MhcLowRankPlanted, LeakedOrMissingNanFailsIsolation, ()) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::mhc_lowrank_properties

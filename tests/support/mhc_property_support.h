@@ -1,7 +1,8 @@
-// What the mHC property files (tests/property/test_mhc_{sinkhorn,lowrank}_properties.cpp) share:
-// a case of one op kind drawn and logged (optionally with a planted non-finite value), the
-// tokens a case plants non-finite values in and the others, BF16 NaN, and the FP32 value just
-// past a bound (a planted error the judge must catch).
+// What the mHC property files (tests/property/test_mhc_{sinkhorn,lowrank}_properties.cpp and the
+// full-range run) share: their findings (findings.h), a case of one op kind drawn and logged
+// (optionally with a planted non-finite value), the tokens a case plants non-finite values in and
+// the others, BF16 NaN, and the FP32 value just past a bound (a planted error the judge must
+// catch).
 #pragma once
 
 #include <rapidcheck.h>
@@ -13,8 +14,17 @@
 
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/properties/mhc_generators.h"
+#include "contains.h"
+#include "findings.h"
 
 namespace bufferlab::testing::mhc {
+
+// contains.h and findings.h, named here too for the files that use this namespace.
+using testing::contains;
+using testing::Finding;
+using testing::Findings;
+using testing::has_finding;
+using testing::log_findings;
 
 // One case of `kind`, logged.
 inline gen::MhcCase draw(gen::MhcOpKind kind, gen::MhcRanges ranges = gen::ci_mhc_ranges()) {

@@ -24,6 +24,7 @@
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/properties/mhc_generators.h"
 #include "cpu_backend.h"
+#include "mhc_property_support.h"
 #include "rapidcheck_cases.h"
 #include "report_checks.h"
 
@@ -35,6 +36,7 @@ using gen::MhcOpKind;
 using oracle::MhcLowRankPath;
 using testing::cpu_backend;
 using testing::require_passed;
+using testing::mhc::draw;
 using U = uint64_t;
 
 constexpr int kMhcCases = 50;  // successes per property unless told (testing::check_many)
@@ -48,12 +50,6 @@ gen::MhcRanges maybe_large_hidden() {
   gen::MhcRanges r = ranges();
   if (*rc::gen::arbitrary<bool>()) r.min_hidden = 2048;
   return r;
-}
-
-MhcCase draw(MhcOpKind kind, const gen::MhcRanges& r = ranges()) {
-  MhcCase c = *gen::hc_case(kind, r);
-  RC_LOG() << c.describe() << "\n";
-  return c;
 }
 
 // Pre: agreement, and the Sinkhorn checks of numerics §3 inside the judge (entries, column
