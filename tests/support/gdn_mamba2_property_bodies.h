@@ -38,6 +38,7 @@
 #include "contains.h"
 #include "findings.h"
 #include "report_checks.h"
+#include "report_lookup.h"
 
 namespace bufferlab::testing::gdn_mamba2 {
 
@@ -207,12 +208,7 @@ inline std::vector<std::string> failing_checks(const oracle::AgreementReport& r)
   return names;
 }
 
-inline const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
-                                                   const std::string& name) {
-  for (const auto& c : r.checks)
-    if (c.name == name) return &c;
-  return nullptr;
-}
+using testing::check_named;  // report_lookup.h
 
 // contains.h and findings.h, named here too for the files that use this namespace.
 using testing::contains;
