@@ -68,8 +68,8 @@ namespace bufferlab {
 namespace {
 
 using bench::cached_seconds;
+using bench::copy_seconds;
 using bench::first_call_or_skip;
-using bench::parallel_memcpy;
 using bench::seconds_per_call;
 
 constexpr double kC = 64.0;       // chunk length of both chunked algorithms
@@ -162,18 +162,6 @@ const MachinePeak& machine_peak() {
     return p;
   }();
   return peak;
-}
-
-// The copy baseline: seconds to memcpy `bytes` on every thread, once per size in this run.
-double copy_seconds(uint64_t bytes) {
-  static std::map<uint64_t, double> cache;
-  return cached_seconds(cache, bytes, [&] {
-    std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{0});
-    return seconds_per_call([&] {
-      parallel_memcpy(dst.data(), src.data(), bytes);
-      benchmark::DoNotOptimize(dst.data());
-    });
-  });
 }
 
 // ---------------------------------------------------------------- reporting

@@ -54,21 +54,19 @@ namespace bufferlab {
 namespace {
 
 using bench::cached_seconds;
+using bench::copy_seconds;
 using bench::first_call_or_skip;
-using bench::parallel_memcpy;
 using bench::seconds_per_call;
+using bench::sigmoidf;
+using bench::siluf;
 
 constexpr uint64_t kMhc = 4, kHidden = 2048, kRank = 16;
 
 // ---------------------------------------------------------------- inputs and workspaces
 
 // Seeded inputs: the tests' generator (tests/support/seeded_values.h), one for the project.
-std::vector<float> f32_values(uint64_t n, uint64_t seed, float scale, float offset = 0.0f) {
-  return testing::seeded_values(n, seed, scale, offset);
-}
-std::vector<uint16_t> bf16_values(uint64_t n, uint64_t seed, float scale) {
-  return testing::seeded_bf16_values(n, seed, scale);
-}
+using testing::seeded_bf16_values;
+using testing::seeded_values;
 
 ModelConfig config(uint64_t r = 0) {
   ModelConfig c;
@@ -82,18 +80,6 @@ ModelConfig config(uint64_t r = 0) {
   return c;
 }
 
-// The copy baseline: seconds to memcpy `bytes`, measured once per size in this run.
-double copy_seconds(uint64_t bytes) {
-  static std::map<uint64_t, double> cache;
-  return cached_seconds(cache, bytes, [&] {
-    std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{0});
-    return seconds_per_call([&] {
-      parallel_memcpy(dst.data(), src.data(), bytes);
-      benchmark::DoNotOptimize(dst.data());
-    });
-  });
-}
-
 uint64_t stream_bytes(uint64_t tokens) { return tokens * kMhc * kHidden * 4; }
 
 void report(benchmark::State& state, uint64_t tokens, double own, double naive) {
@@ -105,9 +91,6 @@ void report(benchmark::State& state, uint64_t tokens, double own, double naive) 
 }
 
 // ---------------------------------------------------------------- naive loops (one thread)
-
-float sigmoidf(float v) { return 1.0f / (1.0f + std::exp(-v)); }
-float siluf(float v) { return v / (1.0f + std::exp(-v)); }
 
 // 2^-max(e, 0) for max|x| = m·2^e (the huge-stream scale of ops/mhc.h), one element at a time.
 float naive_inverse_scale(const float* x, uint64_t n) {
@@ -258,16 +241,16 @@ PreSetup& pre_setup(uint64_t tokens) {
       pool);
   const uint64_t K = kMhc * kHidden, m = s->pre.shape().mix;
   const auto fn_scale = static_cast<float>(std::sqrt(3.0 / static_cast<double>(K)));
-  s->rig->put(s->pre.streams, f32_values(tokens * K, 1, 1.0f));
-  s->rig->put(s->pre.fn, f32_values(m * K, 2, fn_scale));
+  s->rig->put(s->pre.streams, seeded_values(tokens * K, 1, 1.0f));
+  s->rig->put(s->pre.fn, seeded_values(m * K, 2, fn_scale));
   s->rig->put(s->pre.scale, std::vector<float>{0.8f, 1.1f, 1.5f});
-  s->rig->put(s->pre.bias, f32_values(m, 3, 0.5f));
-  s->rig->put(s->head.fn, f32_values(kMhc * K, 4, fn_scale));
+  s->rig->put(s->pre.bias, seeded_values(m, 3, 0.5f));
+  s->rig->put(s->head.fn, seeded_values(kMhc * K, 4, fn_scale));
   s->rig->put(s->head.scale, std::vector<float>{0.9f});
-  s->rig->put(s->head.bias, f32_values(kMhc, 5, 0.5f));
-  s->rig->put(s->post.post, f32_values(tokens * kMhc, 6, 0.5f, 1.0f));
+  s->rig->put(s->head.bias, seeded_values(kMhc, 5, 0.5f));
+  s->rig->put(s->post.post, seeded_values(tokens * kMhc, 6, 0.5f, 1.0f));
   s->rig->put(s->post.comb, std::vector<float>(tokens * kMhc * kMhc, 1.0f / kMhc));
-  s->rig->put(s->post.block_out, bf16_values(tokens * kHidden, 7, 0.01f));
+  s->rig->put(s->post.block_out, seeded_bf16_values(tokens * kHidden, 7, 0.01f));
   return *s;
 }
 
@@ -348,10 +331,10 @@ SplitSetup& split_setup(uint64_t tokens) {
                                                   s->ops[2].accesses()},
                  pool);
   const uint64_t K = kMhc * kHidden;
-  s->rig->put(t.streams, f32_values(tokens * K, 11, 2.0f));
-  s->rig->put(t.norm_w, f32_values(K, 12, 0.3f));
-  s->rig->put(t.w_down_inject, f32_values((kRank + kMhc) * K, 13, 0.02f));
-  s->rig->put(t.w_up, f32_values(K * kRank, 14, 0.4f));
+  s->rig->put(t.streams, seeded_values(tokens * K, 11, 2.0f));
+  s->rig->put(t.norm_w, seeded_values(K, 12, 0.3f));
+  s->rig->put(t.w_down_inject, seeded_values((kRank + kMhc) * K, 13, 0.02f));
+  s->rig->put(t.w_up, seeded_values(K * kRank, 14, 0.4f));
   return *s;
 }
 
@@ -433,11 +416,11 @@ SlabSetup& slab_setup(uint64_t tokens) {
                                                   s->ops[4].accesses()},
                  pool);
   const uint64_t K = kMhc * kHidden;
-  s->rig->put(t.streams, f32_values(tokens * K, 21, 2.0f));
-  s->rig->put(t.norm_w, f32_values(K, 22, 0.3f));
-  s->rig->put(t.w_down, bf16_values(kRank * K, 23, 0.02f));
-  s->rig->put(t.w_inject, bf16_values(kMhc * K, 24, 0.02f));
-  s->rig->put(t.w_up, bf16_values(K * kRank, 25, 0.4f));
+  s->rig->put(t.streams, seeded_values(tokens * K, 21, 2.0f));
+  s->rig->put(t.norm_w, seeded_values(K, 22, 0.3f));
+  s->rig->put(t.w_down, seeded_bf16_values(kRank * K, 23, 0.02f));
+  s->rig->put(t.w_inject, seeded_bf16_values(kMhc * K, 24, 0.02f));
+  s->rig->put(t.w_up, seeded_bf16_values(K * kRank, 25, 0.4f));
   return *s;
 }
 

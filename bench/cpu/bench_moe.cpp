@@ -59,20 +59,15 @@ namespace {
 using bench::cached_seconds;
 using bench::first_call_or_skip;
 using bench::seconds_per_call;
+using bench::sigmoidf;
 
 // ---------------------------------------------------------------- inputs and workspaces
 
 // Seeded inputs: the tests' generator (tests/support/seeded_values.h), one for the project.
+using testing::seeded_bf16_values;
 using testing::seeded_draw;
-float value(uint64_t i, uint64_t seed, float scale) {
-  return testing::seeded_value(i, seed, scale);
-}
-std::vector<uint16_t> bf16_values(uint64_t n, uint64_t seed, float scale) {
-  return testing::seeded_bf16_values(n, seed, scale);
-}
-std::vector<float> f32_values(uint64_t n, uint64_t seed, float scale) {
-  return testing::seeded_values(n, seed, scale);
-}
+using testing::seeded_value;
+using testing::seeded_values;
 
 // ids [tokens, top_k]: token t takes top_k consecutive experts from a hashed start, so every
 // token has distinct experts and the slots spread evenly over all of them.
@@ -114,14 +109,12 @@ TopKSetup& topk_setup(MoeScoring scoring, uint64_t experts, uint64_t top_k, uint
   s->op = MoeTopKOp::make(c, tokens, /*logits_f32=*/true, /*hash=*/false);
   const uint64_t pool = oracle::place_in_pool({&s->op.bias});
   s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(s->op.logits, f32_values(tokens * experts, 1, 4.0f));
-  if (s->op.use_bias) s->rig->put(s->op.bias, f32_values(experts, 2, 0.05f));
+  s->rig->put(s->op.logits, seeded_values(tokens * experts, 1, 4.0f));
+  if (s->op.use_bias) s->rig->put(s->op.bias, seeded_values(experts, 2, 0.05f));
   s->naive_ids.resize(tokens * top_k);
   s->naive_weights.resize(tokens * top_k);
   return *s;
 }
-
-float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // The naive reference: one thread, keys of the whole row, a full sort, the first top_k.
 void naive_topk(TopKSetup& s) {
@@ -218,10 +211,10 @@ RouterSetup& router_setup(RouterPrecision p, uint64_t tokens, uint64_t hidden, u
   const uint64_t pool = oracle::place_in_pool({&s->op.weight});
   s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
   if (p == RouterPrecision::fp32_routing)
-    s->rig->put(s->op.input, f32_values(tokens * hidden, 3, 2.0f));
+    s->rig->put(s->op.input, seeded_values(tokens * hidden, 3, 2.0f));
   else
-    s->rig->put(s->op.input, bf16_values(tokens * hidden, 3, 2.0f));
-  s->rig->put(s->op.weight, bf16_values(experts * hidden, 4, 0.05f));
+    s->rig->put(s->op.input, seeded_bf16_values(tokens * hidden, 3, 2.0f));
+  s->rig->put(s->op.weight, seeded_bf16_values(experts * hidden, 4, 0.05f));
   s->naive_bf16.resize(tokens * experts);
   s->naive_f32.resize(tokens * experts);
   return *s;
@@ -289,8 +282,8 @@ double eigen_seconds(uint64_t M, uint64_t N, uint64_t K) {
     const auto m = static_cast<Eigen::Index>(M), n = static_cast<Eigen::Index>(N),
                k = static_cast<Eigen::Index>(K);
     Eigen::MatrixXf a(m, k), b(k, n), c(m, n);
-    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = value(i, 5, 1.0f);
-    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = value(i, 6, 0.05f);
+    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = seeded_value(i, 5, 1.0f);
+    for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = seeded_value(i, 6, 0.05f);
     return seconds_per_call([&] {
       c.noalias() = a * b;
       benchmark::DoNotOptimize(c.data());
@@ -324,8 +317,8 @@ GemmSetup& gemm_setup(uint64_t rows, uint64_t K, uint64_t N) {
                        BufferId::moe_output, 0, DType::bf16, "proj_out");
   const uint64_t pool = oracle::place_in_pool({&s->op.weight});
   s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(x, bf16_values(rows * K, 7, 1.0f));
-  s->rig->put(s->op.weight, bf16_values(N * K, 8, 0.05f));
+  s->rig->put(x, seeded_bf16_values(rows * K, 7, 1.0f));
+  s->rig->put(s->op.weight, seeded_bf16_values(N * K, 8, 0.05f));
   return *s;
 }
 
@@ -369,9 +362,9 @@ ExpertSetup& expert_setup(ExpertProj proj, uint64_t tokens) {
   s->op = MoeExpertGemmOp::make(c, tokens, proj);
   const uint64_t pool = oracle::place_in_pool({&s->op.weight});
   s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(s->op.input, bf16_values(s->op.input.elements(), 9, 1.0f));
+  s->rig->put(s->op.input, seeded_bf16_values(s->op.input.elements(), 9, 1.0f));
   s->rig->put(s->op.ids, spread_ids(tokens, kExpertTopK, kExperts));
-  s->rig->put(s->op.weight, bf16_values(s->op.weight.elements(), 10, 0.05f));
+  s->rig->put(s->op.weight, seeded_bf16_values(s->op.weight.elements(), 10, 0.05f));
   return *s;
 }
 
@@ -408,8 +401,8 @@ LmHeadSetup& lm_head_setup(uint64_t rows) {
   s->op = LmHeadOp::make(rows, rows, kLmHidden, kLmVocab, "decode", LmHeadRows{rows, 0, 0});
   const uint64_t pool = oracle::place_in_pool({&s->op.table});
   s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(s->op.input, bf16_values(rows * kLmHidden, 11, 1.0f));
-  s->rig->put(s->op.table, bf16_values(kLmVocab * kLmHidden, 12, 0.05f));
+  s->rig->put(s->op.input, seeded_bf16_values(rows * kLmHidden, 11, 1.0f));
+  s->rig->put(s->op.table, seeded_bf16_values(kLmVocab * kLmHidden, 12, 0.05f));
   return *s;
 }
 

@@ -32,6 +32,7 @@ namespace bufferlab {
 namespace {
 
 using bench::parallel_memcpy;
+using bench::seconds_per_call;
 
 uint64_t traffic_bytes(uint64_t rows, uint64_t width) { return 8 * rows * width + 2 * width; }
 
@@ -100,30 +101,17 @@ CopyBuffers& copy_buffers(uint64_t bytes) {
   return b;
 }
 
-// Mean seconds per call of f over at least 0.2 s (after one warm-up call).
-template <class F>
-double seconds_per_call(F f) {
-  return bench::seconds_per_call(f, 0.2);
-}
+// Every timing behind a ratio: the mean over at least 0.2 s (after one warm-up call).
+constexpr double kRmsNormMinSeconds = 0.2;
 
 // Baselines measured once per shape in this run, so the ratios compare like with like.
-double copy_seconds(uint64_t rows, uint64_t width) {
-  static std::map<std::pair<uint64_t, uint64_t>, double> cache;
-  auto [it, fresh] = cache.try_emplace({rows, width}, 0.0);
-  if (fresh) {
-    CopyBuffers& b = copy_buffers(traffic_bytes(rows, width) / 2);
-    it->second =
-        seconds_per_call([&] { parallel_memcpy(b.dst.data(), b.src.data(), b.src.size()); });
-  }
-  return it->second;
-}
 
 double naive_seconds(uint64_t rows, uint64_t width) {
   static std::map<std::pair<uint64_t, uint64_t>, double> cache;
   auto [it, fresh] = cache.try_emplace({rows, width}, 0.0);
   if (fresh) {
     Setup& s = setup(rows, width);
-    it->second = seconds_per_call([&] { naive_rmsnorm(s.ws, s.op); });
+    it->second = seconds_per_call([&] { naive_rmsnorm(s.ws, s.op); }, kRmsNormMinSeconds);
   }
   return it->second;
 }
@@ -140,8 +128,11 @@ void BM_RmsNormCpu(benchmark::State& state) {
   set_traffic(state, rows, width);
   // The three timings behind the ratios are taken the same way, back to back, so a busy
   // machine slows them alike.
-  const double own = seconds_per_call([&] { s.backend->fused_add_rmsnorm(s.ws, s.op); });
-  state.counters["copy_fraction"] = copy_seconds(rows, width) / own;
+  const double own =
+      seconds_per_call([&] { s.backend->fused_add_rmsnorm(s.ws, s.op); }, kRmsNormMinSeconds);
+  // The copy moves half the traffic bytes (a copy reads and writes each byte).
+  const double copy = bench::copy_seconds(traffic_bytes(rows, width) / 2, kRmsNormMinSeconds);
+  state.counters["copy_fraction"] = copy / own;
   state.counters["speedup_vs_naive"] = naive_seconds(rows, width) / own;
   state.counters["threads"] = omp_get_max_threads();
 }

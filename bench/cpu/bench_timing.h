@@ -1,6 +1,7 @@
-// Timing helpers shared by the CPU benchmarks (bench_rmsnorm.cpp, bench_moe.cpp, bench_mhc.cpp):
-// the mean time per call of a baseline measured in the same run, skipping a benchmark whose op
-// throws, and a per-key cache so a slow baseline is timed once per shape. Header-only.
+// Timing helpers shared by the CPU benchmarks: the mean time per call of a baseline measured in
+// the same run, skipping a benchmark whose op throws, a per-key cache so a slow baseline is
+// timed once per shape, the memcpy bandwidth baseline, and the naive loops' scalar activations.
+// Header-only.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -9,12 +10,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace bufferlab::bench {
 
@@ -65,5 +69,24 @@ inline void parallel_memcpy(std::byte* dst, const std::byte* src, uint64_t bytes
     std::memcpy(dst + begin, src + begin, end - begin);
   }
 }
+
+// The copy baseline: seconds per parallel_memcpy of `bytes` (each timing at least min_s),
+// measured once per (bytes, min_s) in this run.
+inline double copy_seconds(uint64_t bytes, double min_s = 0.1) {
+  static std::map<std::pair<uint64_t, double>, double> cache;
+  return cached_seconds(cache, std::pair{bytes, min_s}, [&] {
+    std::vector<std::byte> src(bytes, std::byte{1}), dst(bytes, std::byte{0});
+    return seconds_per_call(
+        [&] {
+          parallel_memcpy(dst.data(), src.data(), bytes);
+          benchmark::DoNotOptimize(dst.data());
+        },
+        min_s);
+  });
+}
+
+// The naive loops' scalar activations (one element at a time, FP32).
+inline float sigmoidf(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+inline float siluf(float v) { return v / (1.0f + std::exp(-v)); }
 
 }  // namespace bufferlab::bench

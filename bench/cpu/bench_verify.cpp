@@ -9,29 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/layout.h"
 #include "bufferlab/core/presets.h"
 #include "bufferlab/core/verify/driver.h"
 #include "bufferlab/properties/fuzz_engine.h"
 
+namespace bufferlab {
 namespace {
 
-using namespace bufferlab;
 using Clock = std::chrono::steady_clock;
 
-// Seconds per call of `f`, over enough calls to last ~50 ms.
+// Seconds per call of `f`, over enough calls to last ~50 ms (no warm-up call).
 template <class F>
-double seconds_per_call(F&& f) {
-  uint64_t calls = 0;
-  const auto t0 = Clock::now();
-  double elapsed = 0;
-  while (elapsed < 0.05) {
-    f();
-    ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-  return elapsed / static_cast<double>(calls);
+double baseline_seconds(F f) {
+  return bench::seconds_per_call(f, 0.05, /*warm_up=*/false);
 }
 
 const std::vector<PresetInfo>& presets() {
@@ -48,7 +41,7 @@ void BM_VerifyConfig(benchmark::State& state) {
   const RunShape shape;
   const Target target;
   const auto grid = verify::pass_grid(shape);
-  const double baseline = seconds_per_call([&] {
+  const double baseline = baseline_seconds([&] {
     auto layout =
         Layout::build(BufferSizes::from_config(config, shape, target, Sizing::corrected()));
     benchmark::DoNotOptimize(layout);
@@ -84,7 +77,7 @@ void BM_FuzzCases(benchmark::State& state) {
   // Throughput only: failing cases are counted, never stop the run or get shrunk.
   opts.accept = [](const std::string&) { return false; };
   // Baseline: drawing the same cases and sizing + laying them out, nothing else.
-  const double baseline = seconds_per_call([&] {
+  const double baseline = baseline_seconds([&] {
     for (uint64_t i = 0; i < kCases; ++i) {
       const fuzz::FuzzCase c = fuzz::generate_case(opts, fuzz::case_seed(opts.seed, i));
       auto layout =
@@ -110,3 +103,4 @@ void BM_FuzzCases(benchmark::State& state) {
 BENCHMARK(BM_FuzzCases)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 }  // namespace
+}  // namespace bufferlab

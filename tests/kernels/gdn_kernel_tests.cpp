@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend_under_test.h"
+#include "bf16_shorthands.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
@@ -35,7 +36,9 @@
 #include "seeded_values.h"
 #include "workspace_rig.h"
 
-namespace bufferlab {
+// The GDN twins of mamba2_kernel_tests.cpp's helpers (run_conv, RecRun, kC, ...) live in a
+// namespace of their own: one unity batch may hold both files.
+namespace bufferlab::gdn_kernel_tests {
 namespace {
 
 using Bits = std::vector<uint16_t>;
@@ -43,6 +46,7 @@ using Floats = std::vector<float>;
 using Array = GdnChunkOp::Array;
 using Stage = GdnChunkOp::Stage;
 using oracle::GdnStageGroup;
+using testing::fl;
 using testing::gdn_geometry;
 using testing::Rig;
 using testing::seeded_bf16_values;
@@ -51,8 +55,6 @@ using testing::seeded_values;
 constexpr double kU8 = 0x1p-8;  // BF16 unit roundoff (8 significant bits, round to nearest)
 constexpr uint64_t kC = GdnChunkCarve::kChunk;
 constexpr uint64_t kD = kGdnChunkedHeadDim;  // the chunked path's kd = vd
-
-float fl(uint16_t b) { return bf16_bits_to_f32(b); }
 
 oracle::GdnDims dims_of(const GdnGeometry& g, uint64_t sequences, uint64_t L, double eps = 1e-6) {
   oracle::GdnDims d;
@@ -614,4 +616,4 @@ TEST_F(GdnKernelErrors, ConvRefusesKernelZero) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::gdn_kernel_tests

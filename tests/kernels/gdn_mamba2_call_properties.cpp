@@ -38,6 +38,7 @@ namespace {
 
 using oracle::GdnPath;
 using oracle::Mamba2Path;
+using testing::MutantScope;
 using testing::gdn_mamba2::Call;
 using testing::gdn_mamba2::check_named;
 using testing::gdn_mamba2::GdnFamily;
@@ -271,13 +272,6 @@ TEST_F(GdnMamba2KernelCall, PoisonedOutputsFailTheirChecks) {
     EXPECT_FALSE(c->passed()) << name;
   }
 }
-
-// Sets a kernel mutant on the process-wide backend for one scope.
-struct MutantScope {
-  Backend& b;
-  MutantScope(Backend& backend, Mutant m) : b(backend) { b.set_kernel_mutant(m); }
-  ~MutantScope() { b.set_kernel_mutant(Mutant::none); }
-};
 
 TEST_F(GdnMamba2KernelCall, KernelMutantsAreCaught) {
   {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend_under_test.h"
+#include "bf16_shorthands.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
@@ -37,7 +38,9 @@
 #include "seeded_values.h"
 #include "workspace_rig.h"
 
-namespace bufferlab {
+// The Mamba-2 twins of gdn_kernel_tests.cpp's helpers (run_conv, RecRun, kC, ...) live in a
+// namespace of their own: one unity batch may hold both files.
+namespace bufferlab::mamba2_kernel_tests {
 namespace {
 
 using Bits = std::vector<uint16_t>;
@@ -45,6 +48,7 @@ using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 using Stage = Mamba2ChunkOp::Stage;
 using oracle::Mamba2StageGroup;
+using testing::fl;
 using testing::mamba2_geometry;
 using testing::Rig;
 using testing::seeded_bf16_values;
@@ -57,7 +61,6 @@ constexpr uint64_t kC = Mamba2ChunkCarve::kChunk;
 constexpr uint16_t kPoisonBf16 = 0xFFFF;  // the arena's poison pattern (all bits set)
 constexpr uint32_t kPoisonF32 = 0xFFFFFFFF;
 
-float fl(uint16_t b) { return bf16_bits_to_f32(b); }
 uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 double gamma(double n) { return n * kU / (1.0 - n * kU); }
 
@@ -646,4 +649,4 @@ TEST_F(Mamba2KernelErrors, RefusesNoGroupsUnevenGroupsAndOversizedHeads) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::mamba2_kernel_tests

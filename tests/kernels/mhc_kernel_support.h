@@ -1,8 +1,8 @@
 // Small helpers shared by the mHC kernel test bodies (mhc_pre_kernel_tests.cpp,
 // mhc_post_kernel_tests.cpp, mhc_lowrank_kernel_tests.cpp): an mHC config without a full model,
-// bit comparisons of token ranges, BF16 NaN, report expectations, and the seeded Sinkhorn-form
-// inputs (streams in [-1, 1), fn in ±√(3/K) so each mix value has unit variance, moderate
-// biases) as the oracle's input structs.
+// bit comparisons of token ranges, BF16 NaN, FP32 NaN / Inf, report expectations
+// (report_checks.h), and the seeded Sinkhorn-form inputs (streams in [-1, 1), fn in ±√(3/K) so
+// each mix value has unit variance, moderate biases) as the oracle's input structs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "bufferlab/core/model_config.h"
@@ -17,6 +18,7 @@
 #include "bufferlab/oracle/agreement_report.h"
 #include "bufferlab/oracle/compare.h"
 #include "bufferlab/oracle/mhc.h"
+#include "report_checks.h"
 #include "seeded_values.h"
 
 namespace bufferlab::testing {
@@ -34,20 +36,14 @@ inline ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t r = 0, uint64_t 
 }
 
 inline float bf16_float(uint16_t b) { return bf16_bits_to_f32(b); }
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
 inline bool bf16_nan(uint16_t b) { return (b & 0x7FFFu) > 0x7F80u; }
 
 // Elements [begin, end) of a and b hold the same bits.
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b, uint64_t begin, uint64_t end) {
   return std::memcmp(a.data() + begin, b.data() + begin, (end - begin) * sizeof(T)) == 0;
-}
-
-inline void expect_passed(const oracle::AgreementReport& r) {
-  EXPECT_TRUE(r.passed()) << oracle::format_report(r);
-}
-inline void expect_passed(const oracle::TensorComparison& c) {
-  EXPECT_TRUE(c.passed()) << c.name << ": " << c.failures << " failures, max |Δ| " << c.max_abs
-                          << ", first bad " << (c.first_bad ? c.first_bad->reason : "");
 }
 
 // Per-element sum of two bound vectors (a backend's and the CPU's, each against the faithful

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -41,6 +40,8 @@ namespace {
 
 using testing::expect_passed;
 using testing::KernelTest;
+using testing::kInf;
+using testing::kNaN;
 using testing::mhc_config;
 using testing::Rig;
 using testing::same_bits;
@@ -52,9 +53,6 @@ using oracle::MhcLowRankRun;
 using Bits = std::vector<uint16_t>;
 using Floats = std::vector<float>;
 using SplitStage = MhcLowRankSplitOp::Stage;
-
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Seeded model weights: norm_w in ±norm_scale, W_down and W_inject in ±2√(3/K), W_up in
 // ±2√(3/r).

@@ -46,6 +46,8 @@ using testing::bf16_float;
 using testing::bf16_nan;
 using testing::expect_passed;
 using testing::KernelTest;
+using testing::kInf;
+using testing::kNaN;
 using testing::mhc_config;
 using testing::MutantScope;
 using testing::Rig;
@@ -59,8 +61,6 @@ using oracle::Mode;
 using Bits = std::vector<uint16_t>;
 using Floats = std::vector<float>;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kFp64Roundoff = 0x1p-53;
 
 // A poisoned footprint workspace of a pre or head op (its pool operands fn, scale, bias placed

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend_under_test.h"
+#include "bf16_shorthands.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
@@ -33,12 +34,16 @@
 #include "bufferlab/oracle/moe_ffn_judge.h"
 #include "bufferlab/oracle/pool_placement.h"
 #include "moe_kernel_support.h"
+#include "report_checks.h"
 #include "seeded_values.h"
 #include "workspace_rig.h"
 
 namespace bufferlab {
 namespace {
 
+using testing::bf;
+using testing::expect_passed;
+using testing::fl;
 using testing::KernelTest;
 using testing::moe_config;
 using testing::Rig;
@@ -52,8 +57,6 @@ using Floats = std::vector<float>;
 
 constexpr uint16_t kPoison = 0xFFFF;  // a BF16 element the arena poison left alone
 
-uint16_t bf(float v) { return f32_to_bf16_bits(v); }
-float fl(uint16_t b) { return bf16_bits_to_f32(b); }
 bool written(const oracle::OpReference& r, size_t i) { return r.mask.empty() || r.mask[i] != 0; }
 
 std::vector<double> values(const Bits& bits) {
@@ -72,15 +75,6 @@ oracle::TensorComparison versus_cpu(const std::string& name, const Bits& got, co
   for (size_t i = 0; i < bound.size(); ++i) bound[i] = on_cpu.bound[i] + on_got.bound[i];
   return oracle::compare_bf16_bounded(name + " vs cpu", got, values(cpu), on_cpu.cols,
                                       {bound, on_cpu.mask, "b_cpu + b_backend"});
-}
-
-void expect_passed(const oracle::TensorComparison& c) {
-  EXPECT_TRUE(c.passed()) << c.name << " max ULP " << c.max_ulp.value_or(0) << " first bad "
-                          << (c.first_bad ? c.first_bad->reason : "");
-}
-
-void expect_passed(const oracle::AgreementReport& r) {
-  EXPECT_TRUE(r.passed()) << oracle::format_report(r);
 }
 
 ModelConfig ffn_config(uint64_t hidden, uint64_t inter, uint64_t experts, uint64_t top_k,

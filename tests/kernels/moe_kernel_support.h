@@ -1,7 +1,7 @@
 // Small helpers shared by the MoE kernel test bodies (moe_routing_kernel_tests.cpp,
 // moe_ffn_kernel_tests.cpp): a MoE config without a full model, integer-valued BF16 data that
-// keeps every FP32 sum exact, a kernel mutant set for one scope on the shared backend, and the
-// bound model / GEMM unit roundoff of the backend under test.
+// keeps every FP32 sum exact, and the bound model / GEMM unit roundoff of the backend under
+// test.
 #pragma once
 
 #include <cstdint>
@@ -39,21 +39,6 @@ inline std::vector<uint16_t> small_ints(uint64_t n, uint64_t seed, int span, flo
   }
   return v;
 }
-
-// Sets a kernel mutant on `backend` for the guard's scope (the backend under test is shared by
-// the whole process: a failing assertion must not leave the mutant on).
-class MutantScope {
- public:
-  MutantScope(Backend& backend, Mutant mutant) : backend_(backend) {
-    backend_.set_kernel_mutant(mutant);
-  }
-  ~MutantScope() { backend_.set_kernel_mutant(Mutant::none); }
-  MutantScope(const MutantScope&) = delete;
-  MutantScope& operator=(const MutantScope&) = delete;
-
- private:
-  Backend& backend_;
-};
 
 // The oracle's bound model and GEMM unit roundoff for a backend: round to nearest on the CPU,
 // the device GEMM's (tensor cores) elsewhere.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend_under_test.h"
+#include "bf16_shorthands.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/number_formats.h"
@@ -37,6 +38,8 @@
 namespace bufferlab {
 namespace {
 
+using testing::bf;
+using testing::fl;
 using testing::KernelTest;
 using testing::moe_config;
 using testing::MutantScope;
@@ -46,9 +49,6 @@ using testing::small_ints;
 using Bits = std::vector<uint16_t>;
 using Ids = std::vector<uint32_t>;
 using Floats = std::vector<float>;
-
-uint16_t bf(float v) { return f32_to_bf16_bits(v); }
-float fl(uint16_t b) { return bf16_bits_to_f32(b); }
 
 class MoeRoutingKernel : public KernelTest {
  protected:

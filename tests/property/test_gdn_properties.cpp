@@ -59,7 +59,9 @@
 #include "gdn_mamba2_property_bodies.h"
 #include "report_checks.h"
 
-namespace bufferlab {
+// This family's adapters to the shared bodies (Call, fp64_pair, poisonables, ...) have the
+// same names in test_mamba2_properties.cpp: each file has its own namespace.
+namespace bufferlab::gdn_properties {
 namespace {
 
 using gen::GdnCase;
@@ -457,4 +459,4 @@ TEST(GdnPlanted, MGdnCarryFailsAStateStageCheck) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::gdn_properties

@@ -51,7 +51,9 @@
 #include "gdn_mamba2_property_bodies.h"
 #include "report_checks.h"
 
-namespace bufferlab {
+// This family's adapters to the shared bodies (Call, fp64_pair, poisonables, ...) have the
+// same names in test_gdn_properties.cpp: each file has its own namespace.
+namespace bufferlab::mamba2_properties {
 namespace {
 
 using gen::Mamba2Case;
@@ -279,4 +281,4 @@ TEST(SsdPlanted, MSsdStateFailsTheScan) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::mamba2_properties

@@ -28,7 +28,7 @@ using gen::DeepStackCase;
 using gen::DeepStackResult;
 using testing::cpu_backend;
 
-DeepStackResult run(const DeepStackCase& c, Mutant m = Mutant::none) {
+DeepStackResult run_deep_stack(const DeepStackCase& c, Mutant m = Mutant::none) {
   cpu_backend().set_kernel_mutant(m);
   DeepStackResult r = gen::run_mhc_deep_stack(cpu_backend(), c, oracle::cpu_bounds());
   cpu_backend().set_kernel_mutant(Mutant::none);
@@ -55,7 +55,7 @@ TEST(MhcDeepStack, StackOracleMatchesOracleHcPre) {
 
 RC_GTEST_PROP(MhcDeepStack, BackendStreamsWithinTheDerivedBound, ()) {
   const DeepStackCase c = *gen::deep_stack_case();
-  const DeepStackResult r = run(c);
+  const DeepStackResult r = run_deep_stack(c);
   RC_ASSERT(r.passed());
   RC_ASSERT(r.worst_ratio <= 1.0);
   RC_ASSERT(r.rms_growth > 1.0);  // the highway grows
@@ -68,7 +68,7 @@ RC_GTEST_PROP(MhcDeepStack, BackendStreamsWithinTheDerivedBound, ()) {
 // layer's update is below half a BF16 ULP of the stream).
 RC_GTEST_PROP(MhcDeepStack, B13TwinFailsOnEveryCase, ()) {
   const DeepStackCase c = *gen::deep_stack_case();
-  const DeepStackResult r = run(c, Mutant::B13);
+  const DeepStackResult r = run_deep_stack(c, Mutant::B13);
   RC_ASSERT(!r.passed());
   RC_ASSERT(r.report.first_failure()->name == std::string(gen::kDeepStackCheck));
   RC_TAG(r.worst_ratio > 50   ? "B13 ratio > 50"
@@ -80,8 +80,8 @@ RC_GTEST_PROP(MhcDeepStack, B13TwinFailsOnEveryCase, ()) {
 TEST(MhcDeepStack, ReportsTheRatioOnFixedCases) {
   for (const DeepStackCase& c : {fixed_case(4, 32, 4, 2.0, 11), fixed_case(4, 16, 2, 1.0, 12),
                                  fixed_case(2, 8, 3, 0.25, 13), fixed_case(1, 16, 2, 1.0, 14)}) {
-    const DeepStackResult clean = run(c);
-    const DeepStackResult b13 = run(c, Mutant::B13);
+    const DeepStackResult clean = run_deep_stack(c);
+    const DeepStackResult b13 = run_deep_stack(c, Mutant::B13);
     std::printf("deep stack %s\n  clean: %s\n  B13:   %s\n", c.describe().c_str(),
                 gen::summarize(clean).c_str(), gen::summarize(b13).c_str());
     EXPECT_TRUE(clean.passed()) << oracle::format_report(clean.report);
@@ -92,14 +92,14 @@ TEST(MhcDeepStack, ReportsTheRatioOnFixedCases) {
 // The planted-bug twin: B13 fails the deep-stack stream check on a fixed case.
 TEST(MhcDeepStack, B13TwinFailsTheStreamCheck) {
   const DeepStackCase c = fixed_case(4, 32, 4, 2.0, 7);
-  const DeepStackResult b13 = run(c, Mutant::B13);
+  const DeepStackResult b13 = run_deep_stack(c, Mutant::B13);
   ASSERT_FALSE(b13.passed()) << gen::summarize(b13);
   const oracle::TensorComparison* bad = b13.report.first_failure();
   ASSERT_NE(bad, nullptr);
   EXPECT_EQ(bad->name, gen::kDeepStackCheck);
   EXPECT_GT(b13.worst_ratio, 1.0);
   std::printf("B13 twin: %s\n", gen::summarize(b13).c_str());
-  EXPECT_TRUE(run(c).passed());
+  EXPECT_TRUE(run_deep_stack(c).passed());
 }
 
 }  // namespace

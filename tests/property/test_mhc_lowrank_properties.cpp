@@ -39,15 +39,20 @@
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/properties/mhc_generators.h"
+#include "contains.h"
 #include "cpu_backend.h"
+#include "findings.h"
+#include "mhc_property_support.h"
 #include "report_checks.h"
 
-namespace bufferlab {
+// A namespace of its own, so the using-directive below stays in this file.
+namespace bufferlab::mhc_lowrank_properties {
 namespace {
 
 using gen::MhcCase;
 using gen::MhcOpKind;
 using oracle::MhcLowRankPath;
+using namespace testing::mhc;  // the helpers both mHC property files share (tests/support)
 using testing::cpu_backend;
 using testing::require_passed;
 using U = uint64_t;
@@ -61,16 +66,10 @@ gen::MhcRanges twin_ranges() {
   return r;
 }
 
-MhcCase draw(gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
-  MhcCase c = *gen::hc_case(MhcOpKind::lowrank, ranges);
-  RC_LOG() << c.describe() << "\n";
-  return c;
-}
-
 // A case on `path`: the split path needs T ≤ 64 (rows halved until it fits; the cost only
 // falls).
 MhcCase draw_on(MhcLowRankPath path, gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
-  MhcCase c = draw(ranges);
+  MhcCase c = draw(MhcOpKind::lowrank, ranges);
   c.path = path;
   if (path == MhcLowRankPath::split) c.rows = std::min(c.rows, kSplitMaxRows);
   return c;
@@ -143,7 +142,7 @@ RC_GTEST_PROP(MhcLowRankProperty, RowCounts64And65, ()) {
   ranges.cost_cap = uint64_t{1} << 24;
   ranges.min_rows = 64;
   ranges.max_rows = 65;
-  const MhcCase c = draw(ranges);
+  const MhcCase c = draw(MhcOpKind::lowrank, ranges);
   RC_TAG(c.rows);
   const auto in = gen::mhc_lowrank_inputs(c);
   if (c.rows == 65) {
@@ -154,17 +153,6 @@ RC_GTEST_PROP(MhcLowRankProperty, RowCounts64And65, ()) {
 }
 
 // ---- non-finite tokens --------------------------------------------------------------------------
-
-bool bf16_is_nan(uint16_t b) { return (b & 0x7FFFu) > 0x7F80u; }
-
-struct Finding {
-  std::string check, where;
-};
-using Findings = std::vector<Finding>;
-
-bool has_finding(const Findings& f, const std::string& check) {
-  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
-}
 
 // One [rows, width] output of the run with planted NaN / ±Inf against the clean run's: the
 // planted tokens all NaN, every other token bit-identical.
@@ -221,21 +209,6 @@ Findings isolation_findings(const oracle::MhcLowRankRun& dirty, const oracle::Mh
   return f;
 }
 
-std::set<U> bad_tokens(const MhcCase& c) {
-  std::set<U> s;
-  for (const auto& b : c.profile.nonfinite) s.insert(b.token);
-  return s;
-}
-
-MhcCase draw_nonfinite(gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
-  MhcCase c = draw(ranges);
-  if (c.profile.nonfinite.empty())
-    c.profile.nonfinite.push_back({*rc::gen::inRange<U>(0, c.rows), *rc::gen::inRange<U>(0, c.hc()),
-                                   *rc::gen::inRange<U>(0, c.h()),
-                                   *rc::gen::element<double>(NAN, INFINITY, -INFINITY)});
-  return c;
-}
-
 struct DirtyAndClean {
   MhcCase c;
   oracle::MhcLowRankInputs in;
@@ -243,7 +216,7 @@ struct DirtyAndClean {
 };
 
 DirtyAndClean dirty_and_clean(gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
-  DirtyAndClean r{draw_nonfinite(ranges), {}, {}, {}};
+  DirtyAndClean r{draw_nonfinite(MhcOpKind::lowrank, ranges), {}, {}, {}};
   MhcCase clean = r.c;
   clean.profile.nonfinite.clear();
   r.in = gen::mhc_lowrank_inputs(r.c);
@@ -258,7 +231,7 @@ RC_GTEST_PROP(MhcLowRankProperty, NonFiniteTokensAreNanCountedAndIsolated, ()) {
   ranges.cost_cap = uint64_t{1} << 24;
   const DirtyAndClean r = dirty_and_clean(ranges);
   RC_TAG(oracle::to_string(r.c.path));
-  const Findings f = isolation_findings(r.dirty, r.clean, bad_tokens(r.c));
+  const Findings f = isolation_findings(r.dirty, r.clean, bad_tokens(r.c.profile));
   for (const auto& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
   RC_ASSERT(f.empty());
   require_passed(judge(r.dirty, r.in, r.c));
@@ -267,20 +240,8 @@ RC_GTEST_PROP(MhcLowRankProperty, NonFiniteTokensAreNanCountedAndIsolated, ()) {
 // ==== Planted bugs
 // ==================================================================================
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-std::vector<U> finite_tokens(const MhcCase& c) {
-  const std::set<U> bad = bad_tokens(c);
-  std::vector<U> t;
-  for (U k = 0; k < c.rows; ++k)
-    if (!bad.count(k)) t.push_back(k);
-  return t;
-}
-
 RC_GTEST_PROP(MhcLowRankPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, ()) {
-  const MhcCase c = draw(twin_ranges());
+  const MhcCase c = draw(MhcOpKind::lowrank, twin_ranges());
   const auto in = gen::mhc_lowrank_inputs(c);
   auto r = run(cpu_backend(), c, c.path, in);
   const U t = *rc::gen::inRange<U>(0, c.rows), d = *rc::gen::inRange<U>(0, c.h());
@@ -297,7 +258,7 @@ RC_GTEST_PROP(MhcLowRankPlanted, BlockInputLeftPoisonedFailsAtItsTokenAndDim, ()
 // A scratch element changed between the stage that stored it and the one that reads it (a
 // finite token's, so the change is visible): the intact check of the reader names it.
 RC_GTEST_PROP(MhcLowRankPlanted, ScratchClobberedBetweenStagesFails, ()) {
-  const MhcCase c = draw(twin_ranges());
+  const MhcCase c = draw(MhcOpKind::lowrank, twin_ranges());
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
   const auto in = gen::mhc_lowrank_inputs(c);
@@ -325,13 +286,8 @@ RC_GTEST_PROP(MhcLowRankPlanted, ScratchClobberedBetweenStagesFails, ()) {
   RC_ASSERT(bad->first_bad->col == col);
 }
 
-// The largest value one step past |v − want| > bound: FP32 on the split path, BF16 on the slab.
-float beyond_f32(double want, double bound) {
-  float v = static_cast<float>(want + bound);
-  while (!(static_cast<double>(v) - want > bound)) v = std::nextafter(v, INFINITY);
-  return std::nextafter(v, INFINITY);
-}
-
+// The largest value one step past |v − want| > bound: FP32 on the split path (beyond_f32),
+// BF16 on the slab.
 uint16_t beyond_bf16(double want, double bound) {
   uint16_t b = f32_to_bf16_bits(static_cast<float>(want + bound));
   auto up = [](uint16_t x) {
@@ -345,7 +301,7 @@ uint16_t beyond_bf16(double want, double bound) {
 // One element of hc_low (the down stage) beyond its bound, stored and read consistently (a
 // kernel that computed it wrong): the down check fails at its token and k.
 RC_GTEST_PROP(MhcLowRankPlanted, DownOutputBeyondItsBoundFailsAtItsCoordinates, ()) {
-  const MhcCase c = draw(twin_ranges());
+  const MhcCase c = draw(MhcOpKind::lowrank, twin_ranges());
   const auto tokens = finite_tokens(c);
   RC_PRE(!tokens.empty());
   const auto in = gen::mhc_lowrank_inputs(c);
@@ -406,7 +362,7 @@ RC_GTEST_PROP(MhcLowRankPlanted, PathsApartBeyondTheirBoundFail, ()) {
 // A NaN leaked into a finite token's block input, and a planted token's low row left finite.
 RC_GTEST_PROP(MhcLowRankPlanted, LeakedOrMissingNanFailsIsolation, ()) {
   DirtyAndClean r = dirty_and_clean(twin_ranges());
-  const auto bad = bad_tokens(r.c);
+  const auto bad = bad_tokens(r.c.profile);
   const auto good = finite_tokens(r.c);
   const bool leak = *rc::gen::arbitrary<bool>() && !good.empty();
   if (leak) {
@@ -429,4 +385,4 @@ RC_GTEST_PROP(MhcLowRankPlanted, LeakedOrMissingNanFailsIsolation, ()) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::mhc_lowrank_properties

@@ -49,15 +49,20 @@
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/oracle/seeded_random.h"
 #include "bufferlab/properties/mhc_generators.h"
+#include "contains.h"
 #include "cpu_backend.h"
+#include "findings.h"
+#include "mhc_property_support.h"
 #include "report_checks.h"
 
-namespace bufferlab {
+// A namespace of its own, so the using-directive below stays in this file.
+namespace bufferlab::mhc_sinkhorn_properties {
 namespace {
 
 using gen::MhcCase;
 using gen::MhcOpKind;
 using oracle::Mode;
+using namespace testing::mhc;  // the helpers both mHC property files share (tests/support)
 using testing::cpu_backend;
 using testing::require_passed;
 using U = uint64_t;
@@ -66,12 +71,6 @@ constexpr double kU32 = 0x1p-24;         // the backend's FP32 unit roundoff
 constexpr double kU64 = 0x1p-53;         // the oracle's FP64 unit roundoff
 constexpr double kEquivariance = 1e-12;  // numerics §3: the FP64 oracle under permutation
 
-MhcCase draw(MhcOpKind kind, gen::MhcRanges ranges = gen::ci_mhc_ranges()) {
-  MhcCase c = *gen::hc_case(kind, ranges);
-  RC_LOG() << c.describe() << "\n";
-  return c;
-}
-
 MhcCase draw_finite(MhcOpKind kind) {
   MhcCase c = draw(kind);
   c.profile.nonfinite.clear();
@@ -79,7 +78,6 @@ MhcCase draw_finite(MhcOpKind kind) {
 }
 
 uint32_t bits(float v) { return std::bit_cast<uint32_t>(v); }
-bool bf16_is_nan(uint16_t b) { return (b & 0x7FFFu) > 0x7F80u; }
 
 // A uniform value in [0, 1) of (seed, k): SplitMix64's finaliser, so a case draws one seed
 // rather than one rc value per matrix entry.
@@ -93,19 +91,6 @@ std::vector<double> random_logits(U hc, double L, U seed) {
   std::vector<double> l(hc * hc);
   for (U k = 0; k < l.size(); ++k) l[k] = L * hashed_uniform(seed, k);
   return l;
-}
-
-// A failed assertion of one of this file's own checks: the check's name and where.
-struct Finding {
-  std::string check, where;
-};
-using Findings = std::vector<Finding>;
-
-void log_findings(const Findings& f) {
-  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
-}
-bool has_finding(const Findings& f, const std::string& check) {
-  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
 }
 
 // ---- running the ops ----------------------------------------------------------------------
@@ -559,12 +544,6 @@ TokenTensor token_tensor(std::string name, const std::vector<T>& dirty, const st
   return t;
 }
 
-std::set<U> bad_tokens(const oracle::MhcInputProfile& p) {
-  std::set<U> s;
-  for (const auto& b : p.nonfinite) s.insert(b.token);
-  return s;
-}
-
 // A token with a non-finite stream value: every output element NaN; the count = the number of
 // such tokens; every other token bit-identical to the clean run (numerics §3).
 Findings isolation_findings(const std::vector<TokenTensor>& tensors, const std::set<U>& bad,
@@ -587,16 +566,6 @@ Findings isolation_findings(const std::vector<TokenTensor>& tensors, const std::
                      fmt::format("token {}, col {}", t, col)});
     }
   return f;
-}
-
-// A case with at least one planted NaN / ±Inf.
-MhcCase draw_nonfinite(MhcOpKind kind) {
-  MhcCase c = draw(kind);
-  if (c.profile.nonfinite.empty())
-    c.profile.nonfinite.push_back({*rc::gen::inRange<U>(0, c.rows), *rc::gen::inRange<U>(0, c.hc()),
-                                   *rc::gen::inRange<U>(0, c.h()),
-                                   *rc::gen::element<double>(NAN, INFINITY, -INFINITY)});
-  return c;
 }
 
 std::vector<TokenTensor> pre_tensors(const PreRun& dirty, const PreRun& clean, U hc, U h) {
@@ -658,18 +627,6 @@ std::vector<std::string> failing_checks(const oracle::AgreementReport& r) {
   for (const auto& c : r.checks)
     if (!c.passed()) names.push_back(c.name);
   return names;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-std::vector<U> finite_tokens(const MhcCase& c) {
-  const std::set<U> bad = bad_tokens(c.profile);
-  std::vector<U> t;
-  for (U k = 0; k < c.rows; ++k)
-    if (!bad.count(k)) t.push_back(k);
-  return t;
 }
 
 // The comb entries the class check judges, as (token, i, j): hc = 1: the one entry (judged by
@@ -909,13 +866,6 @@ RC_GTEST_PROP(MhcSinkhornPlanted, B13FailsThePostJudge, ()) {
   RC_ASSERT(report.first_failure()->name == std::string("hc_streams (post)"));
 }
 
-// The largest float |v − want| > bound has, one ULP past the edge.
-float beyond_f32(double want, double bound) {
-  float v = static_cast<float>(want + bound);
-  while (!(static_cast<double>(v) - want > bound)) v = std::nextafter(v, INFINITY);
-  return std::nextafter(v, INFINITY);
-}
-
 RC_GTEST_PROP(MhcSinkhornPlanted, PostElementBeyondItsBoundFailsAtItsCoordinates, ()) {
   const MhcCase c = draw_finite(MhcOpKind::post);
   const MhcPostOp op = MhcPostOp::make(c.config, c.rows);
@@ -968,4 +918,4 @@ RC_GTEST_PROP(MhcSinkhornPlanted, ExpandOneUlpOffFailsAtItsCoordinates, ()) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::mhc_sinkhorn_properties

@@ -17,11 +17,9 @@
 namespace bufferlab {
 namespace {
 
-const Sizing kSizing = Sizing::corrected();
-
 // One generated case of `family` verifies clean: no verifier finding, no failed sizing
 // check, nothing thrown.
-void clean_case(const std::string& family, const Sizing& sizing = kSizing) {
+void clean_case(const std::string& family, const Sizing& sizing = Sizing::corrected()) {
   gen::CaseSpace space;
   space.families = {family};
   const fuzz::FuzzCase c = *gen::fuzz_case(space);
@@ -70,7 +68,7 @@ RC_GTEST_PROP(PlanProperty, EveryLaunchableCodispatchPassIsEligible, ()) {
   shape.max_batch_tokens = std::max<uint64_t>(shape.max_batch_tokens, 2);
   const Target target = *gen::target();
   const plan::Pass pass = *gen::codispatch_pass(shape);
-  const auto sizes = BufferSizes::from_config(config, shape, target, kSizing);
+  const auto sizes = BufferSizes::from_config(config, shape, target, Sizing::corrected());
   const auto p = plan::build(config, sizes, target, shape, pass, *gen::paths(config, target));
   RC_ASSERT(!p.refused);
   if (p.ineligible) RC_LOG() << *p.ineligible << "\n";
@@ -101,8 +99,8 @@ RC_GTEST_PROP(PlanProperty, ArenaBytesDoNotDependOnNumHiddenLayers, ()) {
   const auto target = *gen::target();
   const auto other = checks::with_num_hidden_layers(config, *rc::gen::inRange<uint64_t>(1, 200));
   const auto v = checks::arena_independent_of_layers(
-      Layout::build(BufferSizes::from_config(config, shape, target, kSizing)),
-      Layout::build(BufferSizes::from_config(other, shape, target, kSizing)));
+      Layout::build(BufferSizes::from_config(config, shape, target, Sizing::corrected())),
+      Layout::build(BufferSizes::from_config(other, shape, target, Sizing::corrected())));
   for (const auto& line : v) RC_LOG() << line << "\n";
   RC_ASSERT(v.empty());
 }
@@ -116,14 +114,14 @@ RC_GTEST_PROP(PlanProperty, GeneratedCasesAreLaunchableAndRoundTripThroughJson, 
   RC_ASSERT(!c.pass.refusal(c.shape));
   const auto all = plan::all_paths(c.config, c.target);
   RC_ASSERT(std::find(all.begin(), all.end(), c.paths) != all.end());
-  const auto j = fuzz::case_to_json(c, kSizing);
+  const auto j = fuzz::case_to_json(c, Sizing::corrected());
   const fuzz::FuzzCase back = fuzz::case_from_json(nlohmann::json::parse(j.dump()));
   RC_ASSERT(back.config == c.config);
   RC_ASSERT(back.shape == c.shape);
   RC_ASSERT(back.target == c.target);
   RC_ASSERT(back.pass == c.pass);
   RC_ASSERT(back.paths == c.paths);
-  RC_ASSERT(fuzz::case_sizing_from_json(j) == kSizing);
+  RC_ASSERT(fuzz::case_sizing_from_json(j) == Sizing::corrected());
 }
 
 // Every kind of pass is drawn for a roomy shape (a generator that lost a kind would make

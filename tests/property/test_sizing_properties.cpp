@@ -17,7 +17,6 @@ namespace {
 
 // Properties default to the `corrected` sizing (spec: verify/fuzz/properties), which must
 // be clean.
-const Sizing kSizing = Sizing::corrected();
 
 void assert_none(const checks::Violations& v) {
   for (const auto& line : v) RC_LOG() << line << "\n";
@@ -31,7 +30,7 @@ RC_GTEST_PROP(SizingProperty, LayoutBuffersNeverOverlapAndAreAligned, ()) {
   const auto target = *gen::target();
   const uint64_t alignment = uint64_t{1} << *rc::gen::inRange(0, 13);
   const uint64_t redzone = *rc::gen::element<uint64_t>(0, 64, 100, 4096);
-  const auto sizes = BufferSizes::from_config(config, shape, target, kSizing);
+  const auto sizes = BufferSizes::from_config(config, shape, target, Sizing::corrected());
   const auto layout = Layout::build(sizes, alignment, redzone);
   assert_none(checks::layout_disjoint_and_aligned(layout.entries(), alignment, redzone,
                                                   layout.arena_bytes()));
@@ -40,7 +39,8 @@ RC_GTEST_PROP(SizingProperty, LayoutBuffersNeverOverlapAndAreAligned, ()) {
 RC_GTEST_PROP(SizingProperty, NullExactlyForNullWhenZeroFieldsOtherwisePositive, ()) {
   const auto config = *gen::valid_config();
   const auto target = *gen::target();
-  const auto sizes = BufferSizes::from_config(config, *gen::run_shape(), target, kSizing);
+  const auto sizes =
+      BufferSizes::from_config(config, *gen::run_shape(), target, Sizing::corrected());
   assert_none(checks::null_fields_as_specified(config, target, sizes));
 }
 
@@ -52,7 +52,7 @@ void ledger_property(Sizing sizing) {
 }
 
 RC_GTEST_PROP(SizingProperty, TotalBytesIsTheSumOfEveryFieldAndEveryAllocation, ()) {
-  ledger_property(kSizing);
+  ledger_property(Sizing::corrected());
 }
 
 RC_GTEST_PROP(SizingProperty, SizesNeverDecreaseWhenTheRunShapeGrows, ()) {
@@ -66,9 +66,9 @@ RC_GTEST_PROP(SizingProperty, SizesNeverDecreaseWhenTheRunShapeGrows, ()) {
   if (axis == 1) large.max_seq_len += grow;
   if (axis == 2) large.max_batch_size += *rc::gen::inRange<uint64_t>(1, 200);
   RC_TAG(axis == 0 ? "m" : axis == 1 ? "max_seq_len" : "max_batch_size");
-  assert_none(
-      checks::sizes_not_decreasing(BufferSizes::from_config(config, small, target, kSizing),
-                                   BufferSizes::from_config(config, large, target, kSizing)));
+  assert_none(checks::sizes_not_decreasing(
+      BufferSizes::from_config(config, small, target, Sizing::corrected()),
+      BufferSizes::from_config(config, large, target, Sizing::corrected())));
 }
 
 void layers_property(Sizing sizing) {
@@ -82,7 +82,7 @@ void layers_property(Sizing sizing) {
 }
 
 RC_GTEST_PROP(SizingProperty, ArenaBytesDoNotDependOnNumHiddenLayers, ()) {
-  layers_property(kSizing);
+  layers_property(Sizing::corrected());
 }
 
 // The same property bodies, run on catalogued mutants of `corrected`, must fail (RapidCheck
@@ -190,11 +190,13 @@ constexpr int kValidationRules = 18;
 RC_GTEST_PROP(SizingProperty, ConfigsBreakingAValidationRuleAreRejectedWithAnError, ()) {
   const auto config = *gen::valid_config();
   const auto shape = *gen::run_shape();
-  BufferSizes::from_config(config, shape, Target{}, kSizing);  // the unbroken one is fine
+  BufferSizes::from_config(config, shape, Target{},
+                           Sizing::corrected());  // the unbroken one is fine
   for (int rule = 0; rule < kValidationRules; ++rule) {
     RC_LOG() << "rule " << rule << "\n";
-    RC_ASSERT_THROWS_AS(
-        BufferSizes::from_config(break_one_rule(config, rule), shape, Target{}, kSizing), Error);
+    RC_ASSERT_THROWS_AS(BufferSizes::from_config(break_one_rule(config, rule), shape, Target{},
+                                                 Sizing::corrected()),
+                        Error);
   }
 }
 
@@ -226,7 +228,7 @@ RC_GTEST_PROP(SizingProperty, SizesOverflowing64BitsGiveAnErrorNeverAWrappedSize
   RC_CLASSIFY(must_fail, "overflows");
   BufferSizes sizes;
   try {
-    sizes = BufferSizes::from_config(c, shape, Target{}, kSizing);
+    sizes = BufferSizes::from_config(c, shape, Target{}, Sizing::corrected());
   } catch (const Error&) {
     return;  // an Error is always acceptable for these sizes; other exceptions fail the test
   }
@@ -251,8 +253,8 @@ RC_GTEST_PROP(SizingProperty, NormalizedJsonRoundTripsToTheSameSizes, ()) {
   const auto target = *gen::target();
   const auto reloaded = config_from_json_text(to_normalized_json(config).dump(), "round-trip");
   RC_ASSERT(reloaded == config);
-  const auto a = BufferSizes::from_config(config, shape, target, kSizing);
-  const auto b = BufferSizes::from_config(reloaded, shape, target, kSizing);
+  const auto a = BufferSizes::from_config(config, shape, target, Sizing::corrected());
+  const auto b = BufferSizes::from_config(reloaded, shape, target, Sizing::corrected());
   for (const auto& info : kBufferRegistry) RC_ASSERT(a.bytes(info.id) == b.bytes(info.id));
 }
 

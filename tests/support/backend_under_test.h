@@ -33,4 +33,19 @@ class KernelTest : public ::testing::Test {
   static bool on_cpu() { return std::string(backend_under_test_name()) == "cpu"; }
 };
 
+// Sets a kernel mutant on `backend` for the guard's scope (the backend under test is shared by
+// the whole process: a failing assertion must not leave the mutant on).
+class MutantScope {
+ public:
+  MutantScope(Backend& backend, Mutant mutant) : backend_(backend) {
+    backend_.set_kernel_mutant(mutant);
+  }
+  ~MutantScope() { backend_.set_kernel_mutant(Mutant::none); }
+  MutantScope(const MutantScope&) = delete;
+  MutantScope& operator=(const MutantScope&) = delete;
+
+ private:
+  Backend& backend_;
+};
+
 }  // namespace bufferlab::testing

@@ -13,12 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "contains.h"
 
 namespace bufferlab::testing {
-
-inline bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
 
 // Exit `exit_code` and every one of `expected` in the output; `context` leads the messages.
 inline void expect_exit(const CliOutput& r, int exit_code, const std::vector<std::string>& expected,

@@ -35,7 +35,10 @@
 #include "bufferlab/oracle/mamba2_harness.h"
 #include "bufferlab/oracle/mamba2_judge.h"
 #include "bufferlab/properties/gdn_mamba2_generators.h"
+#include "contains.h"
+#include "findings.h"
 #include "report_checks.h"
+#include "report_lookup.h"
 
 namespace bufferlab::testing::gdn_mamba2 {
 
@@ -205,29 +208,14 @@ inline std::vector<std::string> failing_checks(const oracle::AgreementReport& r)
   return names;
 }
 
-inline const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
-                                                   const std::string& name) {
-  for (const auto& c : r.checks)
-    if (c.name == name) return &c;
-  return nullptr;
-}
+using testing::check_named;  // report_lookup.h
 
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// A failed assertion of one of the properties' own checks: the check's name and where.
-struct Finding {
-  std::string check, where;
-};
-using Findings = std::vector<Finding>;
-
-inline void log_findings(const Findings& f) {
-  for (const Finding& x : f) RC_LOG() << "finding: " << x.check << ": " << x.where << "\n";
-}
-inline bool has_finding(const Findings& f, const std::string& check) {
-  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.check == check; });
-}
+// contains.h and findings.h, named here too for the files that use this namespace.
+using testing::contains;
+using testing::Finding;
+using testing::Findings;
+using testing::has_finding;
+using testing::log_findings;
 
 template <class T>
 std::span<const T> rows_of(const std::vector<T>& v, U row0, U rows, U cols) {

@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 
 using bufferlab::testing::contains;
 using bufferlab::testing::expect_exit;
+using bufferlab::testing::expect_npy_files;
 using bufferlab::testing::read_file;
 using CompareRun = bufferlab::testing::CliOutput;  // exit code, stdout then stderr, stdout
 using nlohmann::json;
@@ -193,10 +194,8 @@ TEST_F(CliCompareSsm, JsonReportParses) {
 }
 
 // The dump's NPY files; this test checks neither the header alignment nor the BF16 format name.
-void expect_npy_files(const fs::path& dir, const json& manifest) {
-  bufferlab::testing::expect_npy_files(dir, manifest,
-                                       {.header_aligned_to_64 = false, .bf16_named = false});
-}
+constexpr bufferlab::testing::NpyChecks kSsmDumpNpyChecks{.header_aligned_to_64 = false,
+                                                          .bf16_named = false};
 
 TEST_F(CliCompareSsm, DumpWritesEveryStageAndTheOracle) {
   const fs::path gdn = dir_ / "gdn";
@@ -221,7 +220,7 @@ TEST_F(CliCompareSsm, DumpWritesEveryStageAndTheOracle) {
   // 2 streams · 2 chunks · nv = 4 regions of [64, kd = 128].
   EXPECT_EQ(m.at("files").at("backend_W.npy").at("shape"), json::array({16, 64, 128}));
   EXPECT_EQ(m.at("files").at("backend_core.npy").at("npy_dtype"), "<u2");
-  expect_npy_files(gdn, m);
+  expect_npy_files(gdn, m, kSsmDumpNpyChecks);
 
   const fs::path ssd = dir_ / "ssd";
   const CompareRun s =
@@ -236,7 +235,7 @@ TEST_F(CliCompareSsm, DumpWritesEveryStageAndTheOracle) {
     EXPECT_TRUE(ms.at("files").contains(f)) << f;
   // H = 6 heads, 2 chunks of 64 for 70 tokens.
   EXPECT_EQ(ms.at("files").at("backend_seq0_dt.npy").at("shape"), json::array({6, 2, 64}));
-  expect_npy_files(ssd, ms);
+  expect_npy_files(ssd, ms, kSsmDumpNpyChecks);
 }
 
 }  // namespace

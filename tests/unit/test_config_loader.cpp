@@ -14,6 +14,7 @@
 #include "bufferlab/core/config_json.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/presets.h"
+#include "config_checks.h"
 #include "test_fixtures.h"
 
 namespace bufferlab {
@@ -26,14 +27,6 @@ using nlohmann::json;
 ModelConfig load(const std::string& file) {
   return load_config_file(std::string(BUFFERLAB_CONFIGS_DIR) + "/" + file);
 }
-
-// The differing fields (a JSON patch between the normalized forms), for failure messages.
-std::string difference(const ModelConfig& actual, const ModelConfig& expected) {
-  return json::diff(to_normalized_json(expected), to_normalized_json(actual)).dump();
-}
-
-#define EXPECT_CONFIG_EQ(actual, expected) \
-  EXPECT_TRUE((actual) == (expected)) << "differences: " << difference((actual), (expected))
 
 ModelConfig from_json(const json& j) { return config_from_json_text(j.dump(), "test.json"); }
 

@@ -40,9 +40,12 @@
 #include "bufferlab/oracle/routing_judge.h"
 #include "bufferlab/properties/mhc_deep_stack.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "report_lookup.h"
 
 namespace bufferlab {
 namespace {
+
+using testing::check_named;
 
 struct Available {
   std::unique_ptr<Backend> backend;
@@ -127,13 +130,6 @@ oracle::AgreementReport mhc_pre_judged(Backend& b, const oracle::BoundModel& bm)
   const oracle::MhcPreInputs in = oracle::generate_mhc_pre_inputs(op, 3, profile);
   const oracle::MhcPreOutputs out = oracle::run_mhc_pre(b, ws, op, in);
   return oracle::judge_mhc_pre(op, in, out, b.name(), 3, bm);
-}
-
-const oracle::TensorComparison* check_named(const oracle::AgreementReport& r,
-                                            const std::string& name) {
-  for (const auto& c : r.checks)
-    if (c.name == name) return &c;
-  return nullptr;
 }
 
 // B13 caught: the deep stack's stream check is the failing one.

@@ -49,9 +49,9 @@ std::vector<Acc> flatten(const std::vector<Access>& accesses) {
   return out;
 }
 
-constexpr AccessKind R = AccessKind::read;
-constexpr AccessKind W = AccessKind::write;
-constexpr AccessKind P = AccessKind::phantom_write;
+constexpr AccessKind kRead = AccessKind::read;
+constexpr AccessKind kWrite = AccessKind::write;
+constexpr AccessKind kPhantom = AccessKind::phantom_write;
 using B = BufferId;
 
 // h = 64, nq = 4, nkv = 2, hd = 16: qkv_dim = (4 + 2·2)·16 = 128 (192 gated), q width 64,
@@ -80,9 +80,9 @@ TEST(AttnStageOp, KScratchOnFp8PathPadsToCeil16WithPhantomRows) {
   EXPECT_EQ(op.name(), "attn_k_scratch");
   EXPECT_EQ(flatten(op.accesses()),
             (std::vector<Acc>{
-                arena(B::qkv_output, 0, 5 * 256, R, "qkv"),     // [5,128] bf16: 1280
-                arena(B::ssm_qkvz, 0, 5 * 64, W, "k_scratch"),  // [5,32]: 320
-                arena(B::ssm_qkvz, 5 * 64, 11 * 64, P),         // rows 5..15: 320 + 704
+                arena(B::qkv_output, 0, 5 * 256, kRead, "qkv"),      // [5,128] bf16: 1280
+                arena(B::ssm_qkvz, 0, 5 * 64, kWrite, "k_scratch"),  // [5,32]: 320
+                arena(B::ssm_qkvz, 5 * 64, 11 * 64, kPhantom),       // rows 5..15: 320 + 704
             }));
 }
 
@@ -91,9 +91,9 @@ TEST(AttnStageOp, VScratchSitsAtTheSizingsRowM) {
   const AttnStageOp op = AttnStageOp::make(attn_config(), Part::v_scratch, 0, 5, true, 20);
   EXPECT_EQ(op.shape().col0, 96u);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
-                                        arena(B::qkv_output, 0, 1280, R, "qkv"),
-                                        arena(B::ssm_qkvz, 1280, 320, W, "v_scratch"),
-                                        arena(B::ssm_qkvz, 1600, 704, P),
+                                        arena(B::qkv_output, 0, 1280, kRead, "qkv"),
+                                        arena(B::ssm_qkvz, 1280, 320, kWrite, "v_scratch"),
+                                        arena(B::ssm_qkvz, 1600, 704, kPhantom),
                                     }));
 }
 
@@ -101,8 +101,8 @@ TEST(AttnStageOp, BF16PathWritesExactlyTRows) {
   const AttnStageOp op = AttnStageOp::make(attn_config(), Part::k_scratch, 0, 5, false, 0);
   EXPECT_EQ(op.shape().rows, 5u);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
-                                        arena(B::qkv_output, 0, 1280, R, "qkv"),
-                                        arena(B::ssm_qkvz, 0, 320, W, "k_scratch"),
+                                        arena(B::qkv_output, 0, 1280, kRead, "qkv"),
+                                        arena(B::ssm_qkvz, 0, 320, kWrite, "k_scratch"),
                                     }));
 }
 
@@ -112,8 +112,8 @@ TEST(AttnStageOp, QCopyOfAMixedStepReadsTheRowsAfterTheDecodePart) {
   const AttnStageOp op = AttnStageOp::make(attn_config(), Part::q_copy, 4, 5, true, 0);
   EXPECT_EQ(op.shape().rows, 5u);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
-                                        arena(B::qkv_output, 1024, 1280, R, "qkv"),
-                                        arena(B::ssm_deinterleaved, 0, 5 * 128, W, "q_copy"),
+                                        arena(B::qkv_output, 1024, 1280, kRead, "qkv"),
+                                        arena(B::ssm_deinterleaved, 0, 5 * 128, kWrite, "q_copy"),
                                     }));
 }
 
@@ -128,11 +128,12 @@ TEST(AttnStageOp, GatedModelKeepsTheGateInQkvOutput) {
 }
 
 TEST(AttnStageOp, MetadataReadsAreCarriedThrough) {
-  const Access meta{TensorRef{Space::arena, B::scratch, 64, {5}, DType::u32}, R, "@meta.positions"};
+  const Access meta{TensorRef{Space::arena, B::scratch, 64, {5}, DType::u32}, kRead,
+                    "@meta.positions"};
   const AttnStageOp op = AttnStageOp::make(attn_config(), Part::q_copy, 0, 5, false, 0, {meta});
   const std::vector<Acc> acc = flatten(op.accesses());
   ASSERT_EQ(acc.size(), 3u);
-  EXPECT_EQ(acc[1], arena(B::scratch, 64, 20, R, "@meta.positions"));
+  EXPECT_EQ(acc[1], arena(B::scratch, 64, 20, kRead, "@meta.positions"));
 }
 
 TEST(AttnPrefillOp, CoDispatchedStreamsReadTheirOwnKvRows) {
@@ -141,13 +142,13 @@ TEST(AttnPrefillOp, CoDispatchedStreamsReadTheirOwnKvRows) {
   const PrefillLaunch launch{0, 6, 2, 0, 6};
   const AttnPrefillOp op = AttnPrefillOp::make(attn_config(), false, launch, 20);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
-                                        arena(B::ssm_deinterleaved, 0, 6 * 128, R, "q_copy"),
-                                        arena(B::ssm_qkvz, 0, 192, R, "k_scratch"),
-                                        arena(B::ssm_qkvz, 192, 192, R, "k_scratch"),
-                                        arena(B::ssm_qkvz, 1280, 192, R, "v_scratch"),
-                                        arena(B::ssm_qkvz, 1472, 192, R, "v_scratch"),
+                                        arena(B::ssm_deinterleaved, 0, 6 * 128, kRead, "q_copy"),
+                                        arena(B::ssm_qkvz, 0, 192, kRead, "k_scratch"),
+                                        arena(B::ssm_qkvz, 192, 192, kRead, "k_scratch"),
+                                        arena(B::ssm_qkvz, 1280, 192, kRead, "v_scratch"),
+                                        arena(B::ssm_qkvz, 1472, 192, kRead, "v_scratch"),
                                         pool_read(),
-                                        arena(B::attn_output, 0, 6 * 128, W, "attn"),
+                                        arena(B::attn_output, 0, 6 * 128, kWrite, "attn"),
                                     }));
 }
 
@@ -173,7 +174,7 @@ TEST(AttnPrefillOp, SlabReadsKvCausallyUpToItsLastRow) {
   EXPECT_EQ(op.v[0].offset, 524288u);
   EXPECT_EQ(op.shape().list_width, 2u);
   const std::vector<Acc> acc = flatten(op.accesses());
-  EXPECT_EQ(acc[4], arena(B::qsa_select_scratch, 1000, 2048 * 2 * 4, R, "qsa_lists"));
+  EXPECT_EQ(acc[4], arena(B::qsa_select_scratch, 1000, 2048 * 2 * 4, kRead, "qsa_lists"));
   EXPECT_EQ(op.out.offset, 262144u);
 }
 
@@ -199,16 +200,17 @@ TEST(AttnDecodeOp, SplitKWritesEverySlotOfTheDecodeRows) {
   const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), false, 8, 4, false);
   EXPECT_TRUE(op.split_k());
   EXPECT_EQ(op.name(), "attn_decode");
-  EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
-                                        arena(B::qkv_output, 0, 8 * 256, R, "qkv"),
-                                        pool_read(),
-                                        arena(B::splitk_workspace, 0, 9216, W, "splitk_partials"),
-                                    }));
+  EXPECT_EQ(flatten(op.accesses()),
+            (std::vector<Acc>{
+                arena(B::qkv_output, 0, 8 * 256, kRead, "qkv"),
+                pool_read(),
+                arena(B::splitk_workspace, 0, 9216, kWrite, "splitk_partials"),
+            }));
   const SplitKMergeOp merge = SplitKMergeOp::make(attn_config(), 8, 4);
   EXPECT_EQ(flatten(merge.accesses()),
             (std::vector<Acc>{
-                arena(B::splitk_workspace, 0, 9216, R, "splitk_partials"),
-                arena(B::attn_output, 0, 8 * 128, W, "attn"),
+                arena(B::splitk_workspace, 0, 9216, kRead, "splitk_partials"),
+                arena(B::attn_output, 0, 8 * 128, kWrite, "attn"),
             }));
 }
 
@@ -217,7 +219,7 @@ TEST(AttnDecodeOp, OneSplitWritesTheOutputDirectly) {
   EXPECT_FALSE(op.split_k());
   const std::vector<Acc> acc = flatten(op.accesses());
   ASSERT_EQ(acc.size(), 3u);
-  EXPECT_EQ(acc[2], arena(B::attn_output, 0, 1024, W, "attn"));
+  EXPECT_EQ(acc[2], arena(B::attn_output, 0, 1024, kWrite, "attn"));
 }
 
 TEST(AttnDecodeOp, VerifyNeverUsesSplitK) {
@@ -233,9 +235,9 @@ TEST(AttnGateOp, GatesInPlaceReadingTheGateFromQkv) {
   // Gated: qkv rows of 192 bf16 = 384 bytes; attn_output [5,64] = 640 bytes in place.
   const AttnGateOp op = AttnGateOp::make(attn_config(true), 5);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
-                                        arena(B::qkv_output, 0, 1920, R, "qkv"),
-                                        arena(B::attn_output, 0, 640, R, "attn"),
-                                        arena(B::attn_output, 0, 640, W, "attn_gated"),
+                                        arena(B::qkv_output, 0, 1920, kRead, "qkv"),
+                                        arena(B::attn_output, 0, 640, kRead, "attn"),
+                                        arena(B::attn_output, 0, 640, kWrite, "attn_gated"),
                                     }));
 }
 
@@ -277,26 +279,26 @@ TEST(QsaIndexerOp, StagesOfASlabAtTheRegionOffsets) {
   // qk: norm rows 4 + 2048 = 2052 → byte 2052·128 = 262656, [5,64] = 640 bytes → qk [5,24].
   EXPECT_EQ(flatten(QsaIndexerOp::make(c, Stage::qk, 100, slab).accesses()),
             (std::vector<Acc>{
-                arena(B::norm_output, 262656, 640, R, "norm"),
+                arena(B::norm_output, 262656, 640, kRead, "norm"),
                 pool_read(),
-                arena(B::qsa_select_scratch, 0, 240, W, "qsa_qk"),
+                arena(B::qsa_select_scratch, 0, 240, kWrite, "qsa_qk"),
             }));
   EXPECT_EQ(flatten(QsaIndexerOp::make(c, Stage::prep, 100, slab).accesses()),
             (std::vector<Acc>{
-                arena(B::qsa_select_scratch, 0, 240, R, "qsa_qk"),
-                arena(B::qsa_select_scratch, 98304, 5 * 16 * 4, W, "qsa_q_post"),
+                arena(B::qsa_select_scratch, 0, 240, kRead, "qsa_qk"),
+                arena(B::qsa_select_scratch, 98304, 5 * 16 * 4, kWrite, "qsa_q_post"),
             }));
   EXPECT_EQ(flatten(QsaIndexerOp::make(c, Stage::score, 100, slab).accesses()),
             (std::vector<Acc>{
-                arena(B::qsa_select_scratch, 98304, 320, R, "qsa_q_post"),
+                arena(B::qsa_select_scratch, 98304, 320, kRead, "qsa_q_post"),
                 pool_read(),
-                arena(B::qsa_select_scratch, 229376, 5 * 25 * 4, W, "qsa_scores"),
+                arena(B::qsa_select_scratch, 229376, 5 * 25 * 4, kWrite, "qsa_scores"),
             }));
   const QsaIndexerOp topk = QsaIndexerOp::make(c, Stage::topk, 100, slab);
   EXPECT_EQ(flatten(topk.accesses()),
             (std::vector<Acc>{
-                arena(B::qsa_select_scratch, 229376, 500, R, "qsa_scores"),
-                arena(B::qsa_select_scratch, 434176, 5 * 2 * 4, W, "qsa_lists"),
+                arena(B::qsa_select_scratch, 229376, 500, kRead, "qsa_scores"),
+                arena(B::qsa_select_scratch, 434176, 5 * 2 * 4, kWrite, "qsa_lists"),
             }));
   EXPECT_THROW(QsaIndexerOp::make(c, Stage::qk, 100, {0, 3000, 1, 0, 2049}), Error);
 }
@@ -321,32 +323,32 @@ TEST(MlaStageOp, FootprintsOfEveryStage) {
   const ModelConfig c = mla_config();
   auto acc = [&](Stage s) { return flatten(MlaStageOp::make(c, s, 5).accesses()); };
   EXPECT_EQ(acc(Stage::q_latent_norm), (std::vector<Acc>{
-                                           arena(B::ssm_ba, 0, 240, R, "q_latent_raw"),
+                                           arena(B::ssm_ba, 0, 240, kRead, "q_latent_raw"),
                                            pool_read(),
-                                           arena(B::ssm_ba, 0, 240, W, "q_latent"),
+                                           arena(B::ssm_ba, 0, 240, kWrite, "q_latent"),
                                        }));
   EXPECT_EQ(acc(Stage::k_rope), (std::vector<Acc>{
-                                    arena(B::attn_output, 0, 400, R, "kv_latent"),
-                                    arena(B::ssm_ba, 0, 80, W, "k_rope"),
+                                    arena(B::attn_output, 0, 400, kRead, "kv_latent"),
+                                    arena(B::ssm_ba, 0, 80, kWrite, "k_rope"),
                                 }));
   EXPECT_EQ(acc(Stage::kv_cache_write), (std::vector<Acc>{
-                                            arena(B::attn_output, 0, 400, R, "kv_latent"),
-                                            arena(B::ssm_ba, 0, 80, R, "k_rope"),
+                                            arena(B::attn_output, 0, 400, kRead, "kv_latent"),
+                                            arena(B::ssm_ba, 0, 80, kRead, "k_rope"),
                                         }));
   EXPECT_EQ(acc(Stage::q_rope), (std::vector<Acc>{
-                                    arena(B::qkv_output, 0, 960, R, "mla_q"),
-                                    arena(B::ssm_conv_out_f32, 0, 320, W, "q_rope"),
+                                    arena(B::qkv_output, 0, 960, kRead, "mla_q"),
+                                    arena(B::ssm_conv_out_f32, 0, 320, kWrite, "q_rope"),
                                 }));
   EXPECT_EQ(acc(Stage::q_absorb), (std::vector<Acc>{
-                                      arena(B::qkv_output, 0, 960, R, "mla_q"),
-                                      arena(B::ssm_conv_out_f32, 0, 320, R, "q_rope"),
+                                      arena(B::qkv_output, 0, 960, kRead, "mla_q"),
+                                      arena(B::ssm_conv_out_f32, 0, 320, kRead, "q_rope"),
                                       pool_read(),
-                                      arena(B::ssm_deinterleaved, 0, 1600, W, "q_absorbed"),
+                                      arena(B::ssm_deinterleaved, 0, 1600, kWrite, "q_absorbed"),
                                   }));
   EXPECT_EQ(acc(Stage::v_up), (std::vector<Acc>{
-                                  arena(B::attn_output, 0, 1280, R, "attn_latent"),
+                                  arena(B::attn_output, 0, 1280, kRead, "attn_latent"),
                                   pool_read(),
-                                  arena(B::ssm_deinterleaved, 0, 640, W, "attn_v"),
+                                  arena(B::ssm_deinterleaved, 0, 640, kWrite, "attn_v"),
                               }));
 }
 
@@ -354,11 +356,12 @@ TEST(MlaAttnOp, PrefillRowsAfterTheDecodeRows) {
   // Rows 4..8: absorbed Q at 4·160·2 = 1280 (1600 bytes), output at 4·128·2 = 1024 (1280).
   const MlaAttnOp op = MlaAttnOp::make(mla_config(), false, 4, 5);
   EXPECT_EQ(op.name(), "mla_attn_prefill");
-  EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
-                                        arena(B::ssm_deinterleaved, 1280, 1600, R, "q_absorbed"),
-                                        pool_read(),
-                                        arena(B::attn_output, 1024, 1280, W, "attn_latent"),
-                                    }));
+  EXPECT_EQ(flatten(op.accesses()),
+            (std::vector<Acc>{
+                arena(B::ssm_deinterleaved, 1280, 1600, kRead, "q_absorbed"),
+                pool_read(),
+                arena(B::attn_output, 1024, 1280, kWrite, "attn_latent"),
+            }));
   EXPECT_EQ(MlaAttnOp::make(mla_config(), true, 0, 4).name(), "mla_attn_decode");
 }
 

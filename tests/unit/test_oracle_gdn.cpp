@@ -23,9 +23,13 @@
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
 #include "fp64_diffs.h"
+#include "report_lookup.h"
 
 namespace bufferlab::oracle {
 namespace {
+
+using bufferlab::testing::check_failed;
+using bufferlab::testing::check_named;
 
 using fp64_diffs::max_abs;
 using fp64_diffs::max_diff;
@@ -50,19 +54,8 @@ GdnDims chunk_dims(uint64_t sequences, uint64_t L, uint64_t nk = 1, uint64_t nv 
   return GdnDims::of(gdn_config(nk, 128, nv, 128), sequences, L);
 }
 
-bool failed(const AgreementReport& r, const std::string& check) {
-  for (const auto& c : r.checks)
-    if (c.name == check) return !c.passed();
-  ADD_FAILURE() << "no check named " << check;
-  return false;
-}
-const TensorComparison* find(const AgreementReport& r, const std::string& check) {
-  for (const auto& c : r.checks)
-    if (c.name == check) return &c;
-  return nullptr;
-}
 std::string reason(const AgreementReport& r, const std::string& check) {
-  const TensorComparison* c = find(r, check);
+  const TensorComparison* c = check_named(r, check);
   return c && c->first_bad ? c->first_bad->reason : std::string("<none>");
 }
 
@@ -272,19 +265,19 @@ TEST(OracleGdnJudge, PlantedBugsFailTheNamedCheckWithCoordinates) {
     const uint64_t e = (reg * 64 + 5) * kd + 7;
     bad.W[e] = bad.W_before_state[e] = plus_ulps(bad.W[e], 4);
     const AgreementReport r = judge_gdn(plan, in, bad, "planted", 23);
-    EXPECT_TRUE(failed(r, "W (wu)")) << format_report(r);
+    EXPECT_TRUE(check_failed(r, "W (wu)")) << format_report(r);
     EXPECT_NE(reason(r, "W (wu)").find("token 139, head 1 (sequence 1, chunk 1, row 5), dim 7"),
               std::string::npos)
         << reason(r, "W (wu)");
-    EXPECT_FALSE(failed(r, "W intact (state input)"));
-    EXPECT_FALSE(failed(r, "U (wu)"));
+    EXPECT_FALSE(check_failed(r, "W intact (state input)"));
+    EXPECT_FALSE(check_failed(r, "U (wu)"));
   }
   {  // S snapshot of chunk 1 of sequence 0, head 0, element (k 3, v 9), +3 ULPs.
     GdnRun bad = good;
     const uint64_t e = ((0 * cps + 1) * nv + 0) * kd * vd + 3 * vd + 9;
     bad.S[e] = bad.S_before_output[e] = plus_ulps(bad.S[e], 3);
     const AgreementReport r = judge_gdn(plan, in, bad, "planted", 23);
-    EXPECT_TRUE(failed(r, "S snapshots (state)")) << format_report(r);
+    EXPECT_TRUE(check_failed(r, "S snapshots (state)")) << format_report(r);
     EXPECT_NE(reason(r, "S snapshots (state)")
                   .find("sequence 0, chunk 1 entry, head 0, k-dim 3, v-dim 9"),
               std::string::npos)
@@ -295,24 +288,24 @@ TEST(OracleGdnJudge, PlantedBugsFailTheNamedCheckWithCoordinates) {
     const uint64_t e = 42 * nv * vd + 1 * vd + 17;
     bad.core[e] = plus_ulps(bad.core[e], 3);
     const AgreementReport r = judge_gdn(plan, in, bad, "planted", 23);
-    EXPECT_TRUE(failed(r, "core output (output)")) << format_report(r);
+    EXPECT_TRUE(check_failed(r, "core output (output)")) << format_report(r);
     EXPECT_NE(reason(r, "core output (output)").find("token 42, head 1, dim 17"),
               std::string::npos);
   }
   {  // The state stage read a W other than the one wu stored.
     GdnRun bad = good;
     bad.W_before_state[3] = plus_ulps(bad.W_before_state[3], 1);
-    EXPECT_TRUE(failed(judge_gdn(plan, in, bad, "planted", 23), "W intact (state input)"));
+    EXPECT_TRUE(check_failed(judge_gdn(plan, in, bad, "planted", 23), "W intact (state input)"));
   }
   {  // A row past the partial chunk's end not zero.
     GdnRun bad = good;
     bad.uc[(reg * 64 + 50) * vd + 2] = f32_to_bf16_bits(1e-3f);
     bad.uc_before_output = bad.uc;
     const AgreementReport r = judge_gdn(plan, in, bad, "planted", 23);
-    EXPECT_TRUE(failed(r, "partial-chunk tails zero (W, U, uc, gc)"));
+    EXPECT_TRUE(check_failed(r, "partial-chunk tails zero (W, U, uc, gc)"));
     EXPECT_NE(reason(r, "partial-chunk tails zero (W, U, uc, gc)").find("uc holds"),
               std::string::npos);
-    EXPECT_FALSE(failed(r, "uc (state)"));  // the tail is masked out of the bounded check
+    EXPECT_FALSE(check_failed(r, "uc (state)"));  // the tail is masked out of the bounded check
   }
   {  // Independent stores, one plant each in one run: every check judges its own output on
      // its own stored inputs, so each plant fails its check (others may fail as well).
@@ -332,7 +325,7 @@ TEST(OracleGdnJudge, PlantedBugsFailTheNamedCheckWithCoordinates) {
          {"uc (state)", "U (wu)", "uc intact (output input)", "final state (state)", "gc (wu)",
           "gates (beta, alpha)", "conv1d (ssm_conv_out_f32)", "conv tail state",
           "gated norm (attn_output)"})
-      EXPECT_TRUE(failed(r, check)) << check;
+      EXPECT_TRUE(check_failed(r, check)) << check;
     EXPECT_NE(reason(r, "gates (beta, alpha)").find("token 3, head 1, alpha"), std::string::npos);
     EXPECT_NE(reason(r, "conv tail state").find("sequence 0, q head 0, dim 3, slot 0"),
               std::string::npos)
@@ -348,13 +341,13 @@ TEST(OracleGdnJudge, PlantedBugsOnTheRecurrence) {
   const uint64_t e = 130 * 4 * 24 + 2 * 24 + 5;  // token 130, head 2, dim 5
   bad.core[e] = plus_ulps(bad.core[e], 3);
   AgreementReport r = judge_gdn(plan, in, bad, "planted", 24);
-  EXPECT_TRUE(failed(r, "core output (recurrence)")) << format_report(r);
+  EXPECT_TRUE(check_failed(r, "core output (recurrence)")) << format_report(r);
   EXPECT_NE(reason(r, "core output (recurrence)").find("token 130, head 2, dim 5"),
             std::string::npos);
   bad = good;
   bad.state[77] *= 1.0f + 1e-4f;
   r = judge_gdn(plan, in, bad, "planted", 24);
-  EXPECT_TRUE(failed(r, "final state (recurrence)"));
+  EXPECT_TRUE(check_failed(r, "final state (recurrence)"));
 }
 
 // --- the CPU backend
@@ -418,7 +411,7 @@ TEST(OracleGdnCpu, MutantGdnCarryFailsTheStatePass) {
   for (uint64_t L : {128u, 200u}) {
     const GdnPlan plan = plan_gdn(chunk_dims(1, L), GdnPath::chunked);
     const AgreementReport r = cpu.judge(plan, generate_gdn_inputs(plan.dims, 37), 37);
-    EXPECT_TRUE(failed(r, "final state (state)") || failed(r, "S snapshots (state)"))
+    EXPECT_TRUE(check_failed(r, "final state (state)") || check_failed(r, "S snapshots (state)"))
         << format_report(r);
   }
 }

@@ -72,7 +72,7 @@ TEST(OracleSsdFp64, ChunkedEqualsRecurrence) {
     for (Mamba2DtRegime regime :
          {Mamba2DtRegime::typical, Mamba2DtRegime::large, Mamba2DtRegime::tiny})
       for (uint64_t L : {1u, 63u, 64u, 65u, 127u, 200u}) {
-        SCOPED_TRACE(testing::Message()
+        SCOPED_TRACE(::testing::Message()
                      << "G " << groups << ", dt " << regime_name(regime) << ", L " << L);
         const Mamba2Dims d = Mamba2Dims::of(mamba2_config(4, 8, 6, groups), 1, L);
         const Mamba2Inputs in = generate_mamba2_inputs(d, 7 + L, {regime, false, 1.0});
@@ -170,7 +170,7 @@ TEST(OracleSsdInputs, TokenRangeWithCarriedStateEqualsOnePass) {
   const Mamba2CoreResult one_pass = mamba2_recurrence_fp64(d, whole.xbc, whole.dt, A, D, state);
   const uint64_t xw = d.geom.d_xbc, H = d.geom.H, Y = d.geom.d_inner;
   for (uint64_t t : {64u, 70u}) {
-    SCOPED_TRACE(testing::Message() << "split at " << t);
+    SCOPED_TRACE(::testing::Message() << "split at " << t);
     Mamba2Dims first = d, second = d;
     first.L = t;
     second.L = d.L - t;

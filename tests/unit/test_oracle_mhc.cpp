@@ -27,9 +27,12 @@
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/oracle/seeded_random.h"
+#include "report_lookup.h"
 
 namespace bufferlab::oracle {
 namespace {
+
+using bufferlab::testing::check_failed;
 
 constexpr double kU64 = 0x1p-53;
 
@@ -60,13 +63,6 @@ std::string names(const AgreementReport& r) {
   for (const auto& c : r.checks)
     if (!c.passed()) s += c.name + "; ";
   return s;
-}
-
-bool failed(const AgreementReport& r, const std::string& check) {
-  for (const auto& c : r.checks)
-    if (c.name == check) return !c.passed();
-  ADD_FAILURE() << "no check named " << check;
-  return false;
 }
 
 // --- hand-checked cases ---------------------------------------------------------------------
@@ -422,8 +418,8 @@ TEST(OracleMhcJudge, PreFailsOnPlantedBugs) {
     MhcPreOutputs bad = out;
     bad.comb[4 * 4 + 6] *= 1.001f;
     const AgreementReport r = judge_mhc_pre(run.op, in, bad, "planted", 0);
-    EXPECT_TRUE(failed(r, "hc_comb column sums")) << names(r);
-    EXPECT_TRUE(failed(r, "hc_comb Sinkhorn class")) << names(r);
+    EXPECT_TRUE(check_failed(r, "hc_comb column sums")) << names(r);
+    EXPECT_TRUE(check_failed(r, "hc_comb Sinkhorn class")) << names(r);
     const TensorComparison* f = r.first_failure();
     ASSERT_NE(f, nullptr);
     EXPECT_NE(f->first_bad->reason.find("token 1"), std::string::npos) << f->first_bad->reason;
@@ -432,7 +428,7 @@ TEST(OracleMhcJudge, PreFailsOnPlantedBugs) {
     MhcPreOutputs bad = out;
     bad.post[5] = static_cast<float>(ref.post[5] + 3.0 * b.post[5] + 1e-7);
     const AgreementReport r = judge_mhc_pre(run.op, in, bad, "planted", 0);
-    EXPECT_TRUE(failed(r, "hc_post")) << names(r);
+    EXPECT_TRUE(check_failed(r, "hc_post")) << names(r);
     EXPECT_NE(r.first_failure()->first_bad->reason.find("(token 1, stream 1)"), std::string::npos)
         << r.first_failure()->first_bad->reason;
   }
@@ -441,8 +437,8 @@ TEST(OracleMhcJudge, PreFailsOnPlantedBugs) {
     bad.block_in[7] = 0xFFFF;
     bad.comb[3] = std::bit_cast<float>(0xFFFFFFFFu);
     const AgreementReport r = judge_mhc_pre(run.op, in, bad, "planted", 0);
-    EXPECT_TRUE(failed(r, "norm_output (block input)")) << names(r);
-    EXPECT_TRUE(failed(r, "hc_comb entries >= 0")) << names(r);
+    EXPECT_TRUE(check_failed(r, "norm_output (block input)")) << names(r);
+    EXPECT_TRUE(check_failed(r, "hc_comb entries >= 0")) << names(r);
   }
   {  // a kernel that stops after 2 Sinkhorn iterations of the 20 the op asks for. At logit
      // range 1 (κ ≤ tanh(1/2)) the bound after 20 is at the FP32 floor; at range 4 it is
@@ -454,12 +450,13 @@ TEST(OracleMhcJudge, PreFailsOnPlantedBugs) {
     short_op.dims.iters = 2;
     const MhcPreOutputs early = run_mhc_pre(*run.backend, run.ws, short_op, in1);
     const AgreementReport r = judge_mhc_pre(run.op, in1, early, "planted", 0);
-    EXPECT_TRUE(failed(r, "hc_comb row sums (Birkhoff-Hopf bound)")) << format_report(r);
+    EXPECT_TRUE(check_failed(r, "hc_comb row sums (Birkhoff-Hopf bound)")) << format_report(r);
   }
   {  // a wrong non-finite count
     MhcPreOutputs bad = out;
     bad.diagnostics.nonfinite_tokens = 1;
-    EXPECT_TRUE(failed(judge_mhc_pre(run.op, in, bad, "planted", 0), "non-finite token count"));
+    EXPECT_TRUE(
+        check_failed(judge_mhc_pre(run.op, in, bad, "planted", 0), "non-finite token count"));
   }
 }
 
@@ -468,8 +465,8 @@ TEST(OracleMhcJudge, SkcolMutantFailsTheColumnSums) {
   const MhcPreInputs in = generate_mhc_pre_inputs(run.op, 5);
   run.backend->set_kernel_mutant(Mutant::M_SKCOL);
   const AgreementReport r = run.judge(in);
-  EXPECT_TRUE(failed(r, "hc_comb column sums")) << format_report(r);
-  EXPECT_FALSE(failed(r, "hc_comb Sinkhorn class"));  // still D1·K·D2
+  EXPECT_TRUE(check_failed(r, "hc_comb column sums")) << format_report(r);
+  EXPECT_FALSE(check_failed(r, "hc_comb Sinkhorn class"));  // still D1·K·D2
   EXPECT_EQ(r.first_failure()->name, "hc_comb column sums");
 }
 
@@ -604,8 +601,8 @@ TEST(OracleMhcJudge, LowRankFailsOnPlantedBugs) {
     v = static_cast<uint16_t>(v + 4);
     bad.collapse.up_pre.bf16[2 * 128 + 37] = v;
     const AgreementReport r = judge_mhc_lowrank(bad, in, "planted", 29);
-    EXPECT_TRUE(failed(r, "hc_up_pre (up)")) << names(r);
-    EXPECT_FALSE(failed(r, "norm_output (collapse)")) << names(r);
+    EXPECT_TRUE(check_failed(r, "hc_up_pre (up)")) << names(r);
+    EXPECT_FALSE(check_failed(r, "norm_output (collapse)")) << names(r);
     EXPECT_NE(r.first_failure()->first_bad->reason.find("(token 2, stream 1, dim 5)"),
               std::string::npos)
         << r.first_failure()->first_bad->reason;
@@ -613,14 +610,14 @@ TEST(OracleMhcJudge, LowRankFailsOnPlantedBugs) {
   {  // a stage that read something else than what was stored
     MhcLowRankRun bad = slab;
     bad.collapse.normed.bf16[3] ^= 1;
-    EXPECT_TRUE(
-        failed(judge_mhc_lowrank(bad, in, "planted", 29), "hc_normed intact (collapse input)"));
+    EXPECT_TRUE(check_failed(judge_mhc_lowrank(bad, in, "planted", 29),
+                             "hc_normed intact (collapse input)"));
   }
   {  // poison in the split path's post
     const MhcLowRankRun split = lowrank_run(*backend, c, d.rows, MhcLowRankPath::split, in);
     MhcLowRankRun bad = split;
     bad.down.post[9] = std::bit_cast<float>(0xFFFFFFFFu);
-    EXPECT_TRUE(failed(judge_mhc_lowrank(bad, in, "planted", 29), "hc_post (down)"));
+    EXPECT_TRUE(check_failed(judge_mhc_lowrank(bad, in, "planted", 29), "hc_post (down)"));
   }
   EXPECT_THROW(plan_mhc_lowrank(c, 65, MhcLowRankPath::split), Error);
 }

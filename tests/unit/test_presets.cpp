@@ -14,18 +14,12 @@
 #include "bufferlab/core/config_json.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/presets.h"
+#include "config_checks.h"
 
 namespace bufferlab {
 namespace {
 
 using nlohmann::json;
-
-std::string difference(const ModelConfig& actual, const ModelConfig& expected) {
-  return json::diff(to_normalized_json(expected), to_normalized_json(actual)).dump();
-}
-
-#define EXPECT_CONFIG_EQ(actual, expected) \
-  EXPECT_TRUE((actual) == (expected)) << "differences: " << difference((actual), (expected))
 
 const std::map<std::string, std::string>& real_preset_files() {
   static const std::map<std::string, std::string> files = {

@@ -31,7 +31,8 @@ constexpr uint16_t kBf16TwoPowMinus8 = 0x3B80;  // 2^-8: half a BF16 ULP of 1.0
 
 // ---- planted bugs the comparison must catch ----
 
-enum class Mutant {
+// Named apart from bufferlab::Mutant (the kernel mutants of the op registry).
+enum class RmsNormBug {
   weight_not_offset,
   unrounded_residual,
   residual_not_stored,
@@ -39,7 +40,7 @@ enum class Mutant {
 };
 
 // A deliberately wrong fused add + RMSNorm, in FP32 like a real kernel.
-RmsNormOutputs buggy_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInputs& in, Mutant m) {
+RmsNormOutputs buggy_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInputs& in, RmsNormBug m) {
   const uint64_t rows = op.shape().rows, n = op.shape().width;
   RmsNormOutputs out{in.residual, std::vector<uint16_t>(rows * n), std::vector<float>(rows * n)};
   for (uint64_t t = 0; t < rows; ++t) {
@@ -48,15 +49,15 @@ RmsNormOutputs buggy_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInputs& i
     for (uint64_t j = 0; j < n; ++j) {
       const float sum =
           bf16_bits_to_f32(in.residual[t * n + j]) + bf16_bits_to_f32(in.input[t * n + j]);
-      if (m != Mutant::residual_not_stored) out.residual[t * n + j] = f32_to_bf16_bits(sum);
-      r[j] = m == Mutant::unrounded_residual ? sum : round_to_bf16(sum);
+      if (m != RmsNormBug::residual_not_stored) out.residual[t * n + j] = f32_to_bf16_bits(sum);
+      r[j] = m == RmsNormBug::unrounded_residual ? sum : round_to_bf16(sum);
       sum_sq += r[j] * r[j];
     }
-    const float divisor = m == Mutant::mean_over_n_minus_1 ? static_cast<float>(n - 1) : n;
+    const float divisor = m == RmsNormBug::mean_over_n_minus_1 ? static_cast<float>(n - 1) : n;
     const float inv = 1.0f / std::sqrt(sum_sq / divisor + static_cast<float>(op.eps));
     for (uint64_t j = 0; j < n; ++j) {
       const float w = bf16_bits_to_f32(in.weight[j]);
-      const float y = r[j] * inv * (m == Mutant::weight_not_offset ? w : 1.0f + w);
+      const float y = r[j] * inv * (m == RmsNormBug::weight_not_offset ? w : 1.0f + w);
       out.output[t * n + j] = f32_to_bf16_bits(y);
       out.output_f32[t * n + j] = y;
     }
@@ -64,7 +65,7 @@ RmsNormOutputs buggy_rmsnorm(const FusedAddRmsNormOp& op, const RmsNormInputs& i
   return out;
 }
 
-class RmsNormJudgeMutant : public ::testing::TestWithParam<Mutant> {};
+class RmsNormJudgeMutant : public ::testing::TestWithParam<RmsNormBug> {};
 
 TEST_P(RmsNormJudgeMutant, IsCaught) {
   const FusedAddRmsNormOp op = rmsnorm_op(6, 129, kAddF32);
@@ -75,16 +76,17 @@ TEST_P(RmsNormJudgeMutant, IsCaught) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PlantedBugs, RmsNormJudgeMutant,
-                         ::testing::Values(Mutant::weight_not_offset, Mutant::unrounded_residual,
-                                           Mutant::residual_not_stored,
-                                           Mutant::mean_over_n_minus_1));
+                         ::testing::Values(RmsNormBug::weight_not_offset,
+                                           RmsNormBug::unrounded_residual,
+                                           RmsNormBug::residual_not_stored,
+                                           RmsNormBug::mean_over_n_minus_1));
 
 // The hand case of RmsNormKernel.NormReadsTheStoredBf16Residual (tests/kernels) catches the
 // unrounded residual even in the BF16 output alone.
 TEST(RmsNormJudge, UnroundedResidualCaughtInBf16OutputOfHandCase) {
   const FusedAddRmsNormOp op = rmsnorm_op(1, 2, kAdd);
   const RmsNormInputs in{{kBf16TwoPowMinus8, 0x0000}, {kBf16One, kBf16Half}, {0x0000, 0x0000}};
-  RmsNormOutputs out = buggy_rmsnorm(op, in, Mutant::unrounded_residual);
+  RmsNormOutputs out = buggy_rmsnorm(op, in, RmsNormBug::unrounded_residual);
   EXPECT_EQ(out.output[1], 0x3F21);
   out.output_f32.clear();
   FusedAddRmsNormOp bf16_only = op;

@@ -35,7 +35,9 @@
 #include "rapidcheck_cases.h"
 #include "report_checks.h"
 
-namespace bufferlab {
+// Its own namespace: test_mamba2_full_range.cpp, its twin, names its kCases and uses the same
+// shared bodies.
+namespace bufferlab::gdn_full_range {
 namespace {
 
 using gen::GdnCase;
@@ -108,4 +110,4 @@ TEST(GdnFullRange, CorrectedCarveHoldsEveryStreamsRegions) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::gdn_full_range

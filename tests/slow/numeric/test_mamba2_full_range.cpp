@@ -30,7 +30,9 @@
 #include "rapidcheck_cases.h"
 #include "report_checks.h"
 
-namespace bufferlab {
+// Its own namespace: test_gdn_full_range.cpp, its twin, names its kCases and uses the same
+// shared bodies.
+namespace bufferlab::mamba2_full_range {
 namespace {
 
 using gen::Mamba2Case;
@@ -81,4 +83,4 @@ TEST(SsdFullRange, LongSequenceSplitAtAChunkEdgeIsBitIdentical) {
 }
 
 }  // namespace
-}  // namespace bufferlab
+}  // namespace bufferlab::mamba2_full_range

@@ -3,7 +3,7 @@
 // boundary — T = 2048 (one full slab), 2049 (a second slab of one row) and 4097 (three slabs),
 // with NaN / ±Inf planted on both sides of a slab edge. Oracle work is capped at 2^28
 // multiply-adds per case (gen::full_mhc_ranges; the judges evaluate it a few times over) and
-// each property runs kCases cases (RC_PARAMS="seed=..." still picks the seed); the file runs in
+// each property runs kMhcCases cases (RC_PARAMS="seed=..." still picks the seed); the file runs in
 // about three minutes on two cores. Deeper: `bufferlab fuzz --numeric mhc`.
 // Built into bufferlab_slow_numeric_tests (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
@@ -24,6 +24,7 @@
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/properties/mhc_generators.h"
 #include "cpu_backend.h"
+#include "mhc_property_support.h"
 #include "rapidcheck_cases.h"
 #include "report_checks.h"
 
@@ -35,16 +36,11 @@ using gen::MhcOpKind;
 using oracle::MhcLowRankPath;
 using testing::cpu_backend;
 using testing::require_passed;
+using testing::mhc::draw;
 using U = uint64_t;
 
-constexpr int kCases = 50;
+constexpr int kMhcCases = 50;  // successes per property unless told (testing::check_many)
 constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
-
-// testing::check_many (tests/support/rapidcheck_cases.h), kCases successes unless told.
-template <class Testable>
-void check_many(Testable&& testable, int cases = kCases) {
-  testing::check_many(std::forward<Testable>(testable), cases);
-}
 
 gen::MhcRanges ranges() { return gen::full_mhc_ranges(); }
 
@@ -56,47 +52,45 @@ gen::MhcRanges maybe_large_hidden() {
   return r;
 }
 
-MhcCase draw(MhcOpKind kind, const gen::MhcRanges& r = ranges()) {
-  MhcCase c = *gen::hc_case(kind, r);
-  RC_LOG() << c.describe() << "\n";
-  return c;
-}
-
 // Pre: agreement, and the Sinkhorn checks of numerics §3 inside the judge (entries, column
 // sums, the Birkhoff–Hopf row bound, the Sinkhorn class).
 TEST(MhcFullRange, PreAgreesAndConverges) {
-  check_many([] {
-    const MhcCase c = draw(MhcOpKind::pre, maybe_large_hidden());
-    MhcPreOp op = MhcPreOp::make(c.config, c.rows);
-    const U pool = oracle::place_mhc_weights(op);
-    const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
-    const auto in = gen::mhc_pre_inputs(c);
-    require_passed(oracle::judge_mhc_pre(op, in, oracle::run_mhc_pre(cpu_backend(), ws, op, in),
-                                         "cpu", c.seed));
-  });
+  testing::check_many(
+      [] {
+        const MhcCase c = draw(MhcOpKind::pre, maybe_large_hidden());
+        MhcPreOp op = MhcPreOp::make(c.config, c.rows);
+        const U pool = oracle::place_mhc_weights(op);
+        const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
+        const auto in = gen::mhc_pre_inputs(c);
+        require_passed(oracle::judge_mhc_pre(op, in, oracle::run_mhc_pre(cpu_backend(), ws, op, in),
+                                             "cpu", c.seed));
+      },
+      kMhcCases);
 }
 
 TEST(MhcFullRange, HeadAndPostAgree) {
-  check_many([] {
-    const bool head = *rc::gen::arbitrary<bool>();
-    const MhcCase c = draw(head ? MhcOpKind::head : MhcOpKind::post, maybe_large_hidden());
-    if (head) {
-      MhcHeadOp op = MhcHeadOp::make(c.config, c.rows);
-      const U pool = oracle::place_mhc_weights(op);
-      const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
-      const auto in = gen::mhc_head_inputs(c);
-      require_passed(oracle::judge_mhc_head(op, in, oracle::run_mhc_head(cpu_backend(), ws, op, in),
-                                            "cpu", c.seed));
-      return;
-    }
-    MhcPostOp op = MhcPostOp::make(c.config, c.rows);
-    const bool in_place = *rc::gen::arbitrary<bool>();
-    const U pool = in_place ? 0 : oracle::place_mhc_post_out_of_place(op);
-    const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
-    const auto in = gen::mhc_post_inputs(c);
-    require_passed(oracle::judge_mhc_post(op, in, oracle::run_mhc_post(cpu_backend(), ws, op, in),
-                                          "cpu", c.seed));
-  });
+  testing::check_many(
+      [] {
+        const bool head = *rc::gen::arbitrary<bool>();
+        const MhcCase c = draw(head ? MhcOpKind::head : MhcOpKind::post, maybe_large_hidden());
+        if (head) {
+          MhcHeadOp op = MhcHeadOp::make(c.config, c.rows);
+          const U pool = oracle::place_mhc_weights(op);
+          const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
+          const auto in = gen::mhc_head_inputs(c);
+          require_passed(oracle::judge_mhc_head(
+              op, in, oracle::run_mhc_head(cpu_backend(), ws, op, in), "cpu", c.seed));
+          return;
+        }
+        MhcPostOp op = MhcPostOp::make(c.config, c.rows);
+        const bool in_place = *rc::gen::arbitrary<bool>();
+        const U pool = in_place ? 0 : oracle::place_mhc_post_out_of_place(op);
+        const Workspace ws = oracle::allocate_mhc_footprint(cpu_backend(), op, pool);
+        const auto in = gen::mhc_post_inputs(c);
+        require_passed(oracle::judge_mhc_post(
+            op, in, oracle::run_mhc_post(cpu_backend(), ws, op, in), "cpu", c.seed));
+      },
+      kMhcCases);
 }
 
 oracle::MhcLowRankRun run_lowrank(const MhcCase& c, MhcLowRankPath path,
@@ -109,25 +103,27 @@ oracle::MhcLowRankRun run_lowrank(const MhcCase& c, MhcLowRankPath path,
 // T ≤ 64 at large hidden / r: each path against its own oracle, and the two within the BF16
 // bound of each other.
 TEST(MhcFullRange, LowRankPathsAgreeAtLargeHidden) {
-  check_many([] {
-    gen::MhcRanges r = ranges();
-    r.min_hidden = 2048;
-    r.max_rows = kSplitMaxRows;
-    MhcCase c = draw(MhcOpKind::lowrank, r);
-    const auto in = gen::mhc_lowrank_inputs(c);
-    const auto split = run_lowrank(c, MhcLowRankPath::split, in);
-    const auto slab = run_lowrank(c, MhcLowRankPath::slab, in);
-    require_passed(oracle::judge_mhc_lowrank(split, in, "cpu", c.seed));
-    require_passed(oracle::judge_mhc_lowrank(slab, in, "cpu", c.seed));
-    require_passed(oracle::compare_mhc_lowrank_paths(c.lowrank_dims(), in, split.collapse.block_in,
-                                                     slab.collapse.block_in));
-  });
+  testing::check_many(
+      [] {
+        gen::MhcRanges r = ranges();
+        r.min_hidden = 2048;
+        r.max_rows = kSplitMaxRows;
+        MhcCase c = draw(MhcOpKind::lowrank, r);
+        const auto in = gen::mhc_lowrank_inputs(c);
+        const auto split = run_lowrank(c, MhcLowRankPath::split, in);
+        const auto slab = run_lowrank(c, MhcLowRankPath::slab, in);
+        require_passed(oracle::judge_mhc_lowrank(split, in, "cpu", c.seed));
+        require_passed(oracle::judge_mhc_lowrank(slab, in, "cpu", c.seed));
+        require_passed(oracle::compare_mhc_lowrank_paths(
+            c.lowrank_dims(), in, split.collapse.block_in, slab.collapse.block_in));
+      },
+      kMhcCases);
 }
 
 // The GEMM path across the slab boundary: T = 2048, 2049, 4097 (r / h halved to fit the cap),
 // and a NaN / ±Inf often planted on the last row of a slab and the first of the next.
 TEST(MhcFullRange, GemmPathAcrossTheSlabBoundary) {
-  check_many(
+  testing::check_many(
       [] {
         gen::MhcRanges r = ranges();
         const U rows = *rc::gen::element(U{2049}, U{2048}, U{4097});

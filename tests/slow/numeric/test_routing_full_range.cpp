@@ -18,6 +18,7 @@
 #include "bufferlab/oracle/routing_judge.h"
 #include "bufferlab/properties/routing_generators.h"
 #include "cpu_backend.h"
+#include "rapidcheck_cases.h"
 
 namespace bufferlab {
 namespace {
@@ -25,7 +26,7 @@ namespace {
 using gen::RoutingCase;
 using testing::cpu_backend;
 
-constexpr int kCases = 500;
+constexpr int kRoutingCases = 500;  // successes per property (testing::check_many)
 
 gen::RoutingRanges full_ranges() {
   gen::RoutingRanges r;
@@ -35,23 +36,6 @@ gen::RoutingRanges full_ranges() {
   r.max_top_k = kMaxTopK;
   r.cost_cap = uint64_t{1} << 30;
   return r;
-}
-
-// rc::detail::checkGTest with kCases successes instead of the configured count.
-template <class Testable>
-void check_many(Testable&& testable) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  rc::detail::TestMetadata metadata;
-  metadata.id = std::string(info->test_suite_name()) + "/" + info->name();
-  metadata.description = info->name();
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = kCases;
-  const auto result = rc::detail::checkTestable(std::forward<Testable>(testable), metadata, params);
-  if (!result.template is<rc::detail::SuccessResult>()) {
-    std::ostringstream ss;
-    rc::detail::printResultMessage(result, ss);
-    FAIL() << ss.str();
-  }
 }
 
 oracle::RoutingVerdict run_chain(const RoutingCase& c) {
@@ -93,26 +77,28 @@ void assert_chain(RouterPrecision p) {
 }
 
 TEST(RoutingFullRange, Fp32GatePathIsTieStable) {
-  check_many([] { assert_chain(RouterPrecision::fp32_gate); });
+  testing::check_many([] { assert_chain(RouterPrecision::fp32_gate); }, kRoutingCases);
 }
 
 TEST(RoutingFullRange, Fp32RoutingPathIsTieStable) {
-  check_many([] { assert_chain(RouterPrecision::fp32_routing); });
+  testing::check_many([] { assert_chain(RouterPrecision::fp32_routing); }, kRoutingCases);
 }
 
 TEST(RoutingFullRange, Bf16PathAgreesAboveItsLargerBound) {
-  check_many([] { assert_chain(RouterPrecision::bf16); });
+  testing::check_many([] { assert_chain(RouterPrecision::bf16); }, kRoutingCases);
 }
 
 TEST(RoutingFullRange, TopKOnStoredLogitsWithNanAndInf) {
-  check_many([] {
-    const RoutingCase c = *gen::routing_case(full_ranges());
-    const bool nonfinite = *rc::gen::arbitrary<bool>();
-    RC_LOG() << c.describe() << " nonfinite=" << nonfinite << "\n";
-    const auto v = run_topk(c, nonfinite);
-    RC_LOG() << oracle::format_verdict(v);
-    RC_ASSERT(v.passed());
-  });
+  testing::check_many(
+      [] {
+        const RoutingCase c = *gen::routing_case(full_ranges());
+        const bool nonfinite = *rc::gen::arbitrary<bool>();
+        RC_LOG() << c.describe() << " nonfinite=" << nonfinite << "\n";
+        const auto v = run_topk(c, nonfinite);
+        RC_LOG() << oracle::format_verdict(v);
+        RC_ASSERT(v.passed());
+      },
+      kRoutingCases);
 }
 
 }  // namespace
