@@ -6,7 +6,7 @@
 # still compiles on its own (-DBUFFERLAB_UNITY_BUILD=OFF), and nothing a file defines at
 # namespace scope may collide with a neighbour's: file-local helpers that two files need are
 # one shared helper, not two anonymous copies.
-option(BUFFERLAB_UNITY_BUILD "Compile the targets' sources in batches (unity build)" OFF)
+option(BUFFERLAB_UNITY_BUILD "Compile the targets' sources in batches (unity build)" ON)
 set(BUFFERLAB_UNITY_BATCH_SIZE 8 CACHE STRING "Sources per unity batch")
 set(BUFFERLAB_UNITY_SKIP "" CACHE STRING "Targets to leave out of the unity build (;-list)")
 
