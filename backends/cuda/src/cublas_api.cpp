@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/cuda/cuda_backend.h"
 
 namespace bufferlab::cuda {
 namespace {
@@ -63,3 +64,16 @@ const CublasApi& cublas_api() {
 }
 
 }  // namespace bufferlab::cuda
+
+namespace bufferlab {
+
+std::string cublas_unavailable_reason() {
+  try {
+    cuda::cublas_api();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace bufferlab

@@ -13,6 +13,11 @@ namespace bufferlab {
 // empty string when a device is usable. Never throws, never crashes without a driver.
 std::string cuda_unavailable_reason();
 
+// Why cuBLAS, which the backend loads when it is made (not linked: backends/cuda/src/
+// cublas_api.h), cannot be loaded — the library paths tried and the loader's reason — or an
+// empty string when it loads and every entry point resolves. Needs no GPU.
+std::string cublas_unavailable_reason();
+
 // Throws BackendUnavailable (with cuda_unavailable_reason()) when no device is usable.
 std::unique_ptr<Backend> make_cuda_backend();
 
