@@ -55,6 +55,7 @@
 #include "bufferlab/oracle/rmsnorm_inputs.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "gdn_mamba2_geometry.h"
 #include "test_fixtures.h"
 
 // ---- The counter ----------------------------------------------------------------------------
@@ -650,19 +651,6 @@ TEST(CpuNoAlloc, HcLowRankStages) {
 
 // ---- Gated DeltaNet and Mamba-2: conv, gates, every chunked stage, the recurrences, norms ----
 
-ModelConfig gdn_config(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 16;
-  c.linear_num_key_heads = nk;
-  c.linear_key_head_dim = kd;
-  c.linear_num_value_heads = nv;
-  c.linear_value_head_dim = vd;
-  c.linear_conv_kernel_dim = 4;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
-
 template <class Op>
 void expect_ops_allocate_nothing(Backend& backend, const Workspace& ws,
                                  const std::vector<Op>& ops) {
@@ -682,7 +670,8 @@ TEST(CpuNoAlloc, GdnChunkedAndRecurrent) {
                         {1, 32, 2, 48, 2, 7, oracle::GdnPath::recurrent},
                         {2, 128, 4, 128, 1, 70, oracle::GdnPath::recurrent}};
   for (const Case& k : cases) {
-    const auto dims = oracle::GdnDims::of(gdn_config(k.nk, k.kd, k.nv, k.vd), k.sequences, k.L);
+    const auto dims =
+        oracle::GdnDims::of(testing::gdn_config(k.nk, k.kd, k.nv, k.vd), k.sequences, k.L);
     const oracle::GdnPlan plan = oracle::plan_gdn(dims, k.path);
     const Workspace ws = oracle::allocate_gdn_footprint(*backend, plan);
     oracle::run_gdn(*backend, ws, plan, oracle::generate_gdn_inputs(dims, 81));
@@ -694,19 +683,6 @@ TEST(CpuNoAlloc, GdnChunkedAndRecurrent) {
       expect_no_allocation(*backend, ws, plan.recurrent);
     expect_no_allocation(*backend, ws, plan.norm);
   }
-}
-
-ModelConfig mamba_config(uint64_t H, uint64_t P, uint64_t N, uint64_t groups) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 16;
-  c.mamba_num_heads = H;
-  c.mamba_head_dim = P;
-  c.ssm_state_size = N;
-  c.n_groups = groups;
-  c.conv_kernel = 4;
-  c.rms_norm_eps = 1e-6;
-  return c;
 }
 
 TEST(CpuNoAlloc, SsdChunkedAndRecurrent) {
@@ -721,7 +697,7 @@ TEST(CpuNoAlloc, SsdChunkedAndRecurrent) {
                         {8, 32, 64, 2, 1, 70, oracle::Mamba2Path::recurrent}};
   for (const Case& k : cases) {
     const auto dims =
-        oracle::Mamba2Dims::of(mamba_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
+        oracle::Mamba2Dims::of(testing::mamba2_config(k.H, k.P, k.N, k.groups), k.sequences, k.L);
     const oracle::Mamba2Plan plan = oracle::plan_mamba2(dims, k.path);
     const Workspace ws = oracle::allocate_mamba2_footprint(*backend, plan);
     oracle::run_mamba2(*backend, ws, plan, oracle::generate_mamba2_inputs(dims, 82));

@@ -59,46 +59,20 @@
 #include "gdn_mamba2_property_bodies.h"
 #include "report_checks.h"
 
-// This family's adapters to the shared bodies (Call, fp64_pair, poisonables, ...) have the
+// This family's adapters to the shared bodies (codispatch_findings, poisonables, ...) have the
 // same names in test_mamba2_properties.cpp: each file has its own namespace.
 namespace bufferlab::gdn_properties {
 namespace {
 
-using gen::GdnCase;
-using oracle::GdnPath;
-using oracle::Mode;
-using U = uint64_t;
-
 using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
-using testing::cpu_backend;
-using testing::require_passed;
-using Call = testing::gdn_mamba2::Call<GdnFamily>;
-using Fp64Pair = testing::gdn_mamba2::Fp64Pair<GdnFamily>;
-using Poisonable = testing::gdn_mamba2::Poisonable<GdnFamily>;
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
 
-// Both FP64 algorithms on the exact conv outputs and gates of the case's inputs (state from
-// `state`, the inputs' own by default).
-Fp64Pair fp64_pair(const oracle::GdnDims& dims, const oracle::GdnInputs& in,
-                   std::span<const float> state = {}) {
-  const oracle::GdnReference ref = oracle::gdn_reference(dims, in, Mode::exact);
-  if (state.empty()) state = in.state;
-  const std::vector<double> s0(state.begin(), state.end());
-  return {oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, s0),
-          oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0)};
-}
-
+// FP64 only, ~2.6 ns per unit for both algorithms.
 RC_GTEST_PROP(GdnProperty, Fp64ChunkedEqualsRecurrence, ()) {
-  gen::GdnRanges ranges = gen::ci_gdn_ranges();
-  ranges.cap_chunked_cost = true;
-  ranges.cost_cap = uint64_t{1} << 24;  // FP64 only, ~2.6 ns per unit for both algorithms
-  const GdnCase c = draw(ranges);
+  const GdnCase c = draw(identity_ranges(gen::ci_gdn_ranges(), uint64_t{1} << 24));
   RC_TAG(c.chunkable() ? "kd = vd = 128" : "other head sizes", edge_tag(c.L));
-  const auto dims = c.dims();
-  const Findings f = fp64_identity_findings(dims, fp64_pair(dims, gen::gdn_inputs(c)));
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  fp64_identity_holds(c);
 }
 
 // ---- 2. every stage passes the judge --------------------------------------------------------
@@ -107,8 +81,7 @@ RC_GTEST_PROP(GdnProperty, CpuStagesPassTheJudge, ()) {
   const GdnCase c = draw(gen::ci_gdn_ranges());
   RC_TAG(gen::to_string(c.path), c.chunkable() ? "kd = vd = 128" : "other head sizes",
          edge_tag(c.L));
-  const auto in = gen::gdn_inputs(c);
-  require_passed(judge(run_call(cpu_backend(), c, in), in, c.seed));
+  call_passes_the_judge(cpu_backend(), c);
 }
 
 // ---- 3. splitting a sequence ------------------------------------------------------------------
@@ -137,26 +110,18 @@ RC_GTEST_PROP(GdnProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
 
 // Sequence b of the co-dispatched run against the same sequence alone: every stored array, bit
 // for bit (chunk regions: stream b's slice [b·cps·nv, (b+1)·cps·nv) of the carve).
-Findings codispatch_findings(const GdnCase& c, const Call& all, const Call& alone, U b) {
+Findings codispatch_findings(const GdnCase& c, const Call<GdnFamily>& all,
+                             const Call<GdnFamily>& alone, U b) {
   const auto& g = c.dims().geom;
-  const U L = c.L, K1 = g.kernel - 1, w = g.value_dim;
-  const U state = g.nv * g.kd * g.vd, cps = cdiv(L, kChunk);
+  const U L = c.L, cps = cdiv(L, kChunk);
   const auto& a = all.run;
   const auto& s = alone.run;
   Findings f;
   const std::string seq = fmt::format(" (sequence {})", b);
-  bit_findings(f, "conv1d" + seq, rows_of(a.conv, b * L, L, g.conv_dim),
-               std::span<const float>(s.conv), g.conv_dim);
-  bit_findings(f, "conv tail state" + seq, rows_of(a.conv_state, b, 1, g.conv_dim * K1),
-               std::span<const uint16_t>(s.conv_state), std::max<U>(K1, 1));
+  conv_bit_findings(f, c, a, s, b);
   bit_findings(f, "gates" + seq, rows_of(a.gates, b * L, L, 2 * g.nv),
                std::span<const float>(s.gates), 2 * g.nv);
-  bit_findings(f, "core output" + seq, rows_of(a.core, b * L, L, w),
-               std::span<const uint16_t>(s.core), w);
-  bit_findings(f, "gated norm output" + seq, rows_of(a.normed, b * L, L, w),
-               std::span<const uint16_t>(s.normed), w);
-  bit_findings(f, "final state" + seq, rows_of(a.state, b, 1, state),
-               std::span<const float>(s.state), g.vd);
+  output_bit_findings(f, c, a, s, b);
   if (c.path == GdnPath::chunked) {
     const U regions = cps * g.nv;
     bit_findings(f, "W" + seq, rows_of(a.W, b * regions, regions, kChunk * g.kd),
@@ -284,27 +249,16 @@ RC_GTEST_PROP(GdnProperty, CorrectedCarveHoldsEveryStreamsRegions, ()) {
 
 // 1: one FP64 chunked output element moved by twice the tolerance fails at its coordinates.
 RC_GTEST_PROP(GdnPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
-  gen::GdnRanges ranges = twin_ranges(gen::ci_gdn_ranges());
-  ranges.cap_chunked_cost = true;
-  const GdnCase c = draw(ranges);
-  fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c.dims(), gen::gdn_inputs(c)));
+  const GdnCase c = draw(identity_ranges(twin_ranges(gen::ci_gdn_ranges())));
+  fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c, gen::gdn_inputs(c)));
 }
 
 // 1: the chunked form started from a zero state (a dropped carry) against the recurrence from
 // the real one: the final state differs (α near one: the initial state survives the call).
 RC_GTEST_PROP(GdnPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
-  gen::GdnRanges ranges = twin_ranges(gen::ci_gdn_ranges());
-  ranges.cap_chunked_cost = true;
-  GdnCase c = draw(ranges);
-  c.profile.zero_state = false;
-  c.profile.alpha = oracle::GdnGateRegime::near_one;
-  const auto dims = c.dims();
-  const auto in = gen::gdn_inputs(c);
-  const oracle::GdnReference ref = oracle::gdn_reference(dims, in, Mode::exact);
-  const std::vector<double> s0(in.state.begin(), in.state.end()), zero(s0.size(), 0.0);
-  const Fp64Pair p{oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, zero),
-                   oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0)};
-  const Findings f = fp64_identity_findings(dims, p);
+  GdnCase c = draw(identity_ranges(twin_ranges(gen::ci_gdn_ranges())));
+  GdnFamily::keep_the_state_visible(c);
+  const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, gen::gdn_inputs(c), true));
   log_findings(f);
   RC_ASSERT(has_finding(f, "final state: chunked vs recurrence (FP64)"));
 }
@@ -317,8 +271,9 @@ constexpr const char* kZeroTails = "partial-chunk tails zero (W, U, uc, gc)";
 // A chunk-region array of [64][row_width] regions, whose rows past the end of the sequence
 // must be zero.
 template <class T>
-Poisonable region_poisonable(const std::string& check, std::vector<T> oracle::GdnRun::*array,
-                             const GdnCase& c, U row_width) {
+Poisonable<GdnFamily> region_poisonable(const std::string& check,
+                                        std::vector<T> oracle::GdnRun::*array, const GdnCase& c,
+                                        U row_width) {
   const U L = c.L, cps = cdiv(c.L, kChunk), nv = c.nv();
   return poisonable_via<GdnFamily>(
       check,
@@ -330,9 +285,9 @@ Poisonable region_poisonable(const std::string& check, std::vector<T> oracle::Gd
       [array](auto& r) -> auto& { return r.*array; });
 }
 
-std::vector<Poisonable> poisonables(const GdnCase& c) {
+std::vector<Poisonable<GdnFamily>> poisonables(const GdnCase& c) {
   using R = oracle::GdnRun;
-  std::vector<Poisonable> p = {
+  std::vector<Poisonable<GdnFamily>> p = {
       poisonable("conv1d (ssm_conv_out_f32)", &R::conv),
       poisonable("conv tail state", &R::conv_state),
       poisonable("gates (beta, alpha)", &R::gates),
@@ -368,10 +323,8 @@ RC_GTEST_PROP(GdnPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
 // per-sequence state with the wrong stream) differs from the co-dispatched run (α near one,
 // nonzero states: the starting state shows in the first outputs).
 RC_GTEST_PROP(GdnPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
-  GdnCase c = draw_codispatch_case(twin_ranges(gen::ci_gdn_ranges()));
-  c.profile.zero_state = false;
-  c.profile.alpha = oracle::GdnGateRegime::near_one;
-  sequence_with_its_neighbours_state_differs(cpu_backend(), c, codispatch_findings);
+  sequence_with_its_neighbours_state_differs(cpu_backend(), twin_ranges(gen::ci_gdn_ranges()),
+                                             codispatch_findings);
 }
 
 // 5: B15 (nt = cdiv(m, 64), no margin) — a deterministic sweep over co-dispatched prefills

@@ -51,62 +51,20 @@
 #include "gdn_mamba2_property_bodies.h"
 #include "report_checks.h"
 
-// This family's adapters to the shared bodies (Call, fp64_pair, poisonables, ...) have the
+// This family's adapters to the shared bodies (codispatch_findings, poisonables, ...) have the
 // same names in test_gdn_properties.cpp: each file has its own namespace.
 namespace bufferlab::mamba2_properties {
 namespace {
 
-using gen::Mamba2Case;
-using oracle::Mamba2Path;
-using oracle::Mode;
-using U = uint64_t;
-
 using namespace testing::gdn_mamba2;  // the bodies both families share (tests/support)
-using testing::cpu_backend;
-using testing::require_passed;
-using Call = testing::gdn_mamba2::Call<Mamba2Family>;
-using Fp64Pair = testing::gdn_mamba2::Fp64Pair<Mamba2Family>;
-using Poisonable = testing::gdn_mamba2::Poisonable<Mamba2Family>;
 
 // ---- 1. the FP64 identity -------------------------------------------------------------------
 
-// Both FP64 algorithms, sequence by sequence, on the exact conv output and dt of the inputs:
-// y [rows, d_inner] and state [sequences, H, P, N], each concatenated over the sequences.
-Fp64Pair fp64_pair(const Mamba2Case& c, const oracle::Mamba2Inputs& in,
-                   bool chunked_zero_state = false) {
-  const auto dims = c.dims();
-  const auto& g = dims.geom;
-  const oracle::Mamba2Reference ref = oracle::mamba2_reference(dims, in, Mode::exact);
-  std::vector<double> A(g.H), D(in.D.begin(), in.D.end());
-  for (U h = 0; h < g.H; ++h) A[h] = -std::exp(static_cast<double>(in.a_log[h]));
-  const auto one = oracle::Mamba2Dims::of(c.config, 1, c.L);
-  const U state = g.H * g.P * g.N;
-  Fp64Pair p;
-  for (U b = 0; b < c.sequences; ++b) {
-    const auto xbc = rows_of(ref.xbc, b * c.L, c.L, g.d_xbc);
-    const auto dt = rows_of(ref.dt, b * c.L, c.L, g.H);
-    const std::vector<double> s0(in.state.begin() + static_cast<std::ptrdiff_t>(b * state),
-                                 in.state.begin() + static_cast<std::ptrdiff_t>((b + 1) * state));
-    const std::vector<double> zero(state, 0.0);
-    const auto ch = oracle::mamba2_chunked_fp64(one, xbc, dt, A, D, chunked_zero_state ? zero : s0);
-    const auto re = oracle::mamba2_recurrence_fp64(one, xbc, dt, A, D, s0);
-    p.chunked.y.insert(p.chunked.y.end(), ch.y.begin(), ch.y.end());
-    p.chunked.state.insert(p.chunked.state.end(), ch.state.begin(), ch.state.end());
-    p.recurrence.y.insert(p.recurrence.y.end(), re.y.begin(), re.y.end());
-    p.recurrence.state.insert(p.recurrence.state.end(), re.state.begin(), re.state.end());
-  }
-  return p;
-}
-
+// FP64 only (fp64_pair runs both algorithms sequence by sequence).
 RC_GTEST_PROP(SsdProperty, Fp64ChunkedEqualsRecurrence, ()) {
-  gen::Mamba2Ranges ranges = gen::ci_mamba2_ranges();
-  ranges.cap_chunked_cost = true;
-  ranges.cost_cap = uint64_t{1} << 24;  // FP64 only
-  const Mamba2Case c = draw(ranges);
+  const Mamba2Case c = draw(identity_ranges(gen::ci_mamba2_ranges(), uint64_t{1} << 24));
   RC_TAG(gen::to_string(c.profile.dt), edge_tag(c.L));
-  const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, gen::mamba2_inputs(c)));
-  log_findings(f);
-  RC_ASSERT(f.empty());
+  fp64_identity_holds(c);
 }
 
 // ---- 2. every stage passes the judge --------------------------------------------------------
@@ -114,8 +72,7 @@ RC_GTEST_PROP(SsdProperty, Fp64ChunkedEqualsRecurrence, ()) {
 RC_GTEST_PROP(SsdProperty, CpuStagesPassTheJudge, ()) {
   const Mamba2Case c = draw(gen::ci_mamba2_ranges());
   RC_TAG(gen::to_string(c.path), gen::to_string(c.profile.dt), edge_tag(c.L));
-  const auto in = gen::mamba2_inputs(c);
-  require_passed(judge(run_call(cpu_backend(), c, in), in, c.seed));
+  call_passes_the_judge(cpu_backend(), c);
 }
 
 // ---- 3. splitting a sequence ------------------------------------------------------------------
@@ -140,23 +97,14 @@ RC_GTEST_PROP(SsdProperty, SplitElsewhereSecondPartPassesItsJudge, ()) {
 
 // ---- 4. several sequences in one call ---------------------------------------------------------
 
-Findings codispatch_findings(const Mamba2Case& c, const Call& all, const Call& alone, U b) {
-  const auto& g = c.dims().geom;
-  const U L = c.L, K1 = g.kernel - 1, state = g.H * g.P * g.N;
+Findings codispatch_findings(const Mamba2Case& c, const Call<Mamba2Family>& all,
+                             const Call<Mamba2Family>& alone, U b) {
   const auto& a = all.run;
   const auto& s = alone.run;
   Findings f;
+  conv_bit_findings(f, c, a, s, b);
+  output_bit_findings(f, c, a, s, b);
   const std::string seq = fmt::format(" (sequence {})", b);
-  bit_findings(f, "conv1d (xBC)" + seq, rows_of(a.xbc, b * L, L, g.d_xbc),
-               std::span<const uint16_t>(s.xbc), g.d_xbc);
-  bit_findings(f, "conv tail state" + seq, rows_of(a.conv_state, b, 1, g.d_xbc * K1),
-               std::span<const uint16_t>(s.conv_state), std::max<U>(K1, 1));
-  bit_findings(f, "y" + seq, rows_of(a.y, b * L, L, g.d_inner), std::span<const uint16_t>(s.y),
-               g.d_inner);
-  bit_findings(f, "gated norm output" + seq, rows_of(a.normed, b * L, L, g.d_inner),
-               std::span<const uint16_t>(s.normed), g.d_inner);
-  bit_findings(f, "final state" + seq, rows_of(a.state, b, 1, state),
-               std::span<const float>(s.state), g.N);
   if (c.path == Mamba2Path::chunked && b < a.sequences.size() && !s.sequences.empty()) {
     const auto& x = a.sequences[b];
     const auto& y = s.sequences[0];
@@ -176,20 +124,15 @@ RC_GTEST_PROP(SsdProperty, SequencesInOneCallEqualEachAloneBitForBit, ()) {
 // ==== Planted bugs ==============================================================================
 
 RC_GTEST_PROP(SsdPlanted, Fp64OutputMovedPastTheToleranceFails, ()) {
-  gen::Mamba2Ranges ranges = twin_ranges(gen::ci_mamba2_ranges());
-  ranges.cap_chunked_cost = true;
-  const Mamba2Case c = draw(ranges);
+  const Mamba2Case c = draw(identity_ranges(twin_ranges(gen::ci_mamba2_ranges())));
   fp64_output_moved_past_the_tolerance_fails(c, fp64_pair(c, gen::mamba2_inputs(c)));
 }
 
 // The chunked form from a zero state against the recurrence from the real one (tiny dt: the
 // state decays by exp(dt·A) ≈ 1 per token and survives the call).
 RC_GTEST_PROP(SsdPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
-  gen::Mamba2Ranges ranges = twin_ranges(gen::ci_mamba2_ranges());
-  ranges.cap_chunked_cost = true;
-  Mamba2Case c = draw(ranges);
-  c.profile.zero_state = false;
-  c.profile.dt = oracle::Mamba2DtRegime::tiny;
+  Mamba2Case c = draw(identity_ranges(twin_ranges(gen::ci_mamba2_ranges())));
+  Mamba2Family::keep_the_state_visible(c);
   const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, gen::mamba2_inputs(c), true));
   log_findings(f);
   RC_ASSERT(has_finding(f, "final state: chunked vs recurrence (FP64)"));
@@ -200,18 +143,18 @@ RC_GTEST_PROP(SsdPlanted, Fp64ChunkedFromAZeroStateFails, ()) {
 constexpr const char* kZeroTails = "past-partial-chunk entries = 0 (dt, dA_cumsum, CB)";
 
 // Sequence b's chunk array; `inside(e)`: element e lies inside the sequence.
-Poisonable chunk_poisonable(const std::string& check,
-                            std::vector<float> oracle::Mamba2Run::Sequence::*array, U b,
-                            std::function<bool(U)> inside) {
+Poisonable<Mamba2Family> chunk_poisonable(const std::string& check,
+                                          std::vector<float> oracle::Mamba2Run::Sequence::*array,
+                                          U b, std::function<bool(U)> inside) {
   return poisonable_via<Mamba2Family>(
       check, [check, inside](U e) { return inside(e) ? check : std::string(kZeroTails); },
       [ array, b ](auto& r) -> auto& { return r.sequences[b].*array; });
 }
 
-std::vector<Poisonable> poisonables(const Mamba2Case& c) {
+std::vector<Poisonable<Mamba2Family>> poisonables(const Mamba2Case& c) {
   using R = oracle::Mamba2Run;
   const bool chunked = c.path == Mamba2Path::chunked;
-  std::vector<Poisonable> p = {
+  std::vector<Poisonable<Mamba2Family>> p = {
       poisonable("conv1d (xBC)", &R::xbc),
       poisonable("conv tail state", &R::conv_state),
       poisonable("gated norm (norm_output)", &R::normed),
@@ -246,10 +189,8 @@ RC_GTEST_PROP(SsdPlanted, SplitWithoutTheCarriedConvTailDiffers, ()) {
 
 // Sequence 1 run alone with sequence 0's state and conv tail (tiny dt: the state survives).
 RC_GTEST_PROP(SsdPlanted, SequenceWithItsNeighboursStateDiffers, ()) {
-  Mamba2Case c = draw_codispatch_case(twin_ranges(gen::ci_mamba2_ranges()));
-  c.profile.zero_state = false;
-  c.profile.dt = oracle::Mamba2DtRegime::tiny;
-  sequence_with_its_neighbours_state_differs(cpu_backend(), c, codispatch_findings);
+  sequence_with_its_neighbours_state_differs(cpu_backend(), twin_ranges(gen::ci_mamba2_ranges()),
+                                             codispatch_findings);
 }
 
 // M-SSDSTATE (the scan drops the state between chunks) on a fixed set of chunked cases with

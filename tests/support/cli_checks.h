@@ -1,12 +1,14 @@
 // Expectations the `bufferlab compare` tests share: an exit code with the lines the run must
 // print (an agreement: exit 0), a refusal (exit 2 with an error line), the CUDA run that skips (77)
-// or agrees, and the NPY files a --dump manifest lists.
+// or agrees, a --json report's fields, and a --dump manifest with the NPY files it lists; and the
+// names the compare test files use (compare_names).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,38 @@ inline bool expect_skipped_or_agreed(const CliOutput& r, const std::string& cont
   return false;
 }
 
+// The stdout of `r`, a --json report, parsed once its exit code is `exit_code` (else the output
+// is reported and the report is null: a test reading a field of it stops there).
+inline nlohmann::json json_report(const CliOutput& r, int exit_code = 0) {
+  EXPECT_EQ(r.exit_code, exit_code) << r.output;
+  if (r.exit_code != exit_code) return nullptr;
+  return nlohmann::json::parse(r.out);
+}
+
+// Every key of `expected` in the JSON object `j`, with its value.
+inline void expect_fields(const nlohmann::json& j, const nlohmann::json& expected) {
+  for (const auto& [key, value] : expected.items()) EXPECT_EQ(j.at(key), value) << key;
+}
+
+// The manifest.json a `--dump DIR` run wrote into `dir`.
+inline nlohmann::json read_manifest(const std::filesystem::path& dir) {
+  return nlohmann::json::parse(read_file(dir / "manifest.json"));
+}
+
+// The manifest `r`, a `--dump DIR` run, wrote into `dir`, once it exited 0 (else the output is
+// reported and the manifest is null: a test reading a field of it stops there).
+inline nlohmann::json dump_manifest(const CliOutput& r, const std::filesystem::path& dir) {
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (r.exit_code != 0) return nullptr;
+  return read_manifest(dir);
+}
+
+// Every one of `files` listed in the manifest.
+inline void expect_lists_files(const nlohmann::json& manifest,
+                               std::initializer_list<const char*> files) {
+  for (const char* f : files) EXPECT_TRUE(manifest.at("files").contains(f)) << f;
+}
+
 // Which of the optional checks expect_npy_files makes.
 struct NpyChecks {
   bool header_aligned_to_64 = true;  // 10 + header length is a multiple of 64
@@ -78,5 +112,21 @@ inline void expect_npy_files(const std::filesystem::path& dir, const nlohmann::j
     }
   }
 }
+
+// The names the compare test files use: `using namespace bufferlab::testing::compare_names;`.
+namespace compare_names {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::contains;
+using testing::dump_manifest;
+using testing::expect_exit;
+using testing::expect_fields;
+using testing::expect_lists_files;
+using testing::expect_npy_files;
+using testing::json_report;
+using testing::read_file;
+using testing::read_manifest;
+using CompareRun = CliOutput;  // exit code, stdout then stderr, stdout
+}  // namespace compare_names
 
 }  // namespace bufferlab::testing

@@ -1,6 +1,7 @@
-// Small Gated DeltaNet and Mamba-2 geometries for tests, without a model file: the GDN one with
-// its derived widths (qkvz, conv_dim, value_dim as ops/gdn.h defines them), the Mamba-2 one
-// through Mamba2Geometry::of a minimal config.
+// Small Gated DeltaNet and Mamba-2 configs and geometries for tests, without a model file: a
+// minimal config of either family (hidden 64, vocab 16, ε 1e-6, kernel 4 unless given) and its
+// geometry through GdnGeometry::of / Mamba2Geometry::of (the derived widths as ops/*.h define
+// them).
 #pragma once
 
 #include <cstdint>
@@ -11,22 +12,22 @@
 
 namespace bufferlab::testing {
 
-inline GdnGeometry gdn_geometry(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd,
-                                uint64_t kernel = 4) {
-  GdnGeometry g;
-  g.nk = nk;
-  g.kd = kd;
-  g.nv = nv;
-  g.vd = vd;
-  g.kernel = kernel;
-  g.qkvz = 2 * nk * kd + 2 * nv * vd;
-  g.conv_dim = 2 * nk * kd + nv * vd;
-  g.value_dim = nv * vd;
-  return g;
+inline ModelConfig gdn_config(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd,
+                              uint64_t kernel = 4) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.vocab_size = 16;
+  c.linear_num_key_heads = nk;
+  c.linear_key_head_dim = kd;
+  c.linear_num_value_heads = nv;
+  c.linear_value_head_dim = vd;
+  c.linear_conv_kernel_dim = kernel;
+  c.rms_norm_eps = 1e-6;
+  return c;
 }
 
-inline Mamba2Geometry mamba2_geometry(uint64_t H, uint64_t P, uint64_t N, uint64_t groups,
-                                      uint64_t K = 4) {
+inline ModelConfig mamba2_config(uint64_t H, uint64_t P, uint64_t N, uint64_t groups,
+                                 uint64_t K = 4) {
   ModelConfig c;
   c.hidden_size = 64;
   c.vocab_size = 16;
@@ -35,7 +36,19 @@ inline Mamba2Geometry mamba2_geometry(uint64_t H, uint64_t P, uint64_t N, uint64
   c.ssm_state_size = N;
   c.n_groups = groups;
   c.conv_kernel = K;
-  return Mamba2Geometry::of(c);
+  c.rms_norm_eps = 1e-6;
+  return c;
+}
+
+// GdnGeometry::of derives qkvz, conv_dim and value_dim (ops/gdn.h).
+inline GdnGeometry gdn_geometry(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd,
+                                uint64_t kernel = 4) {
+  return GdnGeometry::of(gdn_config(nk, kd, nv, vd, kernel));
+}
+
+inline Mamba2Geometry mamba2_geometry(uint64_t H, uint64_t P, uint64_t N, uint64_t groups,
+                                      uint64_t K = 4) {
+  return Mamba2Geometry::of(mamba2_config(H, P, N, groups, K));
 }
 
 }  // namespace bufferlab::testing

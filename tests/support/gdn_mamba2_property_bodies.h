@@ -14,12 +14,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,6 +38,7 @@
 #include "bufferlab/oracle/mamba2_judge.h"
 #include "bufferlab/properties/gdn_mamba2_generators.h"
 #include "contains.h"
+#include "cpu_backend.h"
 #include "findings.h"
 #include "report_checks.h"
 #include "report_lookup.h"
@@ -43,6 +46,10 @@
 namespace bufferlab::testing::gdn_mamba2 {
 
 using U = uint64_t;
+using gen::GdnCase;  // the families' cases and paths, named here for the files using this namespace
+using gen::Mamba2Case;
+using oracle::GdnPath;
+using oracle::Mamba2Path;
 
 inline constexpr U kChunk = 64;  // both families' chunk (GdnChunkCarve, Mamba2ChunkCarve)
 static_assert(GdnChunkCarve::kChunk == kChunk && Mamba2ChunkCarve::kChunk == kChunk);
@@ -69,6 +76,15 @@ struct GdnFamily {
     return oracle::judge_gdn(p, in, r, backend, seed, bm);
   }
   static Inputs inputs(const Case& c) { return gen::gdn_inputs(c); }
+  // The conv1d output [rows, conv_width] (FP32 here).
+  static const std::vector<float>& conv(const Run& r) { return r.conv; }
+  static U conv_width(const Dims& d) { return d.geom.conv_dim; }
+  static constexpr const char* kConvName = "conv1d";
+  // A nonzero starting state that survives the call (α near one).
+  static void keep_the_state_visible(Case& c) {
+    c.profile.zero_state = false;
+    c.profile.alpha = oracle::GdnGateRegime::near_one;
+  }
   // Sequence b alone; tokens [t0, t1) of one sequence from the given conv tail and state.
   static Inputs sequence(const Dims& d, const Inputs& in, U b) {
     return oracle::gdn_sequence(d, in, b);
@@ -116,6 +132,16 @@ struct Mamba2Family {
     return oracle::judge_mamba2(p, in, r, backend, seed, bm);
   }
   static Inputs inputs(const Case& c) { return gen::mamba2_inputs(c); }
+  // The conv1d output xBC [rows, conv_width] (BF16 here).
+  static const std::vector<uint16_t>& conv(const Run& r) { return r.xbc; }
+  static U conv_width(const Dims& d) { return d.geom.d_xbc; }
+  static constexpr const char* kConvName = "conv1d (xBC)";
+  // A nonzero starting state that survives the call (tiny dt: it decays by exp(dt·A) ≈ 1 per
+  // token).
+  static void keep_the_state_visible(Case& c) {
+    c.profile.zero_state = false;
+    c.profile.dt = oracle::Mamba2DtRegime::tiny;
+  }
   // Sequence b alone; tokens [t0, t1) of one sequence from the given conv tail and state.
   static Inputs sequence(const Dims& d, const Inputs& in, U b) {
     return oracle::mamba2_sequence(d, in, b);
@@ -208,7 +234,9 @@ inline std::vector<std::string> failing_checks(const oracle::AgreementReport& r)
   return names;
 }
 
-using testing::check_named;  // report_lookup.h
+using testing::check_named;     // report_lookup.h
+using testing::cpu_backend;     // cpu_backend.h
+using testing::require_passed;  // report_checks.h
 
 // contains.h and findings.h, named here too for the files that use this namespace.
 using testing::contains;
@@ -302,6 +330,63 @@ inline bool within_identity(std::span<const double> got, std::span<const double>
   return f.empty();
 }
 
+// Cases the FP64 identity takes: the chunked cost capped too (the FP64 chunked form runs any head
+// size), the whole cost at `cost_cap` when given.
+template <class Ranges>
+Ranges identity_ranges(Ranges r, std::optional<U> cost_cap = std::nullopt) {
+  r.cap_chunked_cost = true;
+  if (cost_cap) r.cost_cap = *cost_cap;
+  return r;
+}
+
+// Both FP64 algorithms on the exact conv outputs and gates of the case's inputs, the chunked one
+// from a zero state when `chunked_zero_state` (a dropped carry), the recurrence from the inputs'.
+inline Fp64Pair<GdnFamily> fp64_pair(const gen::GdnCase& c, const oracle::GdnInputs& in,
+                                     bool chunked_zero_state = false) {
+  const auto dims = c.dims();
+  const oracle::GdnReference ref = oracle::gdn_reference(dims, in, oracle::Mode::exact);
+  const std::vector<double> s0(in.state.begin(), in.state.end()), zero(s0.size(), 0.0);
+  return {oracle::gdn_chunked_fp64(dims, ref.conv, ref.gates, chunked_zero_state ? zero : s0),
+          oracle::gdn_recurrence_fp64(dims, ref.conv, ref.gates, s0)};
+}
+
+// Both FP64 algorithms, sequence by sequence, on the exact conv output and dt of the inputs:
+// y [rows, d_inner] and state [sequences, H, P, N], each concatenated over the sequences; the
+// chunked one from a zero state when `chunked_zero_state`.
+inline Fp64Pair<Mamba2Family> fp64_pair(const gen::Mamba2Case& c, const oracle::Mamba2Inputs& in,
+                                        bool chunked_zero_state = false) {
+  const auto dims = c.dims();
+  const auto& g = dims.geom;
+  const oracle::Mamba2Reference ref = oracle::mamba2_reference(dims, in, oracle::Mode::exact);
+  std::vector<double> A(g.H), D(in.D.begin(), in.D.end());
+  for (U h = 0; h < g.H; ++h) A[h] = -std::exp(static_cast<double>(in.a_log[h]));
+  const auto one = oracle::Mamba2Dims::of(c.config, 1, c.L);
+  const U state = g.H * g.P * g.N;
+  Fp64Pair<Mamba2Family> p;
+  for (U b = 0; b < c.sequences; ++b) {
+    const auto xbc = rows_of(ref.xbc, b * c.L, c.L, g.d_xbc);
+    const auto dt = rows_of(ref.dt, b * c.L, c.L, g.H);
+    const std::vector<double> s0(in.state.begin() + static_cast<std::ptrdiff_t>(b * state),
+                                 in.state.begin() + static_cast<std::ptrdiff_t>((b + 1) * state));
+    const std::vector<double> zero(state, 0.0);
+    const auto ch = oracle::mamba2_chunked_fp64(one, xbc, dt, A, D, chunked_zero_state ? zero : s0);
+    const auto re = oracle::mamba2_recurrence_fp64(one, xbc, dt, A, D, s0);
+    p.chunked.y.insert(p.chunked.y.end(), ch.y.begin(), ch.y.end());
+    p.chunked.state.insert(p.chunked.state.end(), ch.state.begin(), ch.state.end());
+    p.recurrence.y.insert(p.recurrence.y.end(), re.y.begin(), re.y.end());
+    p.recurrence.state.insert(p.recurrence.state.end(), re.state.begin(), re.state.end());
+  }
+  return p;
+}
+
+// Property body: the chunked results of `c` against the recurrence's within the identity.
+template <class Case>
+void fp64_identity_holds(const Case& c) {
+  const Findings f = fp64_identity_findings(c.dims(), fp64_pair(c, FamilyOf<Case>::inputs(c)));
+  log_findings(f);
+  RC_ASSERT(f.empty());
+}
+
 // Both arrays of a pair within the identity (the full-range runs' verdict).
 template <class F>
 void assert_within_identity(const Fp64Pair<F>& p) {
@@ -314,7 +399,14 @@ bool same_bits(std::span<const T> a, std::span<const T> b) {
   return !first_bit_difference(a, b).has_value();
 }
 
-// ---- shared property bodies: splitting a sequence, co-dispatched sequences -----------------
+// ---- shared property bodies: one call judged, splitting a sequence, co-dispatched sequences --
+
+// Every stage of one call of `c` on `b` passes the judge.
+template <class Case, class F = FamilyOf<Case>>
+void call_passes_the_judge(Backend& b, const Case& c) {
+  const auto in = F::inputs(c);
+  require_passed(judge(run_call(b, c.dims(), c.path, in), in, c.seed));
+}
 
 template <class F>
 struct Split {
@@ -398,6 +490,36 @@ typename FamilyOf<Ranges>::Case draw_codispatch_case(const Ranges& ranges) {
   auto c = draw(ranges);
   c.sequences = std::max<U>(c.sequences, 2);
   return c;
+}
+
+// Sequence b of `a` (a co-dispatched run of `c`) against `s` (the sequence alone), bit for bit:
+// the conv1d output and the conv tail.
+template <class Case, class F = FamilyOf<Case>>
+void conv_bit_findings(Findings& f, const Case& c, const typename F::Run& a,
+                       const typename F::Run& s, U b) {
+  const auto dims = c.dims();
+  const U L = c.L, K1 = dims.geom.kernel - 1, cw = F::conv_width(dims);
+  using T = typename std::decay_t<decltype(F::conv(s))>::value_type;
+  const std::string seq = fmt::format(" (sequence {})", b);
+  bit_findings(f, F::kConvName + seq, rows_of(F::conv(a), b * L, L, cw),
+               std::span<const T>(F::conv(s)), cw);
+  bit_findings(f, "conv tail state" + seq, rows_of(a.conv_state, b, 1, cw * K1),
+               std::span<const uint16_t>(s.conv_state), std::max<U>(K1, 1));
+}
+
+// The same for the core output, the gated norm output and the final state.
+template <class Case, class F = FamilyOf<Case>>
+void output_bit_findings(Findings& f, const Case& c, const typename F::Run& a,
+                         const typename F::Run& s, U b) {
+  const auto dims = c.dims();
+  const U L = c.L, w = F::width(dims), state = F::state_size(dims);
+  const std::string seq = fmt::format(" (sequence {})", b);
+  bit_findings(f, F::kOutputName + seq, rows_of(F::output(a), b * L, L, w),
+               std::span<const uint16_t>(F::output(s)), w);
+  bit_findings(f, "gated norm output" + seq, rows_of(a.normed, b * L, L, w),
+               std::span<const uint16_t>(s.normed), w);
+  bit_findings(f, "final state" + seq, rows_of(a.state, b, 1, state),
+               std::span<const float>(s.state), F::state_cols(dims));
 }
 
 // Property: sequence b of a co-dispatched call equals the same sequence alone; `findings(c,
@@ -540,9 +662,13 @@ void split_without_the_carried_conv_tail_differs(Backend& b, const Ranges& range
 
 // Twin of the co-dispatch property: sequence 1 run alone with sequence 0's state and conv tail
 // (a kernel indexing the per-sequence state with the wrong stream) differs from the
-// co-dispatched run. `c` keeps its starting state visible (the caller picks the regime).
-template <class Case, class Compare, class F = FamilyOf<Case>>
-void sequence_with_its_neighbours_state_differs(Backend& b, const Case& c, Compare findings) {
+// co-dispatched run, on a case drawn from `ranges` whose starting state shows in the outputs.
+template <class Ranges, class Compare, class F = FamilyOf<Ranges>>
+void sequence_with_its_neighbours_state_differs(Backend& b, const Ranges& ranges,
+                                                Compare findings) {
+  using Case = typename F::Case;
+  Case c = draw_codispatch_case(ranges);
+  F::keep_the_state_visible(c);
   const auto dims = c.dims();
   const auto in = F::inputs(c);
   const Call<F> all = run_call(b, c, in);
@@ -576,12 +702,11 @@ void expect_mutant_caught(Backend& clean, Backend& mutant, const char* name, con
 
 // Every stage of a call drawn from `ranges` passes the judge on `b` (tagged by path and whether
 // it co-dispatches 8 or more sequences: `many`, else `few`).
-template <class Ranges, class F = FamilyOf<Ranges>>
+template <class Ranges>
 void stages_pass_the_judge(Backend& b, const Ranges& ranges, const char* many, const char* few) {
   const auto c = draw(ranges);
   RC_TAG(gen::to_string(c.path), c.sequences >= 8 ? many : few);
-  const auto in = F::inputs(c);
-  testing::require_passed(judge(run_call(b, c.dims(), c.path, in), in, c.seed));
+  call_passes_the_judge(b, c);
 }
 
 // Sequence s of a co-dispatched call (at least two, backend work up to 2^28) equals the same

@@ -14,11 +14,7 @@
 
 namespace {
 
-namespace fs = std::filesystem;
-
-using bufferlab::testing::expect_exit;
-using bufferlab::testing::read_file;
-using CompareRun = bufferlab::testing::CliOutput;  // exit code, stdout then stderr, stdout
+using namespace bufferlab::testing::compare_names;  // cli_checks.h
 
 // Runs `bufferlab compare ARGS` (run_compare), in-process when a test sets in_process_.
 class CliCompare : public bufferlab::testing::CliCompareTest {};
@@ -69,17 +65,13 @@ TEST_F(CliCompare, JsonReportParses) {
 
 TEST_F(CliCompare, DumpWritesNpyFilesAndAManifest) {
   const fs::path out = dir_ / "dump";
-  const CompareRun r = run_compare(
-      "--op rmsnorm --preset tiny-moe --tokens 5 --seed 4 "
-      "--variant f32 --dump " +
-      out.string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto manifest = nlohmann::json::parse(read_file(out / "manifest.json"));
-  EXPECT_EQ(manifest.at("op"), "rmsnorm");
-  EXPECT_EQ(manifest.at("seed"), 4);
-  EXPECT_EQ(manifest.at("tokens"), 5);
-  EXPECT_EQ(manifest.at("backend"), "cpu");
-  EXPECT_EQ(manifest.at("preset"), "tiny-moe");
+  const json manifest = dump_manifest(
+      run_compare("--op rmsnorm --preset tiny-moe --tokens 5 --seed 4 --variant f32 --dump " +
+                  out.string()),
+      out);
+  expect_fields(
+      manifest,
+      {{"op", "rmsnorm"}, {"seed", 4}, {"tokens", 5}, {"backend", "cpu"}, {"preset", "tiny-moe"}});
   EXPECT_NE(manifest.at("params").get<std::string>().find("rows=5"), std::string::npos);
   EXPECT_TRUE(manifest.at("report").at("agree").get<bool>());
   const uint64_t width = manifest.at("width").get<uint64_t>();
@@ -165,7 +157,7 @@ TEST_F(CliCompare, MoeJsonAndDump) {
   EXPECT_EQ(j["tokens"], 6);
   EXPECT_EQ(j["nan_keys"], 0);
   EXPECT_TRUE(j.contains("selection_rows_differing_from_oracle"));
-  const nlohmann::json m = nlohmann::json::parse(read_file(dir_ / "d" / "manifest.json"));
+  const json m = read_manifest(dir_ / "d");
   EXPECT_EQ(m["op"], "topk");
   EXPECT_TRUE(m["files"].contains("backend_topk_ids.npy"));
   EXPECT_TRUE(fs::exists(dir_ / "d" / "oracle_exact_logits.npy"));

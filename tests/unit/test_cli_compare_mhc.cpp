@@ -13,13 +13,7 @@
 
 namespace {
 
-namespace fs = std::filesystem;
-
-using bufferlab::testing::contains;
-using bufferlab::testing::expect_exit;
-using bufferlab::testing::expect_npy_files;
-using bufferlab::testing::read_file;
-using CompareRun = bufferlab::testing::CliOutput;  // exit code, stdout then stderr, stdout
+using namespace bufferlab::testing::compare_names;  // cli_checks.h
 
 // Runs `bufferlab compare ARGS` (run_compare), in-process when a test sets in_process_.
 class CliCompareMhc : public bufferlab::testing::CliCompareTest {};
@@ -54,9 +48,8 @@ TEST_F(CliCompareMhc, DeepSeekV4FlashPreAndLowRankAt100TokensAgree) {
 }
 
 TEST_F(CliCompareMhc, SplitPathIsChosenUpTo64Tokens) {
-  const CompareRun r = run_compare("--op hc-lowrank --preset tiny-mhc-lowrank --tokens 12 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto j = nlohmann::json::parse(r.out);
+  const json j =
+      json_report(run_compare("--op hc-lowrank --preset tiny-mhc-lowrank --tokens 12 --json"));
   EXPECT_EQ(j.at("path"), "split");
   EXPECT_FALSE(j.at("path_forced").get<bool>());
   EXPECT_EQ(j.at("op"), "hc_lowrank");
@@ -79,7 +72,7 @@ TEST_F(CliCompareMhc, SkcolWithZeroHcEpsSaysItIsInvisible) {
   const CompareRun j =
       run_compare("--op hc-pre --preset tiny-mhc --tokens 4 --hc-eps 0 --mutant M-SKCOL --json");
   ASSERT_EQ(j.exit_code, 0) << j.output;
-  EXPECT_FALSE(nlohmann::json::parse(j.out).at("mutant_visible").get<bool>());
+  EXPECT_FALSE(json::parse(j.out).at("mutant_visible").get<bool>());
 }
 
 TEST_F(CliCompareMhc, BadInputExitsTwoWithError) {
@@ -117,24 +110,20 @@ TEST_F(CliCompareMhc, CudaSkipsWithAReasonOrAgrees) {
 }
 
 TEST_F(CliCompareMhc, JsonReportParses) {
-  const CompareRun r =
-      run_compare("--op hc-pre --preset tiny-mhc --tokens 6 --logit-range 8 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto j = nlohmann::json::parse(r.out);
+  const json j =
+      json_report(run_compare("--op hc-pre --preset tiny-mhc --tokens 6 --logit-range 8 --json"));
   EXPECT_TRUE(j.at("agree").get<bool>());
-  EXPECT_EQ(j.at("op"), "hc_pre");
-  EXPECT_EQ(j.at("tokens"), 6);
-  EXPECT_EQ(j.at("logit_range"), 8.0);
-  EXPECT_EQ(j.at("streams"), "normal");
-  EXPECT_EQ(j.at("mutant"), "none");
+  expect_fields(j, {{"op", "hc_pre"},
+                    {"tokens", 6},
+                    {"logit_range", 8.0},
+                    {"streams", "normal"},
+                    {"mutant", "none"}});
   bool has_column_sums = false;
   for (const auto& c : j.at("checks")) has_column_sums |= c.at("tensor") == "hc_comb column sums";
   EXPECT_TRUE(has_column_sums) << j.dump(2);
 
-  const CompareRun bad =
-      run_compare("--op hc-post --preset tiny-mhc --tokens 3 --mutant B13 --json");
-  ASSERT_EQ(bad.exit_code, 1) << bad.output;
-  const auto jb = nlohmann::json::parse(bad.out);
+  const json jb =
+      json_report(run_compare("--op hc-post --preset tiny-mhc --tokens 3 --mutant B13 --json"), 1);
   EXPECT_FALSE(jb.at("agree").get<bool>());
   const std::string reason = jb.at("checks")[0].at("first_bad").at("reason");
   EXPECT_TRUE(contains(reason, "(token ")) << reason;  // coordinates of the first bad element
@@ -143,34 +132,26 @@ TEST_F(CliCompareMhc, JsonReportParses) {
 
 TEST_F(CliCompareMhc, DumpWritesEveryTensorAndAManifest) {
   const fs::path pre = dir_ / "pre";
-  const CompareRun r =
-      run_compare("--op hc-pre --preset tiny-mhc --tokens 5 --seed 4 --dump " + pre.string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto m = nlohmann::json::parse(read_file(pre / "manifest.json"));
-  EXPECT_EQ(m.at("op"), "hc-pre");
-  EXPECT_EQ(m.at("seed"), 4);
-  EXPECT_EQ(m.at("tokens"), 5);
-  EXPECT_EQ(m.at("backend"), "cpu");
+  const json m = dump_manifest(
+      run_compare("--op hc-pre --preset tiny-mhc --tokens 5 --seed 4 --dump " + pre.string()), pre);
+  expect_fields(m, {{"op", "hc-pre"}, {"seed", 4}, {"tokens", 5}, {"backend", "cpu"}});
   EXPECT_TRUE(m.at("report").at("agree").get<bool>());
-  for (const char* f :
-       {"input_streams.npy", "input_fn.npy", "input_scale.npy", "input_bias.npy",
-        "backend_post.npy", "backend_comb.npy", "backend_block_in.npy", "oracle_comb.npy"})
-    EXPECT_TRUE(m.at("files").contains(f)) << f;
+  expect_lists_files(
+      m, {"input_streams.npy", "input_fn.npy", "input_scale.npy", "input_bias.npy",
+          "backend_post.npy", "backend_comb.npy", "backend_block_in.npy", "oracle_comb.npy"});
   EXPECT_EQ(m.at("files").at("backend_block_in.npy").at("npy_dtype"), "<u2");
-  EXPECT_EQ(m.at("files").at("backend_comb.npy").at("shape"), nlohmann::json::array({5, 4, 4}));
+  EXPECT_EQ(m.at("files").at("backend_comb.npy").at("shape"), json::array({5, 4, 4}));
   expect_npy_files(pre, m);
 
   const fs::path low = dir_ / "low";
-  const CompareRun l =
-      run_compare("--op hc-lowrank --preset tiny-mhc-lowrank --tokens 70 --dump " + low.string());
-  ASSERT_EQ(l.exit_code, 0) << l.output;
-  const auto ml = nlohmann::json::parse(read_file(low / "manifest.json"));
+  const json ml = dump_manifest(
+      run_compare("--op hc-lowrank --preset tiny-mhc-lowrank --tokens 70 --dump " + low.string()),
+      low);
   EXPECT_EQ(ml.at("path"), "slab");
-  for (const char* f :
-       {"input_streams.npy", "input_norm_w.npy", "input_w_down.npy", "input_w_inject.npy",
-        "input_w_up.npy", "backend_normed.npy", "backend_low.npy", "backend_inj_pre.npy",
-        "backend_up_pre.npy", "backend_post.npy", "backend_block_in.npy"})
-    EXPECT_TRUE(ml.at("files").contains(f)) << f;
+  expect_lists_files(
+      ml, {"input_streams.npy", "input_norm_w.npy", "input_w_down.npy", "input_w_inject.npy",
+           "input_w_up.npy", "backend_normed.npy", "backend_low.npy", "backend_inj_pre.npy",
+           "backend_up_pre.npy", "backend_post.npy", "backend_block_in.npy"});
   EXPECT_EQ(ml.at("files").at("backend_normed.npy").at("npy_dtype"), "<u2");  // BF16 on slab
   expect_npy_files(low, ml);
 
@@ -178,9 +159,8 @@ TEST_F(CliCompareMhc, DumpWritesEveryTensorAndAManifest) {
   ASSERT_EQ(
       run_compare("--op hc-post --preset tiny-mhc --tokens 3 --dump " + post.string()).exit_code,
       0);
-  const auto mp = nlohmann::json::parse(read_file(post / "manifest.json"));
-  EXPECT_TRUE(mp.at("files").contains("backend_streams.npy"));
-  EXPECT_TRUE(mp.at("files").contains("input_comb.npy"));
+  const json mp = read_manifest(post);
+  expect_lists_files(mp, {"backend_streams.npy", "input_comb.npy"});
   expect_npy_files(post, mp);
 }
 

@@ -16,14 +16,7 @@
 
 namespace {
 
-namespace fs = std::filesystem;
-
-using bufferlab::testing::contains;
-using bufferlab::testing::expect_exit;
-using bufferlab::testing::expect_npy_files;
-using bufferlab::testing::read_file;
-using CompareRun = bufferlab::testing::CliOutput;  // exit code, stdout then stderr, stdout
-using nlohmann::json;
+using namespace bufferlab::testing::compare_names;  // cli_checks.h
 
 // Runs `bufferlab compare ARGS` (run_compare), in-process when a test sets in_process_.
 class CliCompareSsm : public bufferlab::testing::CliCompareTest {};
@@ -87,10 +80,8 @@ TEST_F(CliCompareSsm, SizingMutantB15IsABoundsFindingOnTheFlaScratch) {
                "m = 195, nt = 4)", "DISAGREE: the workspace cannot hold the op"});
   EXPECT_FALSE(contains(r.output, "kernel mutant B15")) << r.output;  // not a backend mutant
 
-  const CompareRun j =
-      run_compare("--op gdn --preset tiny-gdn --mutant B15 --streams 3 --tokens 65 --json");
-  ASSERT_EQ(j.exit_code, 1) << j.output;
-  const json jr = json::parse(j.out);
+  const json jr = json_report(
+      run_compare("--op gdn --preset tiny-gdn --mutant B15 --streams 3 --tokens 65 --json"), 1);
   EXPECT_FALSE(jr.at("agree").get<bool>());
   EXPECT_EQ(jr.at("mutant"), "B15");
   ASSERT_FALSE(jr.at("findings").empty());
@@ -158,18 +149,17 @@ TEST_F(CliCompareSsm, CudaSkipsWithAReasonOrAgrees) {
 }
 
 TEST_F(CliCompareSsm, JsonReportParses) {
-  const CompareRun r = run_compare("--op ssd --preset tiny-mamba --tokens 9 --streams 2 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const json j = json::parse(r.out);
+  const json j =
+      json_report(run_compare("--op ssd --preset tiny-mamba --tokens 9 --streams 2 --json"));
   EXPECT_TRUE(j.at("agree").get<bool>());
-  EXPECT_EQ(j.at("tokens"), 9);
-  EXPECT_EQ(j.at("streams"), 2);
-  EXPECT_EQ(j.at("rows"), 18);
-  EXPECT_EQ(j.at("path"), "chunked");
-  EXPECT_EQ(j.at("workspace"), "real");
-  EXPECT_EQ(j.at("sizing"), "corrected");
-  EXPECT_EQ(j.at("ssd_chunks"), 2);  // cdiv(18, 64) + 1
-  EXPECT_EQ(j.at("mutant"), "none");
+  expect_fields(j, {{"tokens", 9},
+                    {"streams", 2},
+                    {"rows", 18},
+                    {"path", "chunked"},
+                    {"workspace", "real"},
+                    {"sizing", "corrected"},
+                    {"ssd_chunks", 2},  // cdiv(18, 64) + 1
+                    {"mutant", "none"}});
   EXPECT_GT(j.at("elapsed_s").get<double>(), 0.0);
   EXPECT_GT(j.at("peak_rss_bytes").get<uint64_t>(), 0u);
   EXPECT_GT(j.at("arena_bytes").get<uint64_t>(), 0u);
@@ -177,10 +167,9 @@ TEST_F(CliCompareSsm, JsonReportParses) {
   for (const auto& c : j.at("checks")) has_scan |= c.at("tensor") == "y (scan)";
   EXPECT_TRUE(has_scan) << j.dump(2);
 
-  const CompareRun bad =
-      run_compare("--op gdn --preset tiny-gdn --tokens 3 --zero-state --mutant M-GDNCARRY --json");
-  ASSERT_EQ(bad.exit_code, 1) << bad.output;
-  const json jb = json::parse(bad.out);
+  const json jb = json_report(
+      run_compare("--op gdn --preset tiny-gdn --tokens 3 --zero-state --mutant M-GDNCARRY --json"),
+      1);
   EXPECT_FALSE(jb.at("agree").get<bool>());
   EXPECT_EQ(jb.at("path"), "chunked");
   EXPECT_TRUE(jb.at("zero_state").get<bool>());
@@ -199,40 +188,32 @@ constexpr bufferlab::testing::NpyChecks kSsmDumpNpyChecks{.header_aligned_to_64 
 
 TEST_F(CliCompareSsm, DumpWritesEveryStageAndTheOracle) {
   const fs::path gdn = dir_ / "gdn";
-  const CompareRun g = run_compare(
-      "--op gdn --preset tiny-gdn --tokens 65 --streams 2 --seed 4 "
-      "--dump " +
-      gdn.string());
-  ASSERT_EQ(g.exit_code, 0) << g.output;
-  const json m = json::parse(read_file(gdn / "manifest.json"));
-  EXPECT_EQ(m.at("op"), "gdn");
-  EXPECT_EQ(m.at("seed"), 4);
-  EXPECT_EQ(m.at("tokens"), 65);
-  EXPECT_EQ(m.at("streams"), 2);
-  EXPECT_EQ(m.at("path"), "chunked");
+  const json m = dump_manifest(
+      run_compare("--op gdn --preset tiny-gdn --tokens 65 --streams 2 --seed 4 --dump " +
+                  gdn.string()),
+      gdn);
+  expect_fields(m,
+                {{"op", "gdn"}, {"seed", 4}, {"tokens", 65}, {"streams", 2}, {"path", "chunked"}});
   EXPECT_TRUE(m.at("report").at("agree").get<bool>());
-  for (const char* f :
-       {"input_deinterleaved.npy", "input_ba.npy", "input_state.npy", "backend_conv.npy",
-        "backend_gates.npy", "backend_gc.npy", "backend_W.npy", "backend_U.npy", "backend_S.npy",
-        "backend_uc.npy", "backend_state.npy", "backend_core.npy", "backend_normed.npy",
-        "oracle_faithful_core.npy", "oracle_exact_state.npy"})
-    EXPECT_TRUE(m.at("files").contains(f)) << f;
+  expect_lists_files(
+      m, {"input_deinterleaved.npy", "input_ba.npy", "input_state.npy", "backend_conv.npy",
+          "backend_gates.npy", "backend_gc.npy", "backend_W.npy", "backend_U.npy", "backend_S.npy",
+          "backend_uc.npy", "backend_state.npy", "backend_core.npy", "backend_normed.npy",
+          "oracle_faithful_core.npy", "oracle_exact_state.npy"});
   // 2 streams · 2 chunks · nv = 4 regions of [64, kd = 128].
   EXPECT_EQ(m.at("files").at("backend_W.npy").at("shape"), json::array({16, 64, 128}));
   EXPECT_EQ(m.at("files").at("backend_core.npy").at("npy_dtype"), "<u2");
   expect_npy_files(gdn, m, kSsmDumpNpyChecks);
 
   const fs::path ssd = dir_ / "ssd";
-  const CompareRun s =
-      run_compare("--op ssd --preset tiny-mamba --tokens 70 --streams 2 --dump " + ssd.string());
-  ASSERT_EQ(s.exit_code, 0) << s.output;
-  const json ms = json::parse(read_file(ssd / "manifest.json"));
+  const json ms = dump_manifest(
+      run_compare("--op ssd --preset tiny-mamba --tokens 70 --streams 2 --dump " + ssd.string()),
+      ssd);
   EXPECT_EQ(ms.at("op"), "ssd");
-  for (const char* f :
-       {"input_zxbcdt.npy", "input_D.npy", "backend_xbc.npy", "backend_seq0_dt.npy",
-        "backend_seq1_dA_cumsum.npy", "backend_seq1_CB.npy", "backend_state.npy", "backend_y.npy",
-        "backend_normed.npy", "oracle_faithful_y.npy", "oracle_exact_state.npy"})
-    EXPECT_TRUE(ms.at("files").contains(f)) << f;
+  expect_lists_files(ms, {"input_zxbcdt.npy", "input_D.npy", "backend_xbc.npy",
+                          "backend_seq0_dt.npy", "backend_seq1_dA_cumsum.npy",
+                          "backend_seq1_CB.npy", "backend_state.npy", "backend_y.npy",
+                          "backend_normed.npy", "oracle_faithful_y.npy", "oracle_exact_state.npy"});
   // H = 6 heads, 2 chunks of 64 for 70 tokens.
   EXPECT_EQ(ms.at("files").at("backend_seq0_dt.npy").at("shape"), json::array({6, 2, 64}));
   expect_npy_files(ssd, ms, kSsmDumpNpyChecks);
