@@ -40,6 +40,7 @@
 #include "bufferlab/oracle/routing_judge.h"
 #include "bufferlab/properties/mhc_deep_stack.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "gdn_mamba2_geometry.h"
 #include "report_lookup.h"
 
 namespace bufferlab {
@@ -204,15 +205,7 @@ bool m_tie_caught(Backend& b) {
 
 // Two chunks of one sequence, kd = vd = 128 (the chunked path), GQA 2.
 oracle::AgreementReport gdn_judged(Backend& b, const oracle::BoundModel& bm) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 16;
-  c.linear_num_key_heads = 1;
-  c.linear_key_head_dim = 128;
-  c.linear_num_value_heads = 2;
-  c.linear_value_head_dim = 128;
-  c.linear_conv_kernel_dim = 4;
-  const auto dims = oracle::GdnDims::of(c, 1, 128);
+  const auto dims = oracle::GdnDims::of(testing::gdn_config(1, 128, 2, 128), 1, 128);
   const oracle::GdnPlan plan = oracle::plan_gdn(dims, oracle::GdnPath::chunked);
   const Workspace ws = oracle::allocate_gdn_footprint(b, plan);
   const oracle::GdnInputs in = oracle::generate_gdn_inputs(dims, 51);
@@ -222,15 +215,7 @@ oracle::AgreementReport gdn_judged(Backend& b, const oracle::BoundModel& bm) {
 
 // 130 tokens: two full chunks and a partial one, H/G = 2.
 oracle::AgreementReport mamba2_judged(Backend& b, const oracle::BoundModel& bm) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 16;
-  c.mamba_num_heads = 4;
-  c.mamba_head_dim = 16;
-  c.ssm_state_size = 24;
-  c.n_groups = 2;
-  c.conv_kernel = 4;
-  const auto dims = oracle::Mamba2Dims::of(c, 1, 130);
+  const auto dims = oracle::Mamba2Dims::of(testing::mamba2_config(4, 16, 24, 2), 1, 130);
   const oracle::Mamba2Plan plan = oracle::plan_mamba2(dims, oracle::Mamba2Path::chunked);
   const Workspace ws = oracle::allocate_mamba2_footprint(b, plan);
   const oracle::Mamba2Inputs in = oracle::generate_mamba2_inputs(dims, 52);

@@ -11,6 +11,7 @@
 #include "bufferlab/core/ops/gdn.h"
 #include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/core/ops/mhc.h"
+#include "gdn_mamba2_geometry.h"
 
 namespace bufferlab {
 namespace {
@@ -42,16 +43,8 @@ int undeclared_overlaps(const std::vector<Access>& acc) {
   return n;
 }
 
-ModelConfig gdn_config() {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.linear_num_key_heads = 1;
-  c.linear_key_head_dim = 128;
-  c.linear_num_value_heads = 2;
-  c.linear_value_head_dim = 128;
-  c.linear_conv_kernel_dim = 4;
-  return c;
-}
+// nk 1 × kd 128, nv 2 × vd 128, conv kernel 4.
+ModelConfig gdn_config() { return testing::gdn_config(1, 128, 2, 128); }
 
 // --- GDN -----------------------------------------------------------------------------------
 
@@ -173,16 +166,8 @@ TEST(GdnOps, HomesOfTheIntermediates) {
 
 // --- Mamba-2 -------------------------------------------------------------------------------
 
-ModelConfig mamba_config() {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.mamba_num_heads = 4;
-  c.mamba_head_dim = 8;
-  c.ssm_state_size = 16;
-  c.n_groups = 2;
-  c.conv_kernel = 4;
-  return c;
-}
+// H 4 × P 8, state 16, 2 groups, conv kernel 4.
+ModelConfig mamba_config() { return testing::mamba2_config(4, 8, 16, 2); }
 
 TEST(Mamba2Ops, GeometryAndCarveByHand) {
   // d_inner = 4·8 = 32; d_xbc = 32 + 2·2·16 = 96; in_proj = 32 + 96 + 4 = 132.

@@ -23,6 +23,7 @@
 #include "bufferlab/oracle/gdn_harness.h"
 #include "bufferlab/oracle/gdn_judge.h"
 #include "fp64_diffs.h"
+#include "gdn_mamba2_geometry.h"
 #include "report_lookup.h"
 
 namespace bufferlab::oracle {
@@ -30,22 +31,10 @@ namespace {
 
 using bufferlab::testing::check_failed;
 using bufferlab::testing::check_named;
+using bufferlab::testing::gdn_config;  // rms_norm_eps stays at its default, 1e-6
 
 using fp64_diffs::max_abs;
 using fp64_diffs::max_diff;
-
-ModelConfig gdn_config(uint64_t nk, uint64_t kd, uint64_t nv, uint64_t vd, uint64_t kernel = 4) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 16;
-  c.linear_num_key_heads = nk;
-  c.linear_key_head_dim = kd;
-  c.linear_num_value_heads = nv;
-  c.linear_value_head_dim = vd;
-  c.linear_conv_kernel_dim = kernel;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
 
 GdnDims small_dims(uint64_t sequences, uint64_t L) {
   return GdnDims::of(gdn_config(2, 16, 4, 24), sequences, L);

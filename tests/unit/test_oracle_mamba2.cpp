@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "bufferlab/oracle/mamba2_harness.h"
 #include "bufferlab/oracle/mamba2_judge.h"
 #include "fp64_diffs.h"
+#include "gdn_mamba2_geometry.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -27,14 +29,9 @@ namespace {
 using fp64_diffs::max_abs;
 using fp64_diffs::max_diff;
 
+// The shared minimal Mamba-2 config, its gated norm at eps 1e-5.
 ModelConfig mamba2_config(uint64_t H, uint64_t P, uint64_t N, uint64_t groups, uint64_t K = 4) {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.mamba_num_heads = H;
-  c.mamba_head_dim = P;
-  c.ssm_state_size = N;
-  c.n_groups = groups;
-  c.conv_kernel = K;
+  ModelConfig c = bufferlab::testing::mamba2_config(H, P, N, groups, K);
   c.rms_norm_eps = 1e-5;
   return c;
 }
@@ -241,15 +238,29 @@ void expect_cases_pass(const std::vector<JudgeCase>& cases, uint64_t seed, const
   }
 }
 
+// The cases every judge test runs, chunked (two sequences of 130, 64 tokens with a large dt, a
+// 65-token tail with a tiny dt) and recurrent; each test adds its own between and after them.
+const std::vector<JudgeCase> kSharedChunkedCases = {
+    {4, 8, 6, 2, 2, 130, Mamba2DtRegime::typical, Mamba2Path::chunked},
+    {4, 8, 6, 1, 1, 64, Mamba2DtRegime::large, Mamba2Path::chunked},
+    {4, 8, 6, 2, 1, 65, Mamba2DtRegime::tiny, Mamba2Path::chunked},
+};
+const std::vector<JudgeCase> kSharedRecurrentCases = {
+    {4, 8, 6, 2, 2, 70, Mamba2DtRegime::typical, Mamba2Path::recurrent},
+    {4, 8, 6, 1, 1, 33, Mamba2DtRegime::large, Mamba2Path::recurrent},
+};
+
+std::vector<JudgeCase> joined(std::initializer_list<std::vector<JudgeCase>> parts) {
+  std::vector<JudgeCase> all;
+  for (const std::vector<JudgeCase>& part : parts) all.insert(all.end(), part.begin(), part.end());
+  return all;
+}
+
 TEST(OracleSsdJudge, PerfectRunAgrees) {
-  const std::vector<JudgeCase> cases = {
-      {4, 8, 6, 2, 2, 130, Mamba2DtRegime::typical, Mamba2Path::chunked},
-      {4, 8, 6, 1, 1, 64, Mamba2DtRegime::large, Mamba2Path::chunked},
-      {4, 8, 6, 2, 1, 65, Mamba2DtRegime::tiny, Mamba2Path::chunked},
-      {2, 4, 16, 1, 3, 1, Mamba2DtRegime::typical, Mamba2Path::chunked},
-      {4, 8, 6, 2, 2, 70, Mamba2DtRegime::typical, Mamba2Path::recurrent},
-      {4, 8, 6, 1, 1, 33, Mamba2DtRegime::large, Mamba2Path::recurrent},
-  };
+  const std::vector<JudgeCase> cases =
+      joined({kSharedChunkedCases,
+              {{2, 4, 16, 1, 3, 1, Mamba2DtRegime::typical, Mamba2Path::chunked}},
+              kSharedRecurrentCases});
   expect_cases_pass(cases, 31, "perfect", perfect_mamba2_run);
 }
 
@@ -419,16 +430,12 @@ Mamba2Run cpu_run(const Mamba2Plan& plan, const Mamba2Inputs& in, Mutant mutant 
 }
 
 TEST(OracleSsdJudge, CpuBackendAgrees) {
-  const std::vector<JudgeCase> cases = {
-      {4, 8, 6, 2, 2, 130, Mamba2DtRegime::typical, Mamba2Path::chunked},
-      {4, 8, 6, 1, 1, 64, Mamba2DtRegime::large, Mamba2Path::chunked},
-      {4, 8, 6, 2, 1, 65, Mamba2DtRegime::tiny, Mamba2Path::chunked},
-      {2, 16, 4, 2, 3, 1, Mamba2DtRegime::typical, Mamba2Path::chunked},
-      {6, 24, 40, 2, 1, 200, Mamba2DtRegime::typical, Mamba2Path::chunked},
-      {4, 8, 6, 2, 2, 70, Mamba2DtRegime::typical, Mamba2Path::recurrent},
-      {4, 8, 6, 1, 1, 33, Mamba2DtRegime::large, Mamba2Path::recurrent},
-      {4, 8, 6, 1, 4, 1, Mamba2DtRegime::tiny, Mamba2Path::recurrent},
-  };
+  const std::vector<JudgeCase> cases =
+      joined({kSharedChunkedCases,
+              {{2, 16, 4, 2, 3, 1, Mamba2DtRegime::typical, Mamba2Path::chunked},
+               {6, 24, 40, 2, 1, 200, Mamba2DtRegime::typical, Mamba2Path::chunked}},
+              kSharedRecurrentCases,
+              {{4, 8, 6, 1, 4, 1, Mamba2DtRegime::tiny, Mamba2Path::recurrent}}});
   expect_cases_pass(cases, 51, "cpu", [](const Mamba2Plan& plan, const Mamba2Inputs& in) {
     return cpu_run(plan, in);
   });
