@@ -30,6 +30,13 @@ ModelConfig load(const std::string& file) {
 
 ModelConfig from_json(const json& j) { return config_from_json_text(j.dump(), "test.json"); }
 
+// dense_json() with the keys of `patch` set over it.
+json dense_json_with(const json& patch) {
+  json j = dense_json();
+  j.update(patch);
+  return j;
+}
+
 // ---- the ten real files ----
 
 TEST(ConfigLoaderFiles, Qwen3_8B) {
@@ -270,10 +277,9 @@ TEST(ConfigLoaderFiles, GptOss_20B) {
 // ---- mapping rules ----
 
 TEST(ConfigLoaderMapping, TextConfigTakesPrecedence) {
-  json j = dense_json();
-  j["hidden_size"] = 1;
-  j["text_config"] = {{"hidden_size", 320}, {"num_hidden_layers", 5}, {"rms_norm_eps", 1e-5}};
-  const ModelConfig c = from_json(j);
+  const ModelConfig c = from_json(dense_json_with(
+      {{"hidden_size", 1},
+       {"text_config", {{"hidden_size", 320}, {"num_hidden_layers", 5}, {"rms_norm_eps", 1e-5}}}}));
   EXPECT_EQ(c.hidden_size, 320u);
   EXPECT_EQ(c.num_hidden_layers, 5u);
   EXPECT_EQ(c.rms_norm_eps, 1e-5);
@@ -293,9 +299,7 @@ TEST(ConfigLoaderMapping, HeadDimFallsBackToHiddenOverHeads) {
 }
 
 TEST(ConfigLoaderMapping, HeadDimFromNemotronAttentionHeadDim) {
-  json j = dense_json();
-  j["attention_head_dim"] = 48;
-  EXPECT_EQ(from_json(j).head_dim, 48u);
+  EXPECT_EQ(from_json(dense_json_with({{"attention_head_dim", 48}})).head_dim, 48u);
 }
 
 TEST(ConfigLoaderMapping, HeadDimOfMlaIsNopePlusRope) {
@@ -332,12 +336,10 @@ TEST(ConfigLoaderMapping, NullMeansDefault) {
 }
 
 TEST(ConfigLoaderMapping, ExpertAliases) {
-  json j = dense_json();
-  j["n_routed_experts"] = 16;
-  j["moe_topk"] = 3;
-  j["expert_ffn_hidden_size"] = 96;
-  j["moe_shared_expert_intermediate_size"] = 112;
-  ModelConfig c = from_json(j);
+  ModelConfig c = from_json(dense_json_with({{"n_routed_experts", 16},
+                                             {"moe_topk", 3},
+                                             {"expert_ffn_hidden_size", 96},
+                                             {"moe_shared_expert_intermediate_size", 112}}));
   EXPECT_EQ(c.num_experts, 16u);
   EXPECT_EQ(c.num_experts_per_tok, 3u);
   EXPECT_EQ(c.moe_intermediate_size, 96u);
@@ -345,12 +347,11 @@ TEST(ConfigLoaderMapping, ExpertAliases) {
 }
 
 TEST(ConfigLoaderMapping, SharedExpertCountTimesExpertWidth) {
-  json j = dense_json();
-  j["num_experts"] = 16;
-  j["num_experts_per_tok"] = 2;
-  j["moe_intermediate_size"] = 96;
-  j["n_shared_experts"] = 2;
-  EXPECT_EQ(from_json(j).shared_expert_intermediate_size, 192u);
+  const ModelConfig c = from_json(dense_json_with({{"num_experts", 16},
+                                                   {"num_experts_per_tok", 2},
+                                                   {"moe_intermediate_size", 96},
+                                                   {"n_shared_experts", 2}}));
+  EXPECT_EQ(c.shared_expert_intermediate_size, 192u);
 }
 
 TEST(ConfigLoaderMapping, MoeWidthDefaultsToIntermediateOnlyOnMoeModels) {
@@ -361,13 +362,11 @@ TEST(ConfigLoaderMapping, MoeWidthDefaultsToIntermediateOnlyOnMoeModels) {
 }
 
 TEST(ConfigLoaderMapping, ExpertLayerKeys) {
-  json j = dense_json();
-  j["num_hidden_layers"] = 8;
-  j["num_experts"] = 4;
-  j["first_k_dense_replace"] = 1;
-  j["decoder_sparse_step"] = 2;
-  j["mlp_only_layers"] = {3};
-  const ModelConfig c = from_json(j);
+  const ModelConfig c = from_json(dense_json_with({{"num_hidden_layers", 8},
+                                                   {"num_experts", 4},
+                                                   {"first_k_dense_replace", 1},
+                                                   {"decoder_sparse_step", 2},
+                                                   {"mlp_only_layers", {3}}}));
   EXPECT_EQ(c.first_k_dense, 1u);
   EXPECT_EQ(c.moe_layer_freq, 2u);
   EXPECT_EQ(c.mlp_only_layers, std::vector<uint64_t>{3});
@@ -375,12 +374,10 @@ TEST(ConfigLoaderMapping, ExpertLayerKeys) {
 
 // DeepSeek's moe_layer_freq: MoE iff i >= first_k_dense_replace and i % freq == 0.
 TEST(ConfigLoaderMapping, DeepSeekMoeLayerFreqBecomesDenseLayerList) {
-  json j = dense_json();
-  j["num_hidden_layers"] = 7;
-  j["n_routed_experts"] = 4;
-  j["first_k_dense_replace"] = 1;
-  j["moe_layer_freq"] = 2;
-  const ModelConfig c = from_json(j);
+  const ModelConfig c = from_json(dense_json_with({{"num_hidden_layers", 7},
+                                                   {"n_routed_experts", 4},
+                                                   {"first_k_dense_replace", 1},
+                                                   {"moe_layer_freq", 2}}));
   EXPECT_EQ(c.moe_layer_freq, 1u);
   EXPECT_EQ(c.mlp_only_layers, (std::vector<uint64_t>{1, 3, 5}));
   const std::vector<FfnKind> expected = {FfnKind::dense, FfnKind::dense, FfnKind::moe,
@@ -402,10 +399,7 @@ TEST(ConfigLoaderMapping, RoutingBiasFromNoauxTcOrCorrectionBias) {
 }
 
 TEST(ConfigLoaderMapping, RouterGroupsAreIgnored) {
-  json j = dense_json();
-  j["n_group"] = 8;
-  j["topk_group"] = 4;
-  const ModelConfig c = from_json(j);
+  const ModelConfig c = from_json(dense_json_with({{"n_group", 8}, {"topk_group", 4}}));
   EXPECT_EQ(c.n_groups, 0u);
   EXPECT_EQ(c.mamba_num_heads, 0u);
 }
@@ -493,10 +487,8 @@ TEST(ConfigLoaderMapping, SameNameKeys) {
 }
 
 TEST(ConfigLoaderMapping, UnknownKeysAreIgnored) {
-  json j = dense_json();
-  j["some_future_key"] = {{"nested", {1, 2, 3}}};
-  j["architectures"] = {"X"};
-  EXPECT_EQ(from_json(j).hidden_size, 256u);
+  const json unknown = {{"some_future_key", {{"nested", {1, 2, 3}}}}, {"architectures", {"X"}}};
+  EXPECT_EQ(from_json(dense_json_with(unknown)).hidden_size, 256u);
 }
 
 TEST(ConfigLoaderMapping, BareInfinityAndNanLiterals) {
@@ -512,19 +504,15 @@ TEST(ConfigLoaderMapping, BareInfinityAndNanLiterals) {
 }
 
 TEST(ConfigLoaderMapping, IntegralFloatsAreIntegers) {
-  json j = dense_json();
-  j["num_hidden_layers"] = 4.0;
-  EXPECT_EQ(from_json(j).num_hidden_layers, 4u);
+  EXPECT_EQ(from_json(dense_json_with({{"num_hidden_layers", 4.0}})).num_hidden_layers, 4u);
 }
 
 TEST(ConfigLoaderMapping, AgreeingAliasesAreAccepted) {
-  json j = dense_json();
-  j["num_local_experts"] = 4;
-  j["num_experts_per_tok"] = 2;
-  j["experts_per_token"] = 2;
-  j["rms_norm_eps"] = 1e-5;
-  j["layer_norm_epsilon"] = 1e-5;
-  const ModelConfig c = from_json(j);
+  const ModelConfig c = from_json(dense_json_with({{"num_local_experts", 4},
+                                                   {"num_experts_per_tok", 2},
+                                                   {"experts_per_token", 2},
+                                                   {"rms_norm_eps", 1e-5},
+                                                   {"layer_norm_epsilon", 1e-5}}));
   EXPECT_EQ(c.num_experts_per_tok, 2u);
   EXPECT_EQ(c.rms_norm_eps, 1e-5);
 }
