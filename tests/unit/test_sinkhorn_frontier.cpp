@@ -134,11 +134,8 @@ TEST(SinkhornFrontier, FrontierIsWithinTheBoundAndMonotoneInTheRange) {
 // ~1e-16 while the exact-arithmetic bound (u = 0) keeps shrinking, so an exact-arithmetic
 // check would fail on a correct run; the judged bound holds.
 TEST(SinkhornFrontier, ExactArithmeticBoundIsBelowTheFp64Floor) {
-  SinkhornTraceOptions o;
-  o.range = 0.01;
-  o.iters = 12;
-  o.cases = 8;
-  const SinkhornTrace tr = bufferlab::oracle::mhc_sinkhorn_trace(o);
+  const SinkhornTrace tr =
+      bufferlab::oracle::mhc_sinkhorn_trace({.range = 0.01, .iters = 12, .cases = 8});
   EXPECT_TRUE(tr.holds());
   uint64_t above_exact = 0;
   for (const auto& it : tr.iterations) above_exact += it.above_exact_bound;
@@ -150,11 +147,8 @@ TEST(SinkhornFrontier, ExactArithmeticBoundIsBelowTheFp64Floor) {
 }
 
 TEST(SinkhornFrontier, TraceSummariesMatchTheCases) {
-  SinkhornTraceOptions o;
-  o.range = 8;
-  o.iters = 40;
-  o.cases = 5;
-  const SinkhornTrace tr = bufferlab::oracle::mhc_sinkhorn_trace(o);
+  const SinkhornTrace tr =
+      bufferlab::oracle::mhc_sinkhorn_trace({.range = 8, .iters = 40, .cases = 5});
   ASSERT_EQ(tr.cases.size(), 5u);
   ASSERT_EQ(tr.iterations.size(), 40u);
   EXPECT_TRUE(tr.holds());

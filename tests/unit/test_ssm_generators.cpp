@@ -40,11 +40,34 @@ TEST(SsmGenerators, CostFormulasByHand) {
   EXPECT_EQ(gen::mamba2_call_cost(Mamba2Path::recurrent, 5, 4, 16, 8, 2), 5u * 4u * 2u * 8u * 16u);
 }
 
-void check_gdn(const gen::GdnRanges& r, bool full) {
+// What both SSM generators must cover: the L edges, both paths, a zero initial state, and (on the
+// full range only) 8 or more sequences of a length off the 64-token chunk grid.
+template <class Path>
+struct SsmCoverage {
   std::set<U> Ls;
-  std::set<GdnPath> paths;
+  std::set<Path> paths;
+  bool zero = false, many = false;
+
+  template <class Case>
+  void add(const Case& c) {
+    Ls.insert(c.L);
+    paths.insert(c.path);
+    zero |= c.profile.zero_state;
+    many |= c.sequences >= 8 && c.L % 64 != 0;
+  }
+
+  void expect_covered(bool full) const {
+    for (U L : {1, 63, 64, 65, 127}) EXPECT_TRUE(Ls.count(L)) << "L = " << L;
+    EXPECT_EQ(paths.size(), 2u);
+    EXPECT_TRUE(zero);
+    EXPECT_EQ(many, full);
+  }
+};
+
+void check_gdn(const gen::GdnRanges& r, bool full) {
+  SsmCoverage<GdnPath> covered;
   std::set<oracle::GdnGateRegime> alphas;
-  bool forced_recurrent = false, parallel = false, zero = false, many = false;
+  bool forced_recurrent = false, parallel = false;
   for (const gen::GdnCase& c : sample(gen::gdn_case(r), kDraws)) {
     SCOPED_TRACE(c.describe());
     EXPECT_LE(c.cost(), r.cost_cap);
@@ -64,21 +87,15 @@ void check_gdn(const gen::GdnRanges& r, bool full) {
       EXPECT_GE(std::min(c.kd(), c.vd()), r.min_head_dim);
       EXPECT_LE(std::max(c.kd(), c.vd()), r.max_head_dim);
     }
-    Ls.insert(c.L);
-    paths.insert(c.path);
+    covered.add(c);
     alphas.insert(c.profile.alpha);
     forced_recurrent |= c.chunkable() && c.path == GdnPath::recurrent;
     parallel |= c.profile.parallel_keys;
-    zero |= c.profile.zero_state;
-    many |= c.sequences >= 8 && c.L % 64 != 0;
   }
-  for (U L : {1, 63, 64, 65, 127}) EXPECT_TRUE(Ls.count(L)) << "L = " << L;
-  EXPECT_EQ(paths.size(), 2u);
+  covered.expect_covered(full);
   EXPECT_EQ(alphas.size(), 3u);
   EXPECT_TRUE(forced_recurrent);
   EXPECT_TRUE(parallel);
-  EXPECT_TRUE(zero);
-  EXPECT_EQ(many, full);
 }
 
 TEST(SsmGenerators, GdnCiCasesFitAndCoverTheEdges) { check_gdn(gen::ci_gdn_ranges(), false); }
@@ -87,10 +104,9 @@ TEST(SsmGenerators, GdnFullRangeCasesFitAndCoverTheEdges) {
 }
 
 void check_mamba2(const gen::Mamba2Ranges& r, bool full) {
-  std::set<U> Ls;
-  std::set<Mamba2Path> paths;
+  SsmCoverage<Mamba2Path> covered;
   std::set<oracle::Mamba2DtRegime> dts;
-  bool grouped = false, zero = false, many = false;
+  bool grouped = false;
   for (const gen::Mamba2Case& c : sample(gen::mamba2_case(r), kDraws)) {
     SCOPED_TRACE(c.describe());
     EXPECT_LE(c.cost(), r.cost_cap);
@@ -101,19 +117,13 @@ void check_mamba2(const gen::Mamba2Ranges& r, bool full) {
     EXPECT_LE(c.P(), r.max_head_dim);
     EXPECT_LE(c.N(), r.max_state);
     EXPECT_LE(c.L, r.max_L);
-    Ls.insert(c.L);
-    paths.insert(c.path);
+    covered.add(c);
     dts.insert(c.profile.dt);
     grouped |= c.ng() > 1 && c.ng() < c.H();
-    zero |= c.profile.zero_state;
-    many |= c.sequences >= 8 && c.L % 64 != 0;
   }
-  for (U L : {1, 63, 64, 65, 127}) EXPECT_TRUE(Ls.count(L)) << "L = " << L;
-  EXPECT_EQ(paths.size(), 2u);
+  covered.expect_covered(full);
   EXPECT_EQ(dts.size(), 3u);
   EXPECT_TRUE(grouped);
-  EXPECT_TRUE(zero);
-  EXPECT_EQ(many, full);
 }
 
 TEST(SsmGenerators, SsdCiCasesFitAndCoverTheEdges) { check_mamba2(gen::ci_mamba2_ranges(), false); }
