@@ -54,9 +54,7 @@
 namespace bufferlab {
 namespace {
 
-using bench::cached_seconds;
 using bench::copy_seconds;
-using bench::seconds_per_call;
 using bench::sigmoidf;
 using bench::siluf;
 
@@ -82,25 +80,16 @@ ModelConfig config(uint64_t r = 0) {
 
 uint64_t stream_bytes(uint64_t tokens) { return tokens * kMhc * kHidden * 4; }
 
-void report(benchmark::State& state, uint64_t tokens, double own, double naive) {
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * stream_bytes(tokens)));
-  state.counters["copy_fraction"] = copy_seconds(stream_bytes(tokens)) / own;
-  state.counters["speedup_vs_naive"] = naive / own;
-  state.counters["naive_us"] = 1e6 * naive;
-  state.counters["threads"] = omp_get_max_threads();
-}
-
-// The benchmark of `ours` against the naive loop on the same workspace: `naive` is timed once
-// per T in this run (naive_cache, the benchmark's own; one cold call unless warm_up), then
-// report().
+// The benchmark of `ours` against the naive loop on the same workspace
+// (bench::time_against_naive; naive_s: its time at this T), then the stream traffic.
 template <class Ours, class Naive>
-void time_against_naive(benchmark::State& state, uint64_t tokens,
-                        std::map<uint64_t, double>& naive_cache, Ours ours, Naive naive,
-                        bool warm_up = true) {
-  if (!bench::timed_loop_or_skip(state, ours)) return;
-  const double naive_s =
-      cached_seconds(naive_cache, tokens, [&] { return seconds_per_call(naive, 0.1, warm_up); });
-  report(state, tokens, seconds_per_call(ours), naive_s);
+void time_against_naive(benchmark::State& state, uint64_t tokens, std::optional<double>& naive_s,
+                        Ours ours, Naive naive, bool warm_up = true) {
+  const auto t = bench::time_against_naive(state, naive_s, ours, naive, warm_up);
+  if (!t) return;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * stream_bytes(tokens)));
+  state.counters["copy_fraction"] = copy_seconds(stream_bytes(tokens)) / t->own;
+  state.counters["threads"] = omp_get_max_threads();
 }
 
 // ---------------------------------------------------------------- naive loops (one thread)
@@ -286,9 +275,9 @@ void time_sinkhorn_form(benchmark::State& state, Op PreSetup::*op,
                         void (*naive)(const Workspace&, const Op&), bool warm_up = true) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   PreSetup& s = pre_setup(tokens);
-  static std::map<uint64_t, double> naive_cache;
+  static std::map<uint64_t, std::optional<double>> naive_s;
   time_against_naive(
-      state, tokens, naive_cache, [&] { run_ours(*s.rig->backend, s.rig->ws, s.*op); },
+      state, tokens, naive_s[tokens], [&] { run_ours(*s.rig->backend, s.rig->ws, s.*op); },
       [&] { naive(s.rig->ws, s.*op); }, warm_up);
 }
 
@@ -412,9 +401,9 @@ void time_lowrank_form(benchmark::State& state, LowRankSetup<Op>& (*setup)(uint6
                        void (*naive)(LowRankSetup<Op>&), bool warm_up) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   LowRankSetup<Op>& s = setup(tokens);
-  static std::map<uint64_t, double> naive_cache;
+  static std::map<uint64_t, std::optional<double>> naive_s;
   time_against_naive(
-      state, tokens, naive_cache,
+      state, tokens, naive_s[tokens],
       [&] {
         for (const Op& op : s.ops) run_ours(*s.rig->backend, s.rig->ws, op);
       },
