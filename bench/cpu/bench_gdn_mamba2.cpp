@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,7 +68,6 @@
 namespace bufferlab {
 namespace {
 
-using bench::cached_seconds;
 using bench::copy_seconds;
 using bench::first_call_or_skip;
 using bench::seconds_per_call;
@@ -79,23 +79,27 @@ double u(uint64_t x) { return static_cast<double>(x); }
 
 // ---------------------------------------------------------------- FLOP model (MACs)
 
-double gdn_chunked_macs(const GdnChunkOp::Shape& d) {
+double macs(const GdnChunkOp& op) {
+  const GdnChunkOp::Shape& d = op.shape();
   const double kd = u(d.kd), vd = u(d.vd);
   const double region =
       kC * kC * kd + kC * kC * (kd + vd) / 2 + 2 * kC * kd * vd + kC * kd * vd + kC * kC * vd;
   return region * u(d.chunks) * u(d.nv);
 }
 
-double gdn_recurrent_macs(const GdnRecurrentOp::Shape& d) {
+double macs(const GdnRecurrentOp& op) {
+  const GdnRecurrentOp::Shape& d = op.shape();
   return 4.0 * u(d.kd) * u(d.vd) * u(d.rows) * u(d.nv);
 }
 
-double mamba2_chunked_macs(const Mamba2ChunkOp::Shape& d) {
+double macs(const Mamba2ChunkOp& op) {
+  const Mamba2ChunkOp::Shape& d = op.shape();
   const double P = u(d.P), N = u(d.N);
   return u(d.chunks) * (u(d.H) * (2 * kC * P * N + kC * kC * P / 2) + u(d.G) * kC * kC * N);
 }
 
-double mamba2_recurrent_macs(const Mamba2RecurrentOp::Shape& d) {
+double macs(const Mamba2RecurrentOp& op) {
+  const Mamba2RecurrentOp::Shape& d = op.shape();
   return 3.0 * u(d.P) * u(d.N) * u(d.H) * u(d.rows);
 }
 
@@ -198,106 +202,136 @@ void report_rest(benchmark::State& state, uint64_t tokens, uint64_t bytes, doubl
   state.counters["threads"] = omp_get_max_threads();
 }
 
-// The setup `make` returns; on an Error (a kernel or harness not written yet) skips the
-// benchmark and returns null.
-template <class T, class F>
-T* setup_or_skip(benchmark::State& state, F make) {
+// The setup `make` returns (a pointer); on an Error (a kernel or harness not written yet) skips
+// the benchmark and returns null.
+template <class F>
+auto setup_or_skip(benchmark::State& state, F make) -> decltype(make()) {
   try {
-    return &make();
+    return make();
   } catch (const std::exception& e) {
     state.SkipWithError((std::string("skipped: ") + e.what()).c_str());
     return nullptr;
   }
 }
 
-// ---------------------------------------------------------------- GDN
+// ---------------------------------------------------------------- both paths of one shape
 
-struct GdnSetup {
+// The chunked and the recurrent plan of one shape and one workspace holding the union of their
+// operands (they share the conv output, gates, output rows and the pool: the same offsets);
+// chunked_s: the chunked time of the shape, shared by the family's two benchmarks.
+template <class Plan>
+struct PathsSetup {
   std::unique_ptr<Backend> backend = make_cpu_backend();
-  oracle::GdnPlan chunked, recurrent;
+  Plan chunked, recurrent;
   Workspace ws;
+  std::optional<double> chunked_s;
 };
 
-// qwen3-next-80b with `nv` value heads (32 in the model).
-GdnSetup& gdn_setup(uint64_t tokens, uint64_t nv) {
-  static std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<GdnSetup>> cache;
-  auto& s = cache[{tokens, nv}];
-  if (s) return *s;
-  auto fresh = std::make_unique<GdnSetup>();
-  ModelConfig c = preset("qwen3-next-80b");
-  c.linear_num_value_heads = nv;
-  const oracle::GdnDims dims = oracle::GdnDims::of(c, 1, tokens);
-  fresh->chunked = oracle::plan_gdn(dims, oracle::GdnPath::chunked);
-  fresh->recurrent = oracle::plan_gdn(dims, oracle::GdnPath::recurrent);
-  std::vector<Access> all = fresh->chunked.accesses();
-  const std::vector<Access> rec = fresh->recurrent.accesses();
+template <class Plan>
+std::unique_ptr<PathsSetup<Plan>> paths_setup(Plan chunked, Plan recurrent) {
+  auto s = std::make_unique<PathsSetup<Plan>>();
+  s->chunked = std::move(chunked);
+  s->recurrent = std::move(recurrent);
+  std::vector<Access> all = s->chunked.accesses();
+  const std::vector<Access> rec = s->recurrent.accesses();
   all.insert(all.end(), rec.begin(), rec.end());
-  fresh->ws =
-      fresh->backend->allocate(oracle::ffn_footprint_layout(all),
-                               std::max(fresh->chunked.pool_bytes, fresh->recurrent.pool_bytes));
-  oracle::run_gdn(*fresh->backend, fresh->ws, fresh->chunked,
-                  oracle::generate_gdn_inputs(dims, 0x6D6E + tokens));
-  s = std::move(fresh);
-  return *s;
+  s->ws = s->backend->allocate(oracle::ffn_footprint_layout(all),
+                               std::max(s->chunked.pool_bytes, s->recurrent.pool_bytes));
+  return s;
 }
 
-// The chunked time of each GDN shape, shared by the two GDN benchmarks.
-std::map<std::pair<uint64_t, uint64_t>, double>& gdn_chunked_cache() {
-  static std::map<std::pair<uint64_t, uint64_t>, double> cache;
-  return cache;
+// Each family's core ops as the benchmarks call them, and the counter names of its three chunk
+// stages.
+void run(Backend& b, Workspace& ws, const GdnChunkOp& op) { b.gdn_chunk(ws, op); }
+void run(Backend& b, Workspace& ws, const GdnRecurrentOp& op) { b.gdn_recurrent(ws, op); }
+void run(Backend& b, Workspace& ws, const Mamba2ChunkOp& op) { b.mamba2_chunk(ws, op); }
+void run(Backend& b, Workspace& ws, const Mamba2RecurrentOp& op) { b.mamba2_recurrent(ws, op); }
+
+constexpr const char* kGdnStages[] = {"wu_us", "state_us", "output_us"};
+constexpr const char* kMamba2Stages[] = {"cumsum_us", "bmm_us", "scan_us"};
+const char* const* stage_names(const oracle::GdnPlan&) { return kGdnStages; }
+const char* const* stage_names(const oracle::Mamba2Plan&) { return kMamba2Stages; }
+
+// Every chunk stage of the chunked plan, in order.
+template <class Plan>
+void run_chunked(PathsSetup<Plan>& s) {
+  for (const auto& op : s.chunked.chunk) run(*s.backend, s.ws, op);
 }
 
-void BM_GdnChunkedCpu(benchmark::State& state) {
-  const auto tokens = static_cast<uint64_t>(state.range(0));
-  const auto nv = static_cast<uint64_t>(state.range(1));
-  GdnSetup* s =
-      setup_or_skip<GdnSetup>(state, [&]() -> GdnSetup& { return gdn_setup(tokens, nv); });
-  if (s == nullptr) return;
-  const std::vector<GdnChunkOp>& stages = s->chunked.chunk;
-  auto chunked = [&] {
-    for (const GdnChunkOp& op : stages) s->backend->gdn_chunk(s->ws, op);
-  };
-  auto recurrent = [&] { s->backend->gdn_recurrent(s->ws, s->recurrent.recurrent); };
+// The chunked benchmark: the chunk stages timed, then the recurrent path and each stage alone
+// (report_paths); keeps the chunked seconds per call in s.chunked_s.
+template <class Plan>
+void time_paths(benchmark::State& state, PathsSetup<Plan>& s, uint64_t tokens) {
+  auto chunked = [&] { run_chunked(s); };
+  auto recurrent = [&] { run(*s.backend, s.ws, s.recurrent.recurrent); };
   if (!first_call_or_skip(state, chunked) || !first_call_or_skip(state, recurrent)) return;
   for (auto _ : state) chunked();
   PathTimes t;
   t.recurrent_s = seconds_per_call(recurrent, 0.1, false);  // warmed by the first call above
   t.chunked_s = seconds_per_call(chunked);
-  gdn_chunked_cache()[{tokens, nv}] = t.chunked_s;
-  t.chunked_macs = gdn_chunked_macs(stages.front().shape());
-  t.recurrent_macs = gdn_recurrent_macs(s->recurrent.recurrent.shape());
+  s.chunked_s = t.chunked_s;
+  t.chunked_macs = macs(s.chunked.chunk.front());
+  t.recurrent_macs = macs(s.recurrent.recurrent);
   report_paths(state, tokens, t);
-  const char* names[] = {"wu_us", "state_us", "output_us"};
+  const auto& stages = s.chunked.chunk;
   for (size_t i = 0; i < stages.size(); ++i)
-    state.counters[names[i]] =
-        1e6 * seconds_per_call([&] { s->backend->gdn_chunk(s->ws, stages[i]); }, kStageS);
+    state.counters[stage_names(s.chunked)[i]] =
+        1e6 * seconds_per_call([&] { run(*s.backend, s.ws, stages[i]); }, kStageS);
+}
+
+// The benchmark of the core's other ops (`rest`, moving `bytes`): report_rest against the
+// chunked time of the same shape (the chunked benchmark's, or timed here once).
+template <class Plan, class Rest>
+void time_rest(benchmark::State& state, PathsSetup<Plan>& s, uint64_t tokens, uint64_t bytes,
+               Rest rest) {
+  if (!bench::timed_loop_or_skip(state, rest)) return;
+  if (!s.chunked_s) s.chunked_s = seconds_per_call([&] { run_chunked(s); });
+  report_rest(state, tokens, bytes, seconds_per_call(rest), *s.chunked_s);
+}
+
+// ---------------------------------------------------------------- GDN
+
+using GdnSetup = PathsSetup<oracle::GdnPlan>;
+using GdnKey = std::pair<uint64_t, uint64_t>;  // tokens, nv
+
+// qwen3-next-80b with `nv` value heads (32 in the model).
+GdnSetup& gdn_setup(uint64_t tokens, uint64_t nv) {
+  static std::map<GdnKey, std::unique_ptr<GdnSetup>> cache;
+  return bench::cached_setup(cache, GdnKey{tokens, nv}, [&] {
+    ModelConfig c = preset("qwen3-next-80b");
+    c.linear_num_value_heads = nv;
+    const oracle::GdnDims dims = oracle::GdnDims::of(c, 1, tokens);
+    auto s = paths_setup(oracle::plan_gdn(dims, oracle::GdnPath::chunked),
+                         oracle::plan_gdn(dims, oracle::GdnPath::recurrent));
+    oracle::run_gdn(*s->backend, s->ws, s->chunked,
+                    oracle::generate_gdn_inputs(dims, 0x6D6E + tokens));
+    return s;
+  });
+}
+
+void BM_GdnChunkedCpu(benchmark::State& state) {
+  const auto tokens = static_cast<uint64_t>(state.range(0));
+  const auto nv = static_cast<uint64_t>(state.range(1));
+  if (GdnSetup* s = setup_or_skip(state, [&] { return &gdn_setup(tokens, nv); }))
+    time_paths(state, *s, tokens);
 }
 
 void BM_GdnConvGatesNormCpu(benchmark::State& state) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   const auto nv = static_cast<uint64_t>(state.range(1));
-  GdnSetup* s =
-      setup_or_skip<GdnSetup>(state, [&]() -> GdnSetup& { return gdn_setup(tokens, nv); });
+  GdnSetup* s = setup_or_skip(state, [&] { return &gdn_setup(tokens, nv); });
   if (s == nullptr) return;
   const oracle::GdnPlan& p = s->chunked;
-  auto rest = [&] {
-    s->backend->gdn_conv(s->ws, p.conv);
-    s->backend->gdn_gates(s->ws, p.gates);
-    s->backend->gdn_gated_norm(s->ws, p.norm);
-  };
-  if (!first_call_or_skip(state, rest)) return;
-  for (auto _ : state) rest();
   const GdnGeometry& g = p.dims.geom;
   // conv: Q|K|V bf16 in, f32 out; gates: [b|a] bf16 in, (β, α) f32 out; norm: o and z bf16
   // in, o bf16 out.
   const uint64_t bytes =
       tokens * (g.conv_dim * (2 + 4) + g.nv * (2 * 2 + 2 * 4) + g.value_dim * (2 + 2 + 2));
-  const double chunked = cached_seconds(gdn_chunked_cache(), std::pair{tokens, nv}, [&] {
-    return seconds_per_call([&] {
-      for (const GdnChunkOp& op : p.chunk) s->backend->gdn_chunk(s->ws, op);
-    });
+  time_rest(state, *s, tokens, bytes, [&] {
+    s->backend->gdn_conv(s->ws, p.conv);
+    s->backend->gdn_gates(s->ws, p.gates);
+    s->backend->gdn_gated_norm(s->ws, p.norm);
   });
-  report_rest(state, tokens, bytes, seconds_per_call(rest), chunked);
 }
 
 void gdn_shapes(benchmark::internal::Benchmark* b) {
@@ -310,103 +344,56 @@ BENCHMARK(BM_GdnConvGatesNormCpu)->Apply(gdn_shapes);
 
 // ---------------------------------------------------------------- Mamba-2 SSD
 
-struct Mamba2Setup {
-  std::unique_ptr<Backend> backend = make_cpu_backend();
-  oracle::Mamba2Plan chunked, recurrent;
-  Workspace ws;
-};
+using Mamba2Setup = PathsSetup<oracle::Mamba2Plan>;
+using Mamba2Key = std::pair<std::string, uint64_t>;  // preset, tokens
 
 Mamba2Setup& mamba2_setup(const std::string& model, uint64_t tokens) {
-  static std::map<std::pair<std::string, uint64_t>, std::unique_ptr<Mamba2Setup>> cache;
-  auto& s = cache[{model, tokens}];
-  if (s) return *s;
-  auto fresh = std::make_unique<Mamba2Setup>();
-  const oracle::Mamba2Dims dims = oracle::Mamba2Dims::of(preset(model), 1, tokens);
-  fresh->chunked = oracle::plan_mamba2(dims, oracle::Mamba2Path::chunked);
-  fresh->recurrent = oracle::plan_mamba2(dims, oracle::Mamba2Path::recurrent);
-  std::vector<Access> all = fresh->chunked.accesses();
-  const std::vector<Access> rec = fresh->recurrent.accesses();
-  all.insert(all.end(), rec.begin(), rec.end());
-  fresh->ws =
-      fresh->backend->allocate(oracle::ffn_footprint_layout(all),
-                               std::max(fresh->chunked.pool_bytes, fresh->recurrent.pool_bytes));
-  oracle::run_mamba2(*fresh->backend, fresh->ws, fresh->chunked,
-                     oracle::generate_mamba2_inputs(dims, 0x55D + tokens));
-  s = std::move(fresh);
-  return *s;
-}
-
-std::map<std::pair<std::string, uint64_t>, double>& mamba2_chunked_cache() {
-  static std::map<std::pair<std::string, uint64_t>, double> cache;
-  return cache;
+  static std::map<Mamba2Key, std::unique_ptr<Mamba2Setup>> cache;
+  return bench::cached_setup(cache, Mamba2Key{model, tokens}, [&] {
+    const oracle::Mamba2Dims dims = oracle::Mamba2Dims::of(preset(model), 1, tokens);
+    auto s = paths_setup(oracle::plan_mamba2(dims, oracle::Mamba2Path::chunked),
+                         oracle::plan_mamba2(dims, oracle::Mamba2Path::recurrent));
+    oracle::run_mamba2(*s->backend, s->ws, s->chunked,
+                       oracle::generate_mamba2_inputs(dims, 0x55D + tokens));
+    return s;
+  });
 }
 
 void BM_SsdChunkedCpu(benchmark::State& state, const std::string& model) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
-  Mamba2Setup* s = setup_or_skip<Mamba2Setup>(
-      state, [&]() -> Mamba2Setup& { return mamba2_setup(model, tokens); });
-  if (s == nullptr) return;
-  const std::vector<Mamba2ChunkOp>& stages = s->chunked.chunk;  // cumsum, bmm, scan
-  auto chunked = [&] {
-    for (const Mamba2ChunkOp& op : stages) s->backend->mamba2_chunk(s->ws, op);
-  };
-  auto recurrent = [&] { s->backend->mamba2_recurrent(s->ws, s->recurrent.recurrent); };
-  if (!first_call_or_skip(state, chunked) || !first_call_or_skip(state, recurrent)) return;
-  for (auto _ : state) chunked();
-  PathTimes t;
-  t.recurrent_s = seconds_per_call(recurrent, 0.1, false);
-  t.chunked_s = seconds_per_call(chunked);
-  mamba2_chunked_cache()[{model, tokens}] = t.chunked_s;
-  t.chunked_macs = mamba2_chunked_macs(stages.front().shape());
-  t.recurrent_macs = mamba2_recurrent_macs(s->recurrent.recurrent.shape());
-  report_paths(state, tokens, t);
-  const char* names[] = {"cumsum_us", "bmm_us", "scan_us"};
-  for (size_t i = 0; i < stages.size(); ++i)
-    state.counters[names[i]] =
-        1e6 * seconds_per_call([&] { s->backend->mamba2_chunk(s->ws, stages[i]); }, kStageS);
+  if (Mamba2Setup* s = setup_or_skip(state, [&] { return &mamba2_setup(model, tokens); }))
+    time_paths(state, *s, tokens);
 }
 
 void BM_SsdConvNormCpu(benchmark::State& state, const std::string& model) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
-  Mamba2Setup* s = setup_or_skip<Mamba2Setup>(
-      state, [&]() -> Mamba2Setup& { return mamba2_setup(model, tokens); });
+  Mamba2Setup* s = setup_or_skip(state, [&] { return &mamba2_setup(model, tokens); });
   if (s == nullptr) return;
   const oracle::Mamba2Plan& p = s->chunked;
-  auto rest = [&] {
-    s->backend->mamba2_conv(s->ws, p.conv);
-    s->backend->mamba2_gated_norm(s->ws, p.norm);
-  };
-  if (!first_call_or_skip(state, rest)) return;
-  for (auto _ : state) rest();
   const Mamba2Geometry& g = p.dims.geom;
   // conv: xBC bf16 in and out; norm: y and z bf16 in, bf16 out.
   const uint64_t bytes = tokens * (g.d_xbc * (2 + 2) + g.d_inner * (2 + 2 + 2));
-  const double chunked = cached_seconds(mamba2_chunked_cache(), std::pair{model, tokens}, [&] {
-    return seconds_per_call([&] {
-      for (const Mamba2ChunkOp& op : p.chunk) s->backend->mamba2_chunk(s->ws, op);
-    });
+  time_rest(state, *s, tokens, bytes, [&] {
+    s->backend->mamba2_conv(s->ws, p.conv);
+    s->backend->mamba2_gated_norm(s->ws, p.norm);
   });
-  report_rest(state, tokens, bytes, seconds_per_call(rest), chunked);
 }
 
+// nemotron-h-56b at T = 256, tiny-mamba at T = 256 and 1024.
 void mamba2_units(benchmark::internal::Benchmark* b) {
   b->ArgName("tokens")->Unit(benchmark::kMillisecond)->UseRealTime();
 }
+void nemotron_shapes(benchmark::internal::Benchmark* b) { mamba2_units(b->Arg(256)); }
+void tiny_mamba_shapes(benchmark::internal::Benchmark* b) { mamba2_units(b->Arg(256)->Arg(1024)); }
 
 BENCHMARK_CAPTURE(BM_SsdChunkedCpu, nemotron_h_56b, std::string("nemotron-h-56b"))
-    ->Arg(256)
-    ->Apply(mamba2_units);
+    ->Apply(nemotron_shapes);
 BENCHMARK_CAPTURE(BM_SsdChunkedCpu, tiny_mamba, std::string("tiny-mamba"))
-    ->Arg(256)
-    ->Arg(1024)
-    ->Apply(mamba2_units);
+    ->Apply(tiny_mamba_shapes);
 BENCHMARK_CAPTURE(BM_SsdConvNormCpu, nemotron_h_56b, std::string("nemotron-h-56b"))
-    ->Arg(256)
-    ->Apply(mamba2_units);
+    ->Apply(nemotron_shapes);
 BENCHMARK_CAPTURE(BM_SsdConvNormCpu, tiny_mamba, std::string("tiny-mamba"))
-    ->Arg(256)
-    ->Arg(1024)
-    ->Apply(mamba2_units);
+    ->Apply(tiny_mamba_shapes);
 
 }  // namespace
 }  // namespace bufferlab

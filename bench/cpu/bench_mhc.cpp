@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_rig.h"
 #include "bench_timing.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/buffer_sizes.h"
@@ -53,10 +54,7 @@
 namespace bufferlab {
 namespace {
 
-using bench::cached_seconds;
 using bench::copy_seconds;
-using bench::first_call_or_skip;
-using bench::seconds_per_call;
 using bench::sigmoidf;
 using bench::siluf;
 
@@ -82,11 +80,15 @@ ModelConfig config(uint64_t r = 0) {
 
 uint64_t stream_bytes(uint64_t tokens) { return tokens * kMhc * kHidden * 4; }
 
-void report(benchmark::State& state, uint64_t tokens, double own, double naive) {
+// The benchmark of `ours` against the naive loop on the same workspace
+// (bench::time_against_naive; naive_s: its time at this T), then the stream traffic.
+template <class Ours, class Naive>
+void time_against_naive(benchmark::State& state, uint64_t tokens, std::optional<double>& naive_s,
+                        Ours ours, Naive naive, bool warm_up = true) {
+  const auto t = bench::time_against_naive(state, naive_s, ours, naive, warm_up);
+  if (!t) return;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * stream_bytes(tokens)));
-  state.counters["copy_fraction"] = copy_seconds(stream_bytes(tokens)) / own;
-  state.counters["speedup_vs_naive"] = naive / own;
-  state.counters["naive_us"] = 1e6 * naive;
+  state.counters["copy_fraction"] = copy_seconds(stream_bytes(tokens)) / t->own;
   state.counters["threads"] = omp_get_max_threads();
 }
 
@@ -140,6 +142,15 @@ void naive_sinkhorn(float* c, uint64_t hc, uint64_t iters, float eps) {
   cols(0.0f);
 }
 
+// out[d] = Σ_i pre[i]·x[i·h + d] over one token's hc streams, stored as BF16.
+void naive_weighted_sum(const float* x, const float* pre, uint64_t hc, uint64_t h, uint16_t* out) {
+  for (uint64_t d = 0; d < h; ++d) {
+    float y = 0.0f;
+    for (uint64_t i = 0; i < hc; ++i) y += pre[i] * x[i * h + d];
+    out[d] = f32_to_bf16_bits(y);
+  }
+}
+
 void naive_pre(const Workspace& ws, const MhcPreOp& op) {
   const MhcPreOp::Bound b = op.bind(ws);
   const auto& s = op.shape();
@@ -156,11 +167,7 @@ void naive_pre(const Workspace& ws, const MhcPreOp& op) {
     float* c = b.comb + t * hc * hc;
     for (uint64_t k = 0; k < hc * hc; ++k) c[k] = m[2 * hc + k] * b.scale[2] + b.bias[2 * hc + k];
     naive_sinkhorn(c, hc, s.iters, hc_eps);
-    for (uint64_t d = 0; d < h; ++d) {
-      float y = 0.0f;
-      for (uint64_t i = 0; i < hc; ++i) y += pre[i] * x[i * h + d];
-      b.block_in[t * h + d] = f32_to_bf16_bits(y);
-    }
+    naive_weighted_sum(x, pre.data(), hc, h, b.block_in + t * h);
   }
 }
 
@@ -174,11 +181,7 @@ void naive_head(const Workspace& ws, const MhcHeadOp& op) {
     naive_mix(x, K, b.fn, hc, static_cast<float>(op.rms_eps), pre.data());
     for (uint64_t i = 0; i < hc; ++i)
       pre[i] = sigmoidf(pre[i] * b.scale[0] + b.bias[i]) + static_cast<float>(op.hc_eps);
-    for (uint64_t d = 0; d < h; ++d) {
-      float y = 0.0f;
-      for (uint64_t i = 0; i < hc; ++i) y += pre[i] * x[i * h + d];
-      b.output[t * h + d] = f32_to_bf16_bits(y);
-    }
+    naive_weighted_sum(x, pre.data(), hc, h, b.output + t * h);
   }
 }
 
@@ -224,11 +227,8 @@ struct PreSetup {
 
 // One workspace per T holding the pre, post and head operands (weights placed one after the
 // other); comb = 1/hc everywhere so the in-place post keeps the streams bounded.
-PreSetup& pre_setup(uint64_t tokens) {
-  static std::map<uint64_t, std::unique_ptr<PreSetup>> cache;
-  auto& s = cache[tokens];
-  if (s) return *s;
-  s = std::make_unique<PreSetup>();
+std::unique_ptr<PreSetup> make_pre_setup(uint64_t tokens) {
+  auto s = std::make_unique<PreSetup>();
   const ModelConfig c = config();
   s->pre = MhcPreOp::make(c, tokens);
   s->post = MhcPostOp::make(c, tokens);
@@ -251,50 +251,51 @@ PreSetup& pre_setup(uint64_t tokens) {
   s->rig->put(s->post.post, seeded_values(tokens * kMhc, 6, 0.5f, 1.0f));
   s->rig->put(s->post.comb, std::vector<float>(tokens * kMhc * kMhc, 1.0f / kMhc));
   s->rig->put(s->post.block_out, seeded_bf16_values(tokens * kHidden, 7, 0.01f));
-  return *s;
+  return s;
+}
+
+PreSetup& pre_setup(uint64_t tokens) {
+  static std::map<uint64_t, std::unique_ptr<PreSetup>> cache;
+  return bench::cached_setup(cache, tokens, [&] { return make_pre_setup(tokens); });
+}
+
+// Our op on its Rig as the benchmarks time it (the diagnostics kept alive).
+void run_ours(Backend& b, const Workspace& ws, const MhcPreOp& op) {
+  benchmark::DoNotOptimize(b.mhc_pre(ws, op));
+}
+void run_ours(Backend& b, const Workspace& ws, const MhcPostOp& op) { b.mhc_post(ws, op); }
+void run_ours(Backend& b, const Workspace& ws, const MhcHeadOp& op) {
+  benchmark::DoNotOptimize(b.mhc_head(ws, op));
+}
+
+// The benchmark of one Sinkhorn-form op (s.*op) at T = range(0) against its naive loop; the
+// naive times are cached per Op, one benchmark each.
+template <class Op>
+void time_sinkhorn_form(benchmark::State& state, Op PreSetup::*op,
+                        void (*naive)(const Workspace&, const Op&), bool warm_up = true) {
+  const auto tokens = static_cast<uint64_t>(state.range(0));
+  PreSetup& s = pre_setup(tokens);
+  static std::map<uint64_t, std::optional<double>> naive_s;
+  time_against_naive(
+      state, tokens, naive_s[tokens], [&] { run_ours(*s.rig->backend, s.rig->ws, s.*op); },
+      [&] { naive(s.rig->ws, s.*op); }, warm_up);
 }
 
 void BM_MhcPreCpu(benchmark::State& state) {
-  const auto tokens = static_cast<uint64_t>(state.range(0));
-  PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->mhc_pre(s.rig->ws, s.pre)); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  static std::map<uint64_t, double> naive_cache;
-  const double naive = cached_seconds(naive_cache, tokens, [&] {
-    return seconds_per_call([&] { naive_pre(s.rig->ws, s.pre); }, 0.1, tokens < 1024);
-  });
-  report(state, tokens, seconds_per_call(ours), naive);
+  time_sinkhorn_form(state, &PreSetup::pre, naive_pre, state.range(0) < 1024);
 }
-
 void BM_MhcPostCpu(benchmark::State& state) {
-  const auto tokens = static_cast<uint64_t>(state.range(0));
-  PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { s.rig->backend->mhc_post(s.rig->ws, s.post); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  static std::map<uint64_t, double> naive_cache;
-  const double naive = cached_seconds(naive_cache, tokens, [&] {
-    return seconds_per_call([&] { naive_post(s.rig->ws, s.post); });
-  });
-  report(state, tokens, seconds_per_call(ours), naive);
+  time_sinkhorn_form(state, &PreSetup::post, naive_post);
+}
+void BM_MhcHeadCpu(benchmark::State& state) {
+  time_sinkhorn_form(state, &PreSetup::head, naive_head);
 }
 
-void BM_MhcHeadCpu(benchmark::State& state) {
-  const auto tokens = static_cast<uint64_t>(state.range(0));
-  PreSetup& s = pre_setup(tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->mhc_head(s.rig->ws, s.head)); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  static std::map<uint64_t, double> naive_cache;
-  const double naive = cached_seconds(naive_cache, tokens, [&] {
-    return seconds_per_call([&] { naive_head(s.rig->ws, s.head); });
-  });
-  report(state, tokens, seconds_per_call(ours), naive);
-}
+// Every benchmark here: the argument is T, timed by the wall clock.
+void tokens_real_time(benchmark::internal::Benchmark* b) { b->ArgName("tokens")->UseRealTime(); }
 
 void token_shapes(benchmark::internal::Benchmark* b) {
-  b->Arg(64)->Arg(1024)->ArgName("tokens")->Unit(benchmark::kMicrosecond)->UseRealTime();
+  tokens_real_time(b->Arg(64)->Arg(1024)->Unit(benchmark::kMicrosecond));
 }
 
 BENCHMARK(BM_MhcPreCpu)->Apply(token_shapes);
@@ -303,39 +304,58 @@ BENCHMARK(BM_MhcHeadCpu)->Apply(token_shapes);
 
 // ---------------------------------------------------------------- low-rank form
 
-using SplitStage = MhcLowRankSplitOp::Stage;
-using SlabStage = MhcLowRankSlabOp::Stage;
+using SplitOp = MhcLowRankSplitOp;
+using SlabOp = MhcLowRankSlabOp;
 
-struct SplitSetup {
-  std::vector<MhcLowRankSplitOp> ops;  // norm, down, collapse
-  std::optional<testing::Rig> rig;     // holds the ops' footprint, poisoned
+// One low-rank form's stages and a Rig holding their footprint (poisoned).
+template <class Op>
+struct LowRankSetup {
+  std::vector<Op> ops;
+  std::optional<testing::Rig> rig;
 };
+using SplitSetup = LowRankSetup<SplitOp>;  // norm, down, collapse
+using SlabSetup = LowRankSetup<SlabOp>;    // norm, down, inject, up, collapse of slab 0
+
+// A seeded upload into op 0's `tensor` (bench::put_seeded).
+template <class Op>
+struct Fill {
+  TensorRef Op::*tensor;
+  uint64_t seed;
+  float scale;
+};
+
+// Every stage reads op 0's `weights` (placed in the pool one after the other); `fills` go into
+// op 0's tensors.
+template <class Op>
+std::unique_ptr<LowRankSetup<Op>> lowrank_setup(std::vector<Op> ops,
+                                                std::initializer_list<TensorRef Op::*> weights,
+                                                std::initializer_list<Fill<Op>> fills) {
+  auto s = std::make_unique<LowRankSetup<Op>>();
+  s->ops = std::move(ops);
+  const Op& t = s->ops[0];
+  uint64_t pool = 0;
+  for (TensorRef Op::*w : weights) {
+    pool = oracle::place_in_pool({&(s->ops[0].*w)}, pool);
+    for (Op& op : s->ops) op.*w = t.*w;
+  }
+  s->rig.emplace(testing::cpu_backend(), bench::accesses_of(s->ops), pool);
+  for (const Fill<Op>& f : fills) bench::put_seeded(*s->rig, t.*f.tensor, f.seed, f.scale);
+  return s;
+}
 
 SplitSetup& split_setup(uint64_t tokens) {
   static std::map<uint64_t, std::unique_ptr<SplitSetup>> cache;
-  auto& s = cache[tokens];
-  if (s) return *s;
-  s = std::make_unique<SplitSetup>();
-  const ModelConfig c = config(kRank);
-  for (SplitStage st : {SplitStage::norm, SplitStage::down, SplitStage::collapse})
-    s->ops.push_back(MhcLowRankSplitOp::make(st, c, tokens));
-  MhcLowRankSplitOp& t = s->ops[0];
-  const uint64_t pool = oracle::place_in_pool({&t.norm_w, &t.w_down_inject, &t.w_up});
-  for (auto& op : s->ops) {
-    op.norm_w = t.norm_w;
-    op.w_down_inject = t.w_down_inject;
-    op.w_up = t.w_up;
-  }
-  s->rig.emplace(testing::cpu_backend(),
-                 std::vector<std::vector<Access>>{s->ops[0].accesses(), s->ops[1].accesses(),
-                                                  s->ops[2].accesses()},
-                 pool);
-  const uint64_t K = kMhc * kHidden;
-  s->rig->put(t.streams, seeded_values(tokens * K, 11, 2.0f));
-  s->rig->put(t.norm_w, seeded_values(K, 12, 0.3f));
-  s->rig->put(t.w_down_inject, seeded_values((kRank + kMhc) * K, 13, 0.02f));
-  s->rig->put(t.w_up, seeded_values(K * kRank, 14, 0.4f));
-  return *s;
+  return bench::cached_setup(cache, tokens, [&] {
+    std::vector<SplitOp> ops;
+    for (SplitOp::Stage st : {SplitOp::Stage::norm, SplitOp::Stage::down, SplitOp::Stage::collapse})
+      ops.push_back(SplitOp::make(st, config(kRank), tokens));
+    return lowrank_setup(std::move(ops),
+                         {&SplitOp::norm_w, &SplitOp::w_down_inject, &SplitOp::w_up},
+                         {{&SplitOp::streams, 11, 2.0f},
+                          {&SplitOp::norm_w, 12, 0.3f},
+                          {&SplitOp::w_down_inject, 13, 0.02f},
+                          {&SplitOp::w_up, 14, 0.4f}});
+  });
 }
 
 void naive_split(SplitSetup& s) {
@@ -367,61 +387,50 @@ void naive_split(SplitSetup& s) {
   }
 }
 
-void BM_MhcLowRankSplitCpu(benchmark::State& state) {
-  const auto tokens = static_cast<uint64_t>(state.range(0));
-  SplitSetup& s = split_setup(tokens);
-  auto ours = [&] {
-    for (const auto& op : s.ops)
-      benchmark::DoNotOptimize(s.rig->backend->mhc_lowrank_split(s.rig->ws, op));
-  };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  static std::map<uint64_t, double> naive_cache;
-  const double naive = cached_seconds(naive_cache, tokens,
-                                      [&] { return seconds_per_call([&] { naive_split(s); }); });
-  report(state, tokens, seconds_per_call(ours), naive);
+void run_ours(Backend& b, const Workspace& ws, const SplitOp& op) {
+  benchmark::DoNotOptimize(b.mhc_lowrank_split(ws, op));
+}
+void run_ours(Backend& b, const Workspace& ws, const SlabOp& op) {
+  benchmark::DoNotOptimize(b.mhc_lowrank_slab(ws, op));
 }
 
-BENCHMARK(BM_MhcLowRankSplitCpu)
-    ->Arg(64)
-    ->ArgName("tokens")
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+// The benchmark of one low-rank form's stages at T = range(0) against its naive loop; the naive
+// times are cached per Op, one benchmark each.
+template <class Op>
+void time_lowrank_form(benchmark::State& state, LowRankSetup<Op>& (*setup)(uint64_t),
+                       void (*naive)(LowRankSetup<Op>&), bool warm_up) {
+  const auto tokens = static_cast<uint64_t>(state.range(0));
+  LowRankSetup<Op>& s = setup(tokens);
+  static std::map<uint64_t, std::optional<double>> naive_s;
+  time_against_naive(
+      state, tokens, naive_s[tokens],
+      [&] {
+        for (const Op& op : s.ops) run_ours(*s.rig->backend, s.rig->ws, op);
+      },
+      [&] { naive(s); }, warm_up);
+}
 
-struct SlabSetup {
-  std::vector<MhcLowRankSlabOp> ops;  // norm, down, inject, up, collapse of slab 0
-  std::optional<testing::Rig> rig;    // holds the ops' footprint, poisoned
-};
+void BM_MhcLowRankSplitCpu(benchmark::State& state) {
+  time_lowrank_form(state, split_setup, naive_split, true);
+}
+
+BENCHMARK(BM_MhcLowRankSplitCpu)->Arg(64)->Unit(benchmark::kMicrosecond)->Apply(tokens_real_time);
 
 SlabSetup& slab_setup(uint64_t tokens) {
   static std::map<uint64_t, std::unique_ptr<SlabSetup>> cache;
-  auto& s = cache[tokens];
-  if (s) return *s;
-  s = std::make_unique<SlabSetup>();
-  const ModelConfig c = config(kRank);
-  for (SlabStage st :
-       {SlabStage::norm, SlabStage::down, SlabStage::inject, SlabStage::up, SlabStage::collapse})
-    s->ops.push_back(MhcLowRankSlabOp::make(st, c, tokens, 0, tokens));
-  MhcLowRankSlabOp& t = s->ops[0];
-  const uint64_t pool = oracle::place_in_pool({&t.norm_w, &t.w_down, &t.w_inject, &t.w_up});
-  for (auto& op : s->ops) {
-    op.norm_w = t.norm_w;
-    op.w_down = t.w_down;
-    op.w_inject = t.w_inject;
-    op.w_up = t.w_up;
-  }
-  s->rig.emplace(testing::cpu_backend(),
-                 std::vector<std::vector<Access>>{s->ops[0].accesses(), s->ops[1].accesses(),
-                                                  s->ops[2].accesses(), s->ops[3].accesses(),
-                                                  s->ops[4].accesses()},
-                 pool);
-  const uint64_t K = kMhc * kHidden;
-  s->rig->put(t.streams, seeded_values(tokens * K, 21, 2.0f));
-  s->rig->put(t.norm_w, seeded_values(K, 22, 0.3f));
-  s->rig->put(t.w_down, seeded_bf16_values(kRank * K, 23, 0.02f));
-  s->rig->put(t.w_inject, seeded_bf16_values(kMhc * K, 24, 0.02f));
-  s->rig->put(t.w_up, seeded_bf16_values(K * kRank, 25, 0.4f));
-  return *s;
+  return bench::cached_setup(cache, tokens, [&] {
+    std::vector<SlabOp> ops;
+    for (SlabOp::Stage st : {SlabOp::Stage::norm, SlabOp::Stage::down, SlabOp::Stage::inject,
+                             SlabOp::Stage::up, SlabOp::Stage::collapse})
+      ops.push_back(SlabOp::make(st, config(kRank), tokens, 0, tokens));
+    return lowrank_setup(std::move(ops),
+                         {&SlabOp::norm_w, &SlabOp::w_down, &SlabOp::w_inject, &SlabOp::w_up},
+                         {{&SlabOp::streams, 21, 2.0f},
+                          {&SlabOp::norm_w, 22, 0.3f},
+                          {&SlabOp::w_down, 23, 0.02f},
+                          {&SlabOp::w_inject, 24, 0.02f},
+                          {&SlabOp::w_up, 25, 0.4f}});
+  });
 }
 
 // The same stages one element at a time: BF16 operands widened per multiply, FP32 sums.
@@ -463,25 +472,10 @@ void naive_slab(SlabSetup& s) {
 }
 
 void BM_MhcLowRankSlabCpu(benchmark::State& state) {
-  const auto tokens = static_cast<uint64_t>(state.range(0));
-  SlabSetup& s = slab_setup(tokens);
-  auto ours = [&] {
-    for (const auto& op : s.ops)
-      benchmark::DoNotOptimize(s.rig->backend->mhc_lowrank_slab(s.rig->ws, op));
-  };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  static std::map<uint64_t, double> naive_cache;
-  const double naive = cached_seconds(
-      naive_cache, tokens, [&] { return seconds_per_call([&] { naive_slab(s); }, 0.1, false); });
-  report(state, tokens, seconds_per_call(ours), naive);
+  time_lowrank_form(state, slab_setup, naive_slab, false);
 }
 
-BENCHMARK(BM_MhcLowRankSlabCpu)
-    ->Arg(2048)
-    ->ArgName("tokens")
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_MhcLowRankSlabCpu)->Arg(2048)->Unit(benchmark::kMillisecond)->Apply(tokens_real_time);
 
 }  // namespace
 }  // namespace bufferlab

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_rig.h"
 #include "bench_timing.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/buffer_sizes.h"
@@ -48,26 +49,21 @@
 #include "bufferlab/core/ops/projection.h"
 #include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/moe_ffn_harness.h"
-#include "bufferlab/oracle/pool_placement.h"
-#include "cpu_backend.h"
 #include "seeded_values.h"
-#include "workspace_rig.h"
 
 namespace bufferlab {
 namespace {
 
 using bench::cached_seconds;
-using bench::first_call_or_skip;
+using bench::put_seeded;
 using bench::seconds_per_call;
 using bench::sigmoidf;
 
 // ---------------------------------------------------------------- inputs and workspaces
 
 // Seeded inputs: the tests' generator (tests/support/seeded_values.h), one for the project.
-using testing::seeded_bf16_values;
 using testing::seeded_draw;
 using testing::seeded_value;
-using testing::seeded_values;
 
 // ids [tokens, top_k]: token t takes top_k consecutive experts from a hashed start, so every
 // token has distinct experts and the slots spread evenly over all of them.
@@ -81,23 +77,16 @@ std::vector<uint32_t> spread_ids(uint64_t tokens, uint64_t top_k, uint64_t exper
 
 // ---------------------------------------------------------------- (a) top-k
 
-struct TopKSetup {
-  MoeTopKOp op;
-  std::optional<testing::Rig> rig;                // holds the ops' footprint, poisoned
+struct TopKSetup : bench::OpRig<MoeTopKOp> {
   std::vector<std::pair<float, uint32_t>> keyed;  // the naive loop's row buffer
   std::vector<uint32_t> naive_ids;
   std::vector<float> naive_weights;
+  std::optional<double> naive_s;  // the naive loop's seconds per call
 };
 
-using TopKKey = std::tuple<MoeScoring, uint64_t, uint64_t, uint64_t>;
-
 // Softmax: Qwen-style (no bias, no renormalisation). Sigmoid: DeepSeek-V3-style (bias,
-// norm_topk_prob, routed scale 2.5). Logits on the FP32 paths (gate_logits_f32).
-TopKSetup& topk_setup(MoeScoring scoring, uint64_t experts, uint64_t top_k, uint64_t tokens) {
-  static std::map<TopKKey, std::unique_ptr<TopKSetup>> cache;
-  auto& s = cache[{scoring, experts, top_k, tokens}];
-  if (s) return *s;
-  s = std::make_unique<TopKSetup>();
+// norm_topk_prob, routed scale 2.5).
+ModelConfig topk_config(MoeScoring scoring, uint64_t experts, uint64_t top_k) {
   ModelConfig c;
   c.num_experts = experts;
   c.num_experts_per_tok = top_k;
@@ -106,14 +95,24 @@ TopKSetup& topk_setup(MoeScoring scoring, uint64_t experts, uint64_t top_k, uint
   c.use_routing_bias = sigmoid;
   c.norm_topk_prob = sigmoid;
   c.routed_scaling_factor = sigmoid ? 2.5 : 1.0;
-  s->op = MoeTopKOp::make(c, tokens, /*logits_f32=*/true, /*hash=*/false);
-  const uint64_t pool = oracle::place_in_pool({&s->op.bias});
-  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(s->op.logits, seeded_values(tokens * experts, 1, 4.0f));
-  if (s->op.use_bias) s->rig->put(s->op.bias, seeded_values(experts, 2, 0.05f));
-  s->naive_ids.resize(tokens * top_k);
-  s->naive_weights.resize(tokens * top_k);
-  return *s;
+  return c;
+}
+
+// Logits on the FP32 paths (gate_logits_f32).
+TopKSetup& topk_setup(MoeScoring scoring, uint64_t experts, uint64_t top_k, uint64_t tokens) {
+  using Key = std::tuple<MoeScoring, uint64_t, uint64_t, uint64_t>;
+  static std::map<Key, std::unique_ptr<TopKSetup>> cache;
+  return bench::cached_setup(cache, Key{scoring, experts, top_k, tokens}, [&] {
+    auto s = std::make_unique<TopKSetup>();
+    s->op = MoeTopKOp::make(topk_config(scoring, experts, top_k), tokens, /*logits_f32=*/true,
+                            /*hash=*/false);
+    bench::make_rig(*s, {&s->op.bias});
+    put_seeded(*s->rig, s->op.logits, 1, 4.0f);
+    if (s->op.use_bias) put_seeded(*s->rig, s->op.bias, 2, 0.05f);
+    s->naive_ids.resize(tokens * top_k);
+    s->naive_weights.resize(tokens * top_k);
+    return s;
+  });
 }
 
 // The naive reference: one thread, keys of the whole row, a full sort, the first top_k.
@@ -163,15 +162,11 @@ void BM_MoeTopKCpu(benchmark::State& state, MoeScoring scoring) {
   const auto top_k = static_cast<uint64_t>(state.range(1));
   const auto tokens = static_cast<uint64_t>(state.range(2));
   TopKSetup& s = topk_setup(scoring, experts, top_k, tokens);
-  auto ours = [&] { benchmark::DoNotOptimize(s.rig->backend->moe_topk(s.rig->ws, s.op)); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  static std::map<TopKKey, double> naive_cache;
-  const double naive = cached_seconds(naive_cache, TopKKey{scoring, experts, top_k, tokens},
-                                      [&] { return seconds_per_call([&] { naive_topk(s); }); });
-  const double own = seconds_per_call(ours);
-  state.counters["speedup_vs_naive"] = naive / own;
-  state.counters["naive_us"] = 1e6 * naive;
+  if (!bench::time_against_naive(
+          state, s.naive_s,
+          [&] { benchmark::DoNotOptimize(s.rig->backend->moe_topk(s.rig->ws, s.op)); },
+          [&] { naive_topk(s); }))
+    return;
   state.counters["ids_agree"] = ids_agree(s);
   state.counters["threads"] = omp_get_max_threads();
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * tokens));
@@ -190,34 +185,29 @@ BENCHMARK_CAPTURE(BM_MoeTopKCpu, sigmoid_bias, MoeScoring::sigmoid)->Apply(topk_
 
 // ---------------------------------------------------------------- (b) router GEMM
 
-struct RouterSetup {
-  MoeRouterOp op;
-  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
+struct RouterSetup : bench::OpRig<MoeRouterOp> {
   std::vector<uint16_t> naive_bf16;
   std::vector<float> naive_f32;
+  std::optional<double> naive_s;  // the naive loop's seconds per call
 };
 
-using RouterKey = std::tuple<RouterPrecision, uint64_t, uint64_t, uint64_t>;
-
+// The input is FP32 on the fp32_routing path, BF16 otherwise (put_seeded follows its dtype).
 RouterSetup& router_setup(RouterPrecision p, uint64_t tokens, uint64_t hidden, uint64_t experts) {
-  static std::map<RouterKey, std::unique_ptr<RouterSetup>> cache;
-  auto& s = cache[{p, tokens, hidden, experts}];
-  if (s) return *s;
-  s = std::make_unique<RouterSetup>();
-  ModelConfig c;
-  c.hidden_size = hidden;
-  c.num_experts = experts;
-  s->op = MoeRouterOp::make(c, tokens, p);
-  const uint64_t pool = oracle::place_in_pool({&s->op.weight});
-  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  if (p == RouterPrecision::fp32_routing)
-    s->rig->put(s->op.input, seeded_values(tokens * hidden, 3, 2.0f));
-  else
-    s->rig->put(s->op.input, seeded_bf16_values(tokens * hidden, 3, 2.0f));
-  s->rig->put(s->op.weight, seeded_bf16_values(experts * hidden, 4, 0.05f));
-  s->naive_bf16.resize(tokens * experts);
-  s->naive_f32.resize(tokens * experts);
-  return *s;
+  using Key = std::tuple<RouterPrecision, uint64_t, uint64_t, uint64_t>;
+  static std::map<Key, std::unique_ptr<RouterSetup>> cache;
+  return bench::cached_setup(cache, Key{p, tokens, hidden, experts}, [&] {
+    auto s = std::make_unique<RouterSetup>();
+    ModelConfig c;
+    c.hidden_size = hidden;
+    c.num_experts = experts;
+    s->op = MoeRouterOp::make(c, tokens, p);
+    bench::make_rig(*s, {&s->op.weight});
+    put_seeded(*s->rig, s->op.input, 3, 2.0f);
+    put_seeded(*s->rig, s->op.weight, 4, 0.05f);
+    s->naive_bf16.resize(tokens * experts);
+    s->naive_f32.resize(tokens * experts);
+    return s;
+  });
 }
 
 // The naive reference: three loops, each element widened to float, FP32 accumulation in
@@ -244,19 +234,13 @@ void BM_MoeRouterCpu(benchmark::State& state, RouterPrecision p) {
   const auto hidden = static_cast<uint64_t>(state.range(1));
   const auto experts = static_cast<uint64_t>(state.range(2));
   RouterSetup& s = router_setup(p, tokens, hidden, experts);
-  auto ours = [&] { s.rig->backend->moe_router(s.rig->ws, s.op); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
   // The naive loop takes seconds at 1024 tokens: one cold call is its measurement there.
-  static std::map<RouterKey, double> naive_cache;
-  const double naive = cached_seconds(naive_cache, RouterKey{p, tokens, hidden, experts}, [&] {
-    return seconds_per_call([&] { naive_router(s); }, 0.1, false);
-  });
-  const double own = seconds_per_call(ours);
+  const auto t = bench::time_against_naive(
+      state, s.naive_s, [&] { s.rig->backend->moe_router(s.rig->ws, s.op); },
+      [&] { naive_router(s); }, false);
+  if (!t) return;
   const double flops = 2.0 * static_cast<double>(tokens * hidden * experts);
-  state.counters["speedup_vs_naive"] = naive / own;
-  state.counters["naive_us"] = 1e6 * naive;
-  state.counters["gflops"] = flops / own / 1e9;
+  state.counters["gflops"] = flops / t->own / 1e9;
   state.counters["threads"] = omp_get_max_threads();
 }
 
@@ -301,25 +285,27 @@ void report_gemm(benchmark::State& state, double own, uint64_t M, uint64_t N, ui
   state.counters["eigen_threads"] = Eigen::nbThreads();
 }
 
-struct GemmSetup {
-  GemmOp op;
-  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
-};
+using GemmSetup = bench::OpRig<GemmOp>;
 
 // A dense BF16 projection y[rows, N] = x[rows, K]·Wᵀ (norm_output → moe_output).
 GemmSetup& gemm_setup(uint64_t rows, uint64_t K, uint64_t N) {
   static std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::unique_ptr<GemmSetup>> cache;
-  auto& s = cache[{rows, K, N}];
-  if (s) return *s;
-  s = std::make_unique<GemmSetup>();
-  const TensorRef x = arena_tensor(BufferId::norm_output, 0, {rows, K}, DType::bf16);
-  s->op = GemmOp::make("bench_proj", "bf16", {{x, AccessKind::read, "norm"}}, rows, rows, K, N,
-                       BufferId::moe_output, 0, DType::bf16, "proj_out");
-  const uint64_t pool = oracle::place_in_pool({&s->op.weight});
-  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(x, seeded_bf16_values(rows * K, 7, 1.0f));
-  s->rig->put(s->op.weight, seeded_bf16_values(N * K, 8, 0.05f));
-  return *s;
+  return bench::cached_setup(cache, std::tuple{rows, K, N}, [&] {
+    auto s = std::make_unique<GemmSetup>();
+    const TensorRef x = arena_tensor(BufferId::norm_output, 0, {rows, K}, DType::bf16);
+    s->op = GemmOp::make("bench_proj", "bf16", {{x, AccessKind::read, "norm"}}, rows, rows, K, N,
+                         BufferId::moe_output, 0, DType::bf16, "proj_out");
+    bench::make_rig(*s, {&s->op.weight});
+    put_seeded(*s->rig, x, 7, 1.0f);
+    put_seeded(*s->rig, s->op.weight, 8, 0.05f);
+    return s;
+  });
+}
+
+// The benchmark of `ours`, a GEMM of M × N × K, against Eigen's (report_gemm).
+template <class F>
+void time_gemm(benchmark::State& state, F ours, uint64_t M, uint64_t N, uint64_t K) {
+  if (bench::timed_loop_or_skip(state, ours)) report_gemm(state, seconds_per_call(ours), M, N, K);
 }
 
 void BM_MoeGemmCpu(benchmark::State& state) {
@@ -327,10 +313,8 @@ void BM_MoeGemmCpu(benchmark::State& state) {
   const auto K = static_cast<uint64_t>(state.range(1));
   const auto N = static_cast<uint64_t>(state.range(2));
   GemmSetup& s = gemm_setup(rows, K, N);
-  auto ours = [&] { s.rig->backend->gemm(s.rig->ws, s.op); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  report_gemm(state, seconds_per_call(ours), rows, N, K);
+  time_gemm(
+      state, [&] { s.rig->backend->gemm(s.rig->ws, s.op); }, rows, N, K);
 }
 
 // Qwen3-Next shared expert gate/up (2048 → 512) and a square 2048 projection.
@@ -344,38 +328,33 @@ BENCHMARK(BM_MoeGemmCpu)
 // experts, so the weights stay 128 MiB per projection.
 constexpr uint64_t kExpertHidden = 2048, kExpertInter = 512, kExperts = 64, kExpertTopK = 10;
 
-struct ExpertSetup {
-  MoeExpertGemmOp op;
-  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
-};
+using ExpertSetup = bench::OpRig<MoeExpertGemmOp>;
 
 ExpertSetup& expert_setup(ExpertProj proj, uint64_t tokens) {
   static std::map<std::pair<ExpertProj, uint64_t>, std::unique_ptr<ExpertSetup>> cache;
-  auto& s = cache[{proj, tokens}];
-  if (s) return *s;
-  s = std::make_unique<ExpertSetup>();
-  ModelConfig c;
-  c.hidden_size = kExpertHidden;
-  c.moe_intermediate_size = kExpertInter;
-  c.num_experts = kExperts;
-  c.num_experts_per_tok = kExpertTopK;
-  s->op = MoeExpertGemmOp::make(c, tokens, proj);
-  const uint64_t pool = oracle::place_in_pool({&s->op.weight});
-  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(s->op.input, seeded_bf16_values(s->op.input.elements(), 9, 1.0f));
-  s->rig->put(s->op.ids, spread_ids(tokens, kExpertTopK, kExperts));
-  s->rig->put(s->op.weight, seeded_bf16_values(s->op.weight.elements(), 10, 0.05f));
-  return *s;
+  return bench::cached_setup(cache, std::pair{proj, tokens}, [&] {
+    auto s = std::make_unique<ExpertSetup>();
+    ModelConfig c;
+    c.hidden_size = kExpertHidden;
+    c.moe_intermediate_size = kExpertInter;
+    c.num_experts = kExperts;
+    c.num_experts_per_tok = kExpertTopK;
+    s->op = MoeExpertGemmOp::make(c, tokens, proj);
+    bench::make_rig(*s, {&s->op.weight});
+    put_seeded(*s->rig, s->op.input, 9, 1.0f);
+    s->rig->put(s->op.ids, spread_ids(tokens, kExpertTopK, kExperts));
+    put_seeded(*s->rig, s->op.weight, 10, 0.05f);
+    return s;
+  });
 }
 
 void BM_MoeExpertGemmCpu(benchmark::State& state, ExpertProj proj) {
   const auto tokens = static_cast<uint64_t>(state.range(0));
   ExpertSetup& s = expert_setup(proj, tokens);
-  auto ours = [&] { s.rig->backend->moe_expert_gemm(s.rig->ws, s.op); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
   // Every slot is routed: the grouped GEMM does slots × N × K multiply-adds.
-  report_gemm(state, seconds_per_call(ours), tokens * kExpertTopK, s.op.shape().N, s.op.shape().K);
+  time_gemm(
+      state, [&] { s.rig->backend->moe_expert_gemm(s.rig->ws, s.op); }, tokens * kExpertTopK,
+      s.op.shape().N, s.op.shape().K);
 }
 
 void expert_shapes(benchmark::internal::Benchmark* b) {
@@ -385,34 +364,28 @@ void expert_shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_MoeExpertGemmCpu, gate, ExpertProj::gate)->Apply(expert_shapes);
 BENCHMARK_CAPTURE(BM_MoeExpertGemmCpu, down, ExpertProj::down)->Apply(expert_shapes);
 
-struct LmHeadSetup {
-  LmHeadOp op;
-  std::optional<testing::Rig> rig;  // holds the ops' footprint, poisoned
-};
+using LmHeadSetup = bench::OpRig<LmHeadOp>;
 
 // Decode rows (each logits row reads its own input row), h 2048, a 32000-token vocabulary.
 constexpr uint64_t kLmHidden = 2048, kLmVocab = 32000;
 
 LmHeadSetup& lm_head_setup(uint64_t rows) {
   static std::map<uint64_t, std::unique_ptr<LmHeadSetup>> cache;
-  auto& s = cache[rows];
-  if (s) return *s;
-  s = std::make_unique<LmHeadSetup>();
-  s->op = LmHeadOp::make(rows, rows, kLmHidden, kLmVocab, "decode", LmHeadRows{rows, 0, 0});
-  const uint64_t pool = oracle::place_in_pool({&s->op.table});
-  s->rig.emplace(testing::cpu_backend(), std::vector<std::vector<Access>>{s->op.accesses()}, pool);
-  s->rig->put(s->op.input, seeded_bf16_values(rows * kLmHidden, 11, 1.0f));
-  s->rig->put(s->op.table, seeded_bf16_values(kLmVocab * kLmHidden, 12, 0.05f));
-  return *s;
+  return bench::cached_setup(cache, rows, [&] {
+    auto s = std::make_unique<LmHeadSetup>();
+    s->op = LmHeadOp::make(rows, rows, kLmHidden, kLmVocab, "decode", LmHeadRows{rows, 0, 0});
+    bench::make_rig(*s, {&s->op.table});
+    put_seeded(*s->rig, s->op.input, 11, 1.0f);
+    put_seeded(*s->rig, s->op.table, 12, 0.05f);
+    return s;
+  });
 }
 
 void BM_MoeLmHeadCpu(benchmark::State& state) {
   const auto rows = static_cast<uint64_t>(state.range(0));
   LmHeadSetup& s = lm_head_setup(rows);
-  auto ours = [&] { s.rig->backend->lm_head(s.rig->ws, s.op); };
-  if (!first_call_or_skip(state, ours)) return;
-  for (auto _ : state) ours();
-  report_gemm(state, seconds_per_call(ours), rows, kLmVocab, kLmHidden);
+  time_gemm(
+      state, [&] { s.rig->backend->lm_head(s.rig->ws, s.op); }, rows, kLmVocab, kLmHidden);
 }
 
 BENCHMARK(BM_MoeLmHeadCpu)

@@ -1,7 +1,7 @@
 // Timing helpers shared by the CPU benchmarks: the mean time per call of a baseline measured in
-// the same run, skipping a benchmark whose op throws, a per-key cache so a slow baseline is
-// timed once per shape, the memcpy bandwidth baseline, and the naive loops' scalar activations.
-// Header-only.
+// the same run, skipping a benchmark whose op throws, the timed loop, a per-key cache so a slow
+// baseline is timed once per shape (and a setup made once per shape), an op against its naive
+// loop, the memcpy bandwidth baseline, and the naive loops' scalar activations. Header-only.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -16,6 +16,8 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,11 +52,51 @@ bool first_call_or_skip(benchmark::State& state, F op) {
   }
 }
 
+// Runs `op` once (skipping the benchmark on an Error), then as the benchmark's timed loop;
+// false when skipped.
+template <class F>
+bool timed_loop_or_skip(benchmark::State& state, F op) {
+  if (!first_call_or_skip(state, op)) return false;
+  for (auto _ : state) op();
+  return true;
+}
+
 template <class Key, class F>
 double cached_seconds(std::map<Key, double>& cache, const Key& key, F measure) {
   auto [it, fresh] = cache.try_emplace(key, 0.0);
   if (fresh) it->second = measure();
   return it->second;
+}
+
+// The setup of `key`: made by make() (a std::unique_ptr<T>) on its first use, kept for the run.
+template <class T, class Key, class Make>
+T& cached_setup(std::map<Key, std::unique_ptr<T>>& cache, const Key& key, Make make) {
+  std::unique_ptr<T>& s = cache[key];
+  if (!s) s = make();
+  return *s;
+}
+
+// The seconds per call of our op and of the naive loop it is compared with.
+struct OwnAndNaive {
+  double own = 0, naive = 0;
+};
+
+// The benchmark loop of `ours` (nothing returned when it is skipped on an Error), then the
+// seconds per call of the naive loop (kept in naive_s: timed once per shape in this run; one
+// cold call unless warm_up) and of ours, also in the counters speedup_vs_naive = naive / ours
+// and naive_us.
+template <class Ours, class Naive>
+std::optional<OwnAndNaive> time_against_naive(benchmark::State& state,
+                                              std::optional<double>& naive_s, Ours ours,
+                                              Naive naive, bool warm_up = true) {
+  if (!timed_loop_or_skip(state, ours)) return std::nullopt;
+  if (!naive_s) naive_s = seconds_per_call(naive, 0.1, warm_up);
+  OwnAndNaive t;
+  t.naive = *naive_s;
+  t.own = seconds_per_call(ours);
+  state.counters["speedup_vs_naive"] = t.naive / t.own;
+  state.counters["naive_us"] = 1e6 * t.naive;
+  return t;
 }
 
 // memcpy of `bytes` split evenly over the OpenMP team: the bandwidth baseline.

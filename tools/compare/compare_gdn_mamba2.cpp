@@ -192,12 +192,13 @@ std::vector<plan::Step> plan_steps(const Plan& plan, bool chunked) {
 }
 
 // On a real arena, the verifier's findings for the plan's steps. An arena the op overflows is
-// reported, not run: then `res` is the result (the findings, `header`, the arena bytes) and
-// this returns true.
+// reported, not run: then `res` is the result (the findings, a header `what` and the arena
+// with its `chunks_name` = `chunks`, the arena bytes) and this returns true.
 template <class Plan>
 bool stop_at_arena_findings(CompareResult& res, const GdnMamba2Workspace& w, const Plan& plan,
                             bool chunked, const char* op, const Backend& backend,
-                            const CompareSetup& s, const std::string& header) {
+                            const CompareSetup& s, const std::string& what, const char* chunks_name,
+                            uint64_t chunks) {
   if (!w.real) return false;
   res.findings =
       workspace_findings(w, streams_of(s), s.tokens, plan_steps(plan, chunked), s.model_label);
@@ -205,11 +206,118 @@ bool stop_at_arena_findings(CompareResult& res, const GdnMamba2Workspace& w, con
   res.report.op = op;
   res.report.backend = backend.name();
   res.report.seed = s.seed;
-  res.header = header;
+  res.header = fmt::format("{}: real arena (sizing {}, m = {}, {} = {}) {}", what,
+                           w.sizes.sizing.to_string(), w.shape.max_batch_tokens, chunks_name,
+                           chunks, human_bytes(w.layout.arena_bytes()));
   res.extra_json["arena_bytes"] = w.layout.arena_bytes();
   return true;
 }
 
+// The result before the run: the weight pool, and the --json fields both ops report about the
+// call and its workspace.
+CompareResult result_of(uint64_t pool, uint64_t streams, uint64_t tokens, bool chunked,
+                        const GdnMamba2Workspace& w) {
+  CompareResult res;
+  res.weight_pool_bytes = pool;
+  res.extra_json = {{"streams", streams},
+                    {"tokens_per_stream", tokens},
+                    {"rows", w.shape.max_batch_tokens},
+                    {"path", path_name(chunked)},
+                    {"workspace", w.real ? "real" : "footprint"},
+                    {"sizing", w.sizes.sizing.to_string()}};
+  return res;
+}
+
+// After the run on workspace `ws`: the header (`what`, then the workspace), its arena bytes,
+// and on a footprint layout why the real arena was not used.
+void note_workspace(CompareResult& res, const GdnMamba2Workspace& w, const Workspace& ws,
+                    const std::string& what, const char* chunks_name, uint64_t chunks,
+                    uint64_t pool) {
+  res.header = fmt::format("{}: {}", what, workspace_line(w, ws, chunks_name, chunks, pool));
+  res.extra_json["arena_bytes"] = ws.layout().arena_bytes();
+  if (!w.real) {
+    res.extra_json["fallback"] = w.fallback;
+    res.details += "workspace: footprint layout, not the real arena: " + w.fallback + "\n";
+  }
+}
+
+// Each family's harness steps, by overload: the footprint workspace, the seeded inputs, the run
+// and the judge.
+Workspace footprint(Backend& b, const oracle::GdnPlan& p) {
+  return oracle::allocate_gdn_footprint(b, p);
+}
+Workspace footprint(Backend& b, const oracle::Mamba2Plan& p) {
+  return oracle::allocate_mamba2_footprint(b, p);
+}
+oracle::GdnInputs generate(const oracle::GdnDims& d, uint64_t seed,
+                           const oracle::GdnInputProfile& profile) {
+  return oracle::generate_gdn_inputs(d, seed, profile);
+}
+oracle::Mamba2Inputs generate(const oracle::Mamba2Dims& d, uint64_t seed,
+                              const oracle::Mamba2InputProfile& profile) {
+  return oracle::generate_mamba2_inputs(d, seed, profile);
+}
+oracle::GdnRun run(Backend& b, const Workspace& ws, const oracle::GdnPlan& p,
+                   const oracle::GdnInputs& in) {
+  return oracle::run_gdn(b, ws, p, in);
+}
+oracle::Mamba2Run run(Backend& b, const Workspace& ws, const oracle::Mamba2Plan& p,
+                      const oracle::Mamba2Inputs& in) {
+  return oracle::run_mamba2(b, ws, p, in);
+}
+oracle::AgreementReport judge(const oracle::GdnPlan& p, const oracle::GdnInputs& in,
+                              const oracle::GdnRun& r, const Backend& b, uint64_t seed) {
+  return oracle::judge_gdn(p, in, r, b.name(), seed, bounds_of(b));
+}
+oracle::AgreementReport judge(const oracle::Mamba2Plan& p, const oracle::Mamba2Inputs& in,
+                              const oracle::Mamba2Run& r, const Backend& b, uint64_t seed) {
+  return oracle::judge_mamba2(p, in, r, b.name(), seed, bounds_of(b));
+}
+
+// The plan run on the chosen workspace (the real arena, or the op's footprint) on seeded
+// inputs, and judged into res.report.
+template <class In, class Run>
+struct JudgedRun {
+  Workspace ws;
+  In in;
+  Run run;
+};
+
+template <class Plan, class Dims, class Profile>
+auto run_and_judge(CompareResult& res, Backend& backend, const GdnMamba2Workspace& w,
+                   const Plan& plan, const Dims& dims, const Profile& profile, uint64_t seed) {
+  Workspace ws = w.real ? backend.allocate(w.layout, plan.pool_bytes) : footprint(backend, plan);
+  auto in = generate(dims, seed, profile);
+  auto out = run(backend, ws, plan, in);
+  res.report = judge(plan, in, out, backend, seed);
+  return JudgedRun<decltype(in), decltype(out)>{std::move(ws), std::move(in), std::move(out)};
+}
+
+void write_dump(const std::string& dir, const oracle::GdnPlan& plan, const oracle::GdnInputs& in,
+                const oracle::GdnRun& run, const oracle::AgreementReport& report,
+                const GdnMamba2DumpInfo& info) {
+  write_gdn_dump(dir, plan, in, run, report, info);
+}
+void write_dump(const std::string& dir, const oracle::Mamba2Plan& plan,
+                const oracle::Mamba2Inputs& in, const oracle::Mamba2Run& run,
+                const oracle::AgreementReport& report, const GdnMamba2DumpInfo& info) {
+  write_mamba2_dump(dir, plan, in, run, report, info);
+}
+
+// The end of a run: the dump (--dump, with the input `profile` text), then the cost.
+template <class Plan, class In, class Run>
+CompareResult finish(CompareResult& res, const JudgedRun<In, Run>& r, const Plan& plan,
+                     const CompareSetup& s, const Backend& backend, const std::string& profile,
+                     uint64_t streams, const GdnMamba2Workspace& w, const Stopwatch& t0) {
+  if (!s.dump_dir.empty()) {
+    write_dump(s.dump_dir, plan, r.in, r.run, res.report,
+               GdnMamba2DumpInfo{s.model_label, backend.name(), profile, s.tokens, streams, s.seed,
+                                 w.real ? "real" : "footprint"});
+    res.extra_json["dump"] = s.dump_dir;
+  }
+  add_cost(res, t0);
+  return res;
+}
 // ---- GDN ----
 
 RunCost gdn_cost(const oracle::GdnDims& d, bool chunked) {
@@ -300,53 +408,27 @@ CompareResult compare_gdn(Backend& backend, const CompareSetup& s) {
   const uint64_t nt = w.real ? w.sizes.params.gdn_chunks : 0;
   const oracle::GdnPlan plan = oracle::plan_gdn(dims, path, nt);
 
-  CompareResult res;
-  res.weight_pool_bytes = plan.pool_bytes;
+  CompareResult res = result_of(plan.pool_bytes, n, s.tokens, chunked, w);
   const std::string what = fmt::format(
       "compare gdn, {} path ({}): {}; {} sequence{} of {} tokens; {}; on {}", path_name(chunked),
       path_note(s.ssm.path, chunked, "kd = vd = 128"), dims.geom.to_string(), n, n == 1 ? "" : "s",
       s.tokens, gdn_profile_text(s), s.model_label);
-  res.extra_json = {{"streams", n},
-                    {"tokens_per_stream", s.tokens},
-                    {"rows", rows},
-                    {"path", path_name(chunked)},
-                    {"workspace", w.real ? "real" : "footprint"},
-                    {"sizing", w.sizes.sizing.to_string()},
-                    {"gdn_chunks", nt},
-                    {"alpha", regime_name(s.ssm.alpha)},
-                    {"beta", regime_name(s.ssm.beta)},
-                    {"parallel_keys", s.ssm.parallel_keys},
-                    {"zero_state", s.ssm.zero_state}};
-  if (stop_at_arena_findings(
-          res, w, plan, chunked, "gdn", backend, s,
-          fmt::format("{}: real arena (sizing {}, m = {}, nt = {}) {}", what,
-                      w.sizes.sizing.to_string(), rows, nt, human_bytes(w.layout.arena_bytes())))) {
+  res.extra_json["gdn_chunks"] = nt;
+  res.extra_json["alpha"] = regime_name(s.ssm.alpha);
+  res.extra_json["beta"] = regime_name(s.ssm.beta);
+  res.extra_json["parallel_keys"] = s.ssm.parallel_keys;
+  res.extra_json["zero_state"] = s.ssm.zero_state;
+  if (stop_at_arena_findings(res, w, plan, chunked, "gdn", backend, s, what, "nt", nt)) {
     if (b15) res.extra_json["mutant_visible"] = true;
     add_cost(res, t0);
     return res;
   }
 
-  const Workspace ws = w.real ? backend.allocate(w.layout, plan.pool_bytes)
-                              : oracle::allocate_gdn_footprint(backend, plan);
-  const oracle::GdnInputs in = oracle::generate_gdn_inputs(dims, s.seed, profile);
-  const oracle::GdnRun run = oracle::run_gdn(backend, ws, plan, in);
-  res.report = oracle::judge_gdn(plan, in, run, backend.name(), s.seed, bounds_of(backend));
-  res.header = fmt::format("{}: {}", what, workspace_line(w, ws, "nt", nt, plan.pool_bytes));
-  res.extra_json["arena_bytes"] = ws.layout().arena_bytes();
+  const auto r = run_and_judge(res, backend, w, plan, dims, profile, s.seed);
   res.details += sequence_of_first_bad(res.report, n, s.tokens);
-  if (!w.real) {
-    res.extra_json["fallback"] = w.fallback;
-    res.details += "workspace: footprint layout, not the real arena: " + w.fallback + "\n";
-  }
+  note_workspace(res, w, r.ws, what, "nt", nt, plan.pool_bytes);
   if (b15) res.details += b15_note(dims, nt, res.extra_json);
-  if (!s.dump_dir.empty()) {
-    write_gdn_dump(s.dump_dir, plan, in, run, res.report,
-                   GdnMamba2DumpInfo{s.model_label, backend.name(), gdn_profile_text(s), s.tokens,
-                                     n, s.seed, w.real ? "real" : "footprint"});
-    res.extra_json["dump"] = s.dump_dir;
-  }
-  add_cost(res, t0);
-  return res;
+  return finish(res, r, plan, s, backend, gdn_profile_text(s), n, w, t0);
 }
 
 // ---- SSD ----
@@ -403,49 +485,23 @@ CompareResult compare_mamba2(Backend& backend, const CompareSetup& s) {
   const uint64_t nc = w.real ? w.sizes.params.mamba2_chunks : 0;
   const oracle::Mamba2Plan plan = oracle::plan_mamba2(dims, path, nc);
 
-  CompareResult res;
-  res.weight_pool_bytes = plan.pool_bytes;
+  CompareResult res = result_of(plan.pool_bytes, n, s.tokens, chunked, w);
   const std::string what = fmt::format(
       "compare ssd, {} path ({}): {}; {} sequence{} of {} tokens{}; {}; on {}", path_name(chunked),
       path_note(s.ssm.path, chunked, "the model has ssd_scratch"), dims.geom.to_string(), n,
       n == 1 ? "" : "s", s.tokens, n > 1 && chunked ? " (the SSD runs them one after another)" : "",
       mamba2_profile_text(s), s.model_label);
-  res.extra_json = {{"streams", n},
-                    {"tokens_per_stream", s.tokens},
-                    {"rows", rows},
-                    {"path", path_name(chunked)},
-                    {"workspace", w.real ? "real" : "footprint"},
-                    {"sizing", w.sizes.sizing.to_string()},
-                    {"ssd_chunks", nc},
-                    {"dt", dt_name(s.ssm.dt)},
-                    {"zero_state", s.ssm.zero_state}};
-  if (stop_at_arena_findings(
-          res, w, plan, chunked, "ssd", backend, s,
-          fmt::format("{}: real arena (sizing {}, m = {}, nc = {}) {}", what,
-                      w.sizes.sizing.to_string(), rows, nc, human_bytes(w.layout.arena_bytes())))) {
+  res.extra_json["ssd_chunks"] = nc;
+  res.extra_json["dt"] = dt_name(s.ssm.dt);
+  res.extra_json["zero_state"] = s.ssm.zero_state;
+  if (stop_at_arena_findings(res, w, plan, chunked, "ssd", backend, s, what, "nc", nc)) {
     add_cost(res, t0);
     return res;
   }
 
-  const Workspace ws = w.real ? backend.allocate(w.layout, plan.pool_bytes)
-                              : oracle::allocate_mamba2_footprint(backend, plan);
-  const oracle::Mamba2Inputs in = oracle::generate_mamba2_inputs(dims, s.seed, profile);
-  const oracle::Mamba2Run run = oracle::run_mamba2(backend, ws, plan, in);
-  res.report = oracle::judge_mamba2(plan, in, run, backend.name(), s.seed, bounds_of(backend));
-  res.header = fmt::format("{}: {}", what, workspace_line(w, ws, "nc", nc, plan.pool_bytes));
-  res.extra_json["arena_bytes"] = ws.layout().arena_bytes();
-  if (!w.real) {
-    res.extra_json["fallback"] = w.fallback;
-    res.details += "workspace: footprint layout, not the real arena: " + w.fallback + "\n";
-  }
-  if (!s.dump_dir.empty()) {
-    write_mamba2_dump(s.dump_dir, plan, in, run, res.report,
-                      GdnMamba2DumpInfo{s.model_label, backend.name(), mamba2_profile_text(s),
-                                        s.tokens, n, s.seed, w.real ? "real" : "footprint"});
-    res.extra_json["dump"] = s.dump_dir;
-  }
-  add_cost(res, t0);
-  return res;
+  const auto r = run_and_judge(res, backend, w, plan, dims, profile, s.seed);
+  note_workspace(res, w, r.ws, what, "nc", nc, plan.pool_bytes);
+  return finish(res, r, plan, s, backend, mamba2_profile_text(s), n, w, t0);
 }
 
 }  // namespace bufferlab::cli

@@ -31,8 +31,6 @@ using oracle::check_frontier_options;
 using oracle::check_sinkhorn_options;
 using oracle::Frontier;
 using oracle::FrontierOptions;
-using oracle::FrontierRow;
-using oracle::FrontierTarget;
 using oracle::kSinkhornFp64UnitRoundoff;
 using oracle::mhc_sinkhorn_trace;
 using oracle::sinkhorn_frontier;

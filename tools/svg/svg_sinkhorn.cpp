@@ -14,16 +14,7 @@
 namespace bufferlab::cli {
 namespace {
 
-using oracle::check_frontier_options;
-using oracle::check_sinkhorn_options;
-using oracle::Frontier;
-using oracle::FrontierOptions;
-using oracle::FrontierRow;
-using oracle::FrontierTarget;
-using oracle::mhc_sinkhorn_trace;
-using oracle::sinkhorn_frontier;
 using oracle::SinkhornCaseTrace;
-using oracle::SinkhornIterationSummary;
 using oracle::SinkhornTrace;
 using oracle::SinkhornTraceOptions;
 using oracle::SinkhornViolation;
