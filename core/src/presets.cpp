@@ -55,15 +55,13 @@ const char* embedded_text(const char* file) {
 // Embedding, depth and attention heads; RMSNorm eps 1e-6.
 ModelConfig trunk(uint64_t hidden, uint64_t layers, uint64_t vocab, uint64_t nq, uint64_t nkv,
                   uint64_t head_dim) {
-  ModelConfig c;
-  c.hidden_size = hidden;
-  c.num_hidden_layers = layers;
-  c.vocab_size = vocab;
-  c.num_attention_heads = nq;
-  c.num_key_value_heads = nkv;
-  c.head_dim = head_dim;
-  c.rms_norm_eps = 1e-6;
-  return c;
+  return {.hidden_size = hidden,
+          .vocab_size = vocab,
+          .num_attention_heads = nq,
+          .num_key_value_heads = nkv,
+          .head_dim = head_dim,
+          .num_hidden_layers = layers,
+          .rms_norm_eps = 1e-6};
 }
 
 // Routed experts (top-k renormalised) with a shared expert.
@@ -93,6 +91,16 @@ void set_routing(ModelConfig& c, const char* scoring, double scale) {
   c.scoring_func = scoring;
   c.use_routing_bias = true;
   c.routed_scaling_factor = scale;
+}
+
+// The Mamba-2 mixer: a 4-tap conv; heads × head_dim, the SSM state size, B/C groups.
+void set_mamba2(ModelConfig& c, uint64_t heads, uint64_t head_dim, uint64_t state,
+                uint64_t groups) {
+  c.conv_kernel = 4;
+  c.mamba_num_heads = heads;
+  c.mamba_head_dim = head_dim;
+  c.ssm_state_size = state;
+  c.n_groups = groups;
 }
 
 // MLA: the latent KV and low-rank Q ranks; each head's head_dim is nope + rope.
@@ -158,11 +166,7 @@ ModelConfig tiny_mamba() {
   c.intermediate_size = 296;
   using enum LayerType;
   c.layer_types = {mamba, mlp, mamba, full_attention, mlp, mamba, mamba, mlp};
-  c.mamba_num_heads = 6;
-  c.mamba_head_dim = 24;
-  c.ssm_state_size = 40;
-  c.n_groups = 2;
-  c.conv_kernel = 4;
+  set_mamba2(c, 6, 24, 40, 2);
   c.rms_norm_eps = 1e-5;
   return c;
 }
