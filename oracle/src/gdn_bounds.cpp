@@ -123,11 +123,7 @@ StageBounds conv_bounds(const GdnDims& d, std::span<const uint16_t> deint,
   r.bound.assign(ref.out.size(), 0.0);
   for (uint64_t b = 0; b < d.sequences; ++b)
     for (uint64_t c = 0; c < C; ++c) {
-      const uint16_t* tail = conv_state.data() + (b * C + c) * T;
-      auto x = [&](int64_t i) -> double {
-        if (i < 0) return bf16_bits_to_f32(tail[static_cast<int64_t>(T) + i]);
-        return bf16_bits_to_f32(deint[(b * d.L + static_cast<uint64_t>(i)) * g.qkvz + c]);
-      };
+      auto x = [&](int64_t i) { return conv_input(d, deint, conv_state, b, c, i); };
       for (uint64_t t = 0; t < d.L; ++t) {
         double s = 0.0, a = 0.0;
         for (uint64_t j = 0; j < K; ++j) {
@@ -491,9 +487,7 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
     for (uint64_t c = 0; c < grid.cps; ++c)
       for (uint64_t v = 0; v < nv; ++v) {
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
-        const double* Sr = S.data() + reg * kd * vd;
-        const double* ur = uc.data() + reg * kChunk * vd;
-        const double* gr = gc.data() + reg * kChunk;
+        const auto [Sr, ur, gr] = chunk_region(S, uc, gc, reg, kd, vd);
         for (uint64_t i = 0; i < n; ++i) {
           const double* q = qk.q.data() + (grid.token(b, c, i) * g.nk + h) * kd;
           std::fill(A.begin(), A.end(), 0.0);

@@ -44,6 +44,23 @@ struct ChunkGrid {
   uint64_t token(uint64_t b, uint64_t c, uint64_t i) const { return b * L + c * kChunk + i; }
 };
 
+// The S_c, uc and gc regions of region `reg` of a chunk span: [kd][vd], [64][vd], [64].
+struct ChunkRegion {
+  const double* S;
+  const double* uc;
+  const double* gc;
+};
+inline ChunkRegion chunk_region(std::span<const double> S, std::span<const double> uc,
+                                std::span<const double> gc, uint64_t reg, uint64_t kd,
+                                uint64_t vd) {
+  return {S.data() + reg * kd * vd, uc.data() + reg * kChunk * vd, gc.data() + reg * kChunk};
+}
+
+// Conv input of sequence b, channel c at index i ∈ [−T, L), T = K − 1: the conv tail holds
+// i < 0, oldest first; the de-interleaved rows hold the rest.
+double conv_input(const GdnDims& d, std::span<const uint16_t> deint,
+                  std::span<const uint16_t> conv_state, uint64_t b, uint64_t c, int64_t i);
+
 // --- stage references ---------------------------------------------------------------------
 
 // Causal conv1d + SiLU from the de-interleaved rows, weights and conv tails (FP64 sums):
