@@ -154,7 +154,7 @@ Wu wu_stage(const GdnDims& d, const Qk& qk, std::span<const double> conv,
       for (uint64_t v = 0; v < nv; ++v) {
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
         const double* gr = gc.data() + reg * kChunk;
-        auto key = [&](uint64_t i) { return qk.k.data() + (grid.token(b, c, i) * g.nk + h) * kd; };
+        auto key = [&](uint64_t i) { return k_row(qk, g, grid.token(b, c, i), h); };
         auto beta = [&](uint64_t i) { return gates[(grid.token(b, c, i) * nv + v) * 2]; };
         for (uint64_t i = 0; i < n; ++i)
           for (uint64_t l = 0; l < i; ++l)
@@ -217,7 +217,7 @@ StatePass state_stage(const GdnDims& d, const Qk& qk, std::span<const double> W,
         const double last = gr[n - 1], decay = std::exp(last);
         for (uint64_t e = 0; e < kd * vd; ++e) S[e] *= decay;
         for (uint64_t i = 0; i < n; ++i) {
-          const double* k = qk.k.data() + (grid.token(b, c, i) * g.nk + h) * kd;
+          const double* k = k_row(qk, g, grid.token(b, c, i), h);
           const double w = std::exp(last - gr[i]);
           for (uint64_t j = 0; j < kd; ++j) {
             const double kw = k[j] * w;
@@ -244,13 +244,13 @@ std::vector<double> output_stage(const GdnDims& d, const Qk& qk, std::span<const
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
         const auto [Sr, ur, gr] = chunk_region(S, uc, gc, reg, kd, vd);
         for (uint64_t i = 0; i < n; ++i) {
-          const double* q = qk.q.data() + (grid.token(b, c, i) * g.nk + h) * kd;
+          const double* q = q_row(qk, g, grid.token(b, c, i), h);
           double* o = out.data() + grid.token(b, c, i) * nv * vd + v * vd;
           const double e = std::exp(gr[i]);
           for (uint64_t j = 0; j < kd; ++j)
             for (uint64_t col = 0; col < vd; ++col) o[col] += e * q[j] * Sr[j * vd + col];
           for (uint64_t l = 0; l <= i; ++l) {
-            const double* k = qk.k.data() + (grid.token(b, c, l) * g.nk + h) * kd;
+            const double* k = k_row(qk, g, grid.token(b, c, l), h);
             const double a = std::exp(gr[i] - gr[l]) * dot(q, k, kd);
             for (uint64_t col = 0; col < vd; ++col) o[col] += a * ur[l * vd + col];
           }
@@ -275,8 +275,8 @@ Recurrence recurrence_stage(const GdnDims& d, const Qk& qk, std::span<const doub
       double* S = r.state.data() + (b * nv + v) * kd * vd;
       const uint64_t h = key_head(g, v);
       for (uint64_t t = b * d.L; t < (b + 1) * d.L; ++t) {
-        const double* k = qk.k.data() + (t * g.nk + h) * kd;
-        const double* q = qk.q.data() + (t * g.nk + h) * kd;
+        const double* k = k_row(qk, g, t, h);
+        const double* q = q_row(qk, g, t, h);
         const double* vv = conv.data() + t * g.conv_dim + cols.v0 + v * vd;
         const double beta = gates[(t * nv + v) * 2], alpha = gates[(t * nv + v) * 2 + 1];
         for (uint64_t col = 0; col < vd; ++col) {

@@ -81,6 +81,13 @@ struct Qk {
   std::vector<double> q, k;
 };
 Qk normalise_qk(const GdnDims& d, std::span<const double> conv);
+// Token t's key-head-h row of q and of k (kd values each).
+inline const double* q_row(const Qk& qk, const GdnGeometry& g, uint64_t t, uint64_t h) {
+  return qk.q.data() + (t * g.nk + h) * g.kd;
+}
+inline const double* k_row(const Qk& qk, const GdnGeometry& g, uint64_t t, uint64_t h) {
+  return qk.k.data() + (t * g.nk + h) * g.kd;
+}
 
 // gc regions from the gates: inclusive Σ log max(α, 1e-30) within each chunk.
 std::vector<double> gc_stage(const GdnDims& d, std::span<const double> gates);
