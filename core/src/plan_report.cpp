@@ -7,6 +7,21 @@
 
 namespace bufferlab {
 
+std::vector<std::pair<const char*, uint64_t>> sub_layout_entries(const SubLayoutParams& p) {
+  return {{"m_pad", p.m_pad},
+          {"k_max", p.k_max},
+          {"R", p.R},
+          {"max_blocks", p.max_blocks},
+          {"pos_streams", p.pos_streams},
+          {"moe_scratch", p.moe_scratch},
+          {"meta_base", p.meta_base},
+          {"logits_tokens", p.logits_tokens},
+          {"splitk_splits", p.splitk_splits},
+          {"splitk_slots", p.splitk_slots},
+          {"gdn_chunks", p.gdn_chunks},
+          {"ssd_chunks", p.mamba2_chunks}};
+}
+
 nlohmann::json plan_json(const BufferSizes& sizes, const Layout& layout, const PlanContext& ctx) {
   nlohmann::json buffers = nlohmann::json::array();
   for (const auto& info : kBufferRegistry) {
@@ -20,7 +35,8 @@ nlohmann::json plan_json(const BufferSizes& sizes, const Layout& layout, const P
     if (!e.is_null()) b["offset"] = e.offset;
     buffers.push_back(std::move(b));
   }
-  const auto& p = sizes.params;
+  nlohmann::json sub_layout = nlohmann::json::object();
+  for (const auto& [key, value] : sub_layout_entries(sizes.params)) sub_layout[key] = value;
   return {
       {"model", ctx.model},
       {"run_shape",
@@ -37,19 +53,7 @@ nlohmann::json plan_json(const BufferSizes& sizes, const Layout& layout, const P
       {"sizing", sizes.sizing.to_string()},
       {"alignment", layout.alignment()},
       {"redzone", layout.redzone()},
-      {"sub_layout",
-       {{"m_pad", p.m_pad},
-        {"k_max", p.k_max},
-        {"R", p.R},
-        {"max_blocks", p.max_blocks},
-        {"pos_streams", p.pos_streams},
-        {"moe_scratch", p.moe_scratch},
-        {"meta_base", p.meta_base},
-        {"logits_tokens", p.logits_tokens},
-        {"splitk_splits", p.splitk_splits},
-        {"splitk_slots", p.splitk_slots},
-        {"gdn_chunks", p.gdn_chunks},
-        {"ssd_chunks", p.mamba2_chunks}}},
+      {"sub_layout", sub_layout},
       {"buffers", buffers},
       {"total_bytes", sizes.total_bytes()},
       {"arena_bytes", layout.arena_bytes()},

@@ -50,100 +50,123 @@ const char* embedded_text(const char* file) {
 
 // ---- configs written out here ----
 
-// spec/buffers.md §6.
-ModelConfig qwen3_next_80b() {
-  ModelConfig c;
-  c.hidden_size = 2048;
-  c.num_hidden_layers = 48;
+// The parts the written-out configs share.
+
+// Embedding, depth and attention heads; RMSNorm eps 1e-6.
+ModelConfig trunk(uint64_t hidden, uint64_t layers, uint64_t vocab, uint64_t nq, uint64_t nkv,
+                  uint64_t head_dim) {
+  return {.hidden_size = hidden,
+          .vocab_size = vocab,
+          .num_attention_heads = nq,
+          .num_key_value_heads = nkv,
+          .head_dim = head_dim,
+          .num_hidden_layers = layers,
+          .rms_norm_eps = 1e-6};
+}
+
+// Routed experts (top-k renormalised) with a shared expert.
+void set_moe(ModelConfig& c, uint64_t experts, uint64_t top_k, uint64_t expert_width,
+             uint64_t shared_width) {
+  c.num_experts = experts;
+  c.num_experts_per_tok = top_k;
+  c.moe_intermediate_size = expert_width;
+  c.shared_expert_intermediate_size = shared_width;
+  c.norm_topk_prob = true;
+}
+
+// The Qwen3-Next hybrid: GDN linear attention with kd = vd = 128 (the chunked path) and a
+// 4-tap conv, gated full attention every 4th layer.
+void set_gdn_hybrid(ModelConfig& c, uint64_t key_heads, uint64_t value_heads) {
   c.full_attention_interval = 4;
-  c.intermediate_size = 5120;
-  c.vocab_size = 151936;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 2;
-  c.head_dim = 256;
   c.attn_gated = true;
-  c.linear_num_key_heads = 16;
+  c.linear_num_key_heads = key_heads;
   c.linear_key_head_dim = 128;
-  c.linear_num_value_heads = 32;
+  c.linear_num_value_heads = value_heads;
   c.linear_value_head_dim = 128;
   c.linear_conv_kernel_dim = 4;
-  c.num_experts = 512;
-  c.num_experts_per_tok = 10;
-  c.moe_intermediate_size = 512;
-  c.shared_expert_intermediate_size = 512;
-  c.norm_topk_prob = true;
-  c.rms_norm_eps = 1e-6;
+}
+
+// DeepSeek routing: the scoring function with a routing bias, then the routed scale.
+void set_routing(ModelConfig& c, const char* scoring, double scale) {
+  c.scoring_func = scoring;
+  c.use_routing_bias = true;
+  c.routed_scaling_factor = scale;
+}
+
+// The Mamba-2 mixer: a 4-tap conv; heads × head_dim, the SSM state size, B/C groups.
+void set_mamba2(ModelConfig& c, uint64_t heads, uint64_t head_dim, uint64_t state,
+                uint64_t groups) {
+  c.conv_kernel = 4;
+  c.mamba_num_heads = heads;
+  c.mamba_head_dim = head_dim;
+  c.ssm_state_size = state;
+  c.n_groups = groups;
+}
+
+// MLA: the latent KV and low-rank Q ranks; each head's head_dim is nope + rope.
+void set_mla(ModelConfig& c, uint64_t kv_rank, uint64_t q_rank, uint64_t rope, uint64_t v_dim) {
+  c.kv_lora_rank = kv_rank;
+  c.q_lora_rank = q_rank;
+  c.qk_rope_head_dim = rope;
+  c.qk_nope_head_dim = c.head_dim - rope;
+  c.v_head_dim = v_dim;
+}
+
+// The sparse-attention indexer.
+void set_indexer(ModelConfig& c, uint64_t heads, uint64_t head_dim, uint64_t topk) {
+  c.index_n_heads = heads;
+  c.index_head_dim = head_dim;
+  c.index_topk = topk;
+}
+
+// spec/buffers.md §6.
+ModelConfig qwen3_next_80b() {
+  ModelConfig c = trunk(2048, 48, 151936, 16, 2, 256);
+  c.intermediate_size = 5120;
+  set_gdn_hybrid(c, 16, 32);
+  set_moe(c, 512, 10, 512, 512);
   return c;
 }
 
 // Tiny configs: the structure of their family at dimensions of tens to hundreds, with sizes
 // that are not multiples of 16 wherever the structure allows (kd = vd = 128 for GDN is
 // structural: it selects the chunked scratch).
-ModelConfig tiny_base(uint64_t nq, uint64_t nkv, uint64_t head_dim) {
-  ModelConfig c;
-  c.hidden_size = 136;
-  c.vocab_size = 500;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = nq;
-  c.num_key_value_heads = nkv;
-  c.head_dim = head_dim;
-  c.rms_norm_eps = 1e-6;
-  return c;
+ModelConfig tiny_base(uint64_t layers, uint64_t vocab, uint64_t nq, uint64_t nkv,
+                      uint64_t head_dim) {
+  return trunk(136, layers, vocab, nq, nkv, head_dim);
 }
 
 // Llama / Qwen3 dense: GQA + SwiGLU FFN.
 ModelConfig tiny_dense() {
-  ModelConfig c = tiny_base(6, 2, 40);
+  ModelConfig c = tiny_base(4, 500, 6, 2, 40);
   c.intermediate_size = 360;
   return c;
 }
 
 // Qwen-MoE: every layer MoE, softmax router, with a shared expert.
 ModelConfig tiny_moe() {
-  ModelConfig c = tiny_base(6, 2, 40);
+  ModelConfig c = tiny_base(4, 500, 6, 2, 40);
   c.intermediate_size = 296;
-  c.num_experts = 12;
-  c.num_experts_per_tok = 3;
-  c.moe_intermediate_size = 72;
-  c.shared_expert_intermediate_size = 88;
-  c.norm_topk_prob = true;
+  set_moe(c, 12, 3, 72, 88);
   return c;
 }
 
 // Qwen3-Next: GDN layers with gated full attention every 4th layer, MoE + shared expert.
 ModelConfig tiny_gdn() {
-  ModelConfig c = tiny_base(4, 2, 72);
-  c.num_hidden_layers = 8;
-  c.full_attention_interval = 4;
-  c.vocab_size = 300;
+  ModelConfig c = tiny_base(8, 300, 4, 2, 72);
   c.intermediate_size = 200;
-  c.attn_gated = true;
-  c.linear_num_key_heads = 2;
-  c.linear_key_head_dim = 128;
-  c.linear_num_value_heads = 4;
-  c.linear_value_head_dim = 128;
-  c.linear_conv_kernel_dim = 4;
-  c.num_experts = 10;
-  c.num_experts_per_tok = 3;
-  c.moe_intermediate_size = 48;
-  c.shared_expert_intermediate_size = 40;
-  c.norm_topk_prob = true;
+  set_gdn_hybrid(c, 2, 4);
+  set_moe(c, 10, 3, 48, 40);
   return c;
 }
 
 // Nemotron-H: hybrid_override_pattern "M-M*-MM-" (Mamba-2, dense MLP and attention layers).
 ModelConfig tiny_mamba() {
-  ModelConfig c = tiny_base(4, 2, 40);
-  c.num_hidden_layers = 8;
-  c.vocab_size = 400;
+  ModelConfig c = tiny_base(8, 400, 4, 2, 40);
   c.intermediate_size = 296;
   using enum LayerType;
   c.layer_types = {mamba, mlp, mamba, full_attention, mlp, mamba, mamba, mlp};
-  c.mamba_num_heads = 6;
-  c.mamba_head_dim = 24;
-  c.ssm_state_size = 40;
-  c.n_groups = 2;
-  c.conv_kernel = 4;
+  set_mamba2(c, 6, 24, 40, 2);
   c.rms_norm_eps = 1e-5;
   return c;
 }
@@ -151,55 +174,32 @@ ModelConfig tiny_mamba() {
 // DeepSeek-V3.2: MLA, first_k_dense dense layers, sigmoid + bias routing, shared expert,
 // sparse-attention indexer (no compression).
 ModelConfig tiny_mla() {
-  ModelConfig c = tiny_base(4, 4, 48);
-  c.num_hidden_layers = 5;
+  ModelConfig c = tiny_base(5, 500, 4, 4, 48);
   c.first_k_dense = 2;
   c.intermediate_size = 168;
-  c.kv_lora_rank = 72;
-  c.q_lora_rank = 48;
-  c.qk_rope_head_dim = 16;
-  c.qk_nope_head_dim = 32;  // head_dim = nope + rope
-  c.v_head_dim = 32;
-  c.num_experts = 12;
-  c.num_experts_per_tok = 4;
-  c.moe_intermediate_size = 40;
-  c.shared_expert_intermediate_size = 40;
-  c.norm_topk_prob = true;
-  c.scoring_func = "sigmoid";
-  c.use_routing_bias = true;
-  c.routed_scaling_factor = 2.5;
-  c.index_n_heads = 4;
-  c.index_head_dim = 32;
-  c.index_topk = 64;
+  set_mla(c, 72, 48, 16, 32);  // nope = 48 - 16 = 32
+  set_moe(c, 12, 4, 40, 40);
+  set_routing(c, "sigmoid", 2.5);
+  set_indexer(c, 4, 32, 64);
   return c;
 }
 
 // DeepSeek-V4: MQA (head_dim 64 here), grouped low-rank O, mHC (Sinkhorn), hash routing in
 // the first MoE layers, sqrtsoftplus + bias, SwiGLU clamp, no dense FFN width.
 ModelConfig tiny_mhc() {
-  ModelConfig c = tiny_base(6, 1, 64);
-  c.num_hidden_layers = 5;
-  c.vocab_size = 300;
+  ModelConfig c = tiny_base(5, 300, 6, 1, 64);
   c.q_lora_rank = 48;
   c.qk_rope_head_dim = 16;
   c.o_groups = 3;
   c.o_lora_rank = 40;
-  c.num_experts = 10;
-  c.num_experts_per_tok = 3;
-  c.moe_intermediate_size = 40;
-  c.shared_expert_intermediate_size = 40;
+  set_moe(c, 10, 3, 40, 40);
   c.num_hash_layers = 2;
-  c.norm_topk_prob = true;
-  c.scoring_func = "sqrtsoftplus";
-  c.use_routing_bias = true;
-  c.routed_scaling_factor = 1.5;
+  set_routing(c, "sqrtsoftplus", 1.5);
   c.swiglu_limit = 10.0;
   c.hc_mult = 4;
   c.hc_sinkhorn_iters = 20;
   c.hc_eps = 1e-6;
-  c.index_n_heads = 4;
-  c.index_head_dim = 32;
-  c.index_topk = 32;
+  set_indexer(c, 4, 32, 32);
   return c;
 }
 
@@ -212,18 +212,10 @@ ModelConfig tiny_mhc_lowrank() {
 // DeepSeek-V4-style compressed sparse attention: the indexer selects index_topk entries over
 // keys compressed by index_compress_ratio (the selection scratch exists).
 ModelConfig tiny_qsa() {
-  ModelConfig c = tiny_base(6, 1, 64);
-  c.vocab_size = 300;
-  c.num_experts = 8;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 56;
-  c.shared_expert_intermediate_size = 56;
-  c.norm_topk_prob = true;
-  c.scoring_func = "sqrtsoftplus";
-  c.use_routing_bias = true;
-  c.index_n_heads = 4;
-  c.index_head_dim = 32;
-  c.index_topk = 48;
+  ModelConfig c = tiny_base(4, 300, 6, 1, 64);
+  set_moe(c, 8, 2, 56, 56);
+  set_routing(c, "sqrtsoftplus", 1.0);
+  set_indexer(c, 4, 32, 48);
   c.index_compress_ratio = 4;
   return c;
 }

@@ -123,11 +123,7 @@ StageBounds conv_bounds(const GdnDims& d, std::span<const uint16_t> deint,
   r.bound.assign(ref.out.size(), 0.0);
   for (uint64_t b = 0; b < d.sequences; ++b)
     for (uint64_t c = 0; c < C; ++c) {
-      const uint16_t* tail = conv_state.data() + (b * C + c) * T;
-      auto x = [&](int64_t i) -> double {
-        if (i < 0) return bf16_bits_to_f32(tail[static_cast<int64_t>(T) + i]);
-        return bf16_bits_to_f32(deint[(b * d.L + static_cast<uint64_t>(i)) * g.qkvz + c]);
-      };
+      auto x = [&](int64_t i) { return conv_input(d, deint, conv_state, b, c, i); };
       for (uint64_t t = 0; t < d.L; ++t) {
         double s = 0.0, a = 0.0;
         for (uint64_t j = 0; j < K; ++j) {
@@ -295,7 +291,7 @@ WuBounds wu_bounds(const GdnDims& d, const Qk& qk, std::span<const double> conv,
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
         const double* gr = gc.data() + reg * kChunk;
         const double gn = m.g(static_cast<double>(n));
-        auto key = [&](uint64_t i) { return qk.k.data() + (grid.token(b, c, i) * g.nk + h) * kd; };
+        auto key = [&](uint64_t i) { return k_row(qk, g, grid.token(b, c, i), h); };
         auto beta = [&](uint64_t i) { return gates[(grid.token(b, c, i) * nv + v) * 2]; };
         s.n = n;
         for (uint64_t i = 0; i < n; ++i)
@@ -438,7 +434,7 @@ StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double>
           rel[i] = grow(grow(eps_k, m.exp_diff_rel(last - gr[i])), gsum);
         }
         for (uint64_t i = 0; i < n; ++i) {
-          const double* k = qk.k.data() + (grid.token(b, c, i) * g.nk + h) * kd;
+          const double* k = k_row(qk, g, grid.token(b, c, i), h);
           const double* uc = stored_uc.data() + reg * kChunk * vd + i * vd;
           for (uint64_t j = 0; j < kd; ++j) {
             const double f = std::fabs(k[j]) * dec[i] * rel[i];
@@ -491,11 +487,9 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
     for (uint64_t c = 0; c < grid.cps; ++c)
       for (uint64_t v = 0; v < nv; ++v) {
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
-        const double* Sr = S.data() + reg * kd * vd;
-        const double* ur = uc.data() + reg * kChunk * vd;
-        const double* gr = gc.data() + reg * kChunk;
+        const auto [Sr, ur, gr] = chunk_region(S, uc, gc, reg, kd, vd);
         for (uint64_t i = 0; i < n; ++i) {
-          const double* q = qk.q.data() + (grid.token(b, c, i) * g.nk + h) * kd;
+          const double* q = q_row(qk, g, grid.token(b, c, i), h);
           std::fill(A.begin(), A.end(), 0.0);
           std::fill(aA.begin(), aA.end(), 0.0);
           std::fill(sS.begin(), sS.end(), 0.0);
@@ -512,7 +506,7 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
             uf[col] = e * (2.0 * sS[col] + kdd) + m.uf_exp() * std::fabs(A[col]) + 1.0;
           }
           for (uint64_t l = 0; l <= i; ++l) {
-            const double* k = qk.k.data() + (grid.token(b, c, l) * g.nk + h) * kd;
+            const double* k = k_row(qk, g, grid.token(b, c, l), h);
             const double p = dot(q, k, kd), ap = abs_dot(q, k, kd);
             const double ep = normalised_dot_error(p, ap, eps_rq, eps_r, m.g(2), m.u, kd, m);
             const double M = std::exp(gr[i] - gr[l]);
@@ -587,8 +581,8 @@ RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<con
       std::fill(eps.begin(), eps.end(), 0.0);
       const uint64_t h = key_head(g, v);
       for (uint64_t t = b * d.L; t < (b + 1) * d.L; ++t) {
-        const double* k = qk.k.data() + (t * g.nk + h) * kd;
-        const double* q = qk.q.data() + (t * g.nk + h) * kd;
+        const double* k = k_row(qk, g, t, h);
+        const double* q = q_row(qk, g, t, h);
         const double* vv = conv.data() + t * g.conv_dim + v0 + v * vd;
         const double beta = gates[(t * nv + v) * 2], alpha = gates[(t * nv + v) * 2 + 1];
         double k1 = 0.0, k22 = 0.0, q1 = 0.0, q22 = 0.0;

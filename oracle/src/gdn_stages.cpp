@@ -35,6 +35,14 @@ double log_alpha(double a) {
 ChunkGrid::ChunkGrid(const GdnDims& d)
     : sequences(d.sequences), L(d.L), cps(cdiv(d.L, kChunk)), nv(d.geom.nv) {}
 
+double conv_input(const GdnDims& d, std::span<const uint16_t> deint,
+                  std::span<const uint16_t> conv_state, uint64_t b, uint64_t c, int64_t i) {
+  const GdnGeometry& g = d.geom;
+  const int64_t T = static_cast<int64_t>(g.kernel - 1);
+  if (i < 0) return bf16_bits_to_f32(conv_state[(b * g.conv_dim + c) * (g.kernel - 1) + (T + i)]);
+  return bf16_bits_to_f32(deint[(b * d.L + static_cast<uint64_t>(i)) * g.qkvz + c]);
+}
+
 namespace {
 
 // Column offsets of the Q, K, V blocks of a conv row (ops/gdn.h layouts).
@@ -57,12 +65,7 @@ ConvRef conv_stage(const GdnDims& d, std::span<const uint16_t> deint,
   r.tail.assign(conv_state.size(), 0.0);
   for (uint64_t b = 0; b < d.sequences; ++b)
     for (uint64_t c = 0; c < C; ++c) {
-      // Input at index i of the sequence, i ∈ [−T, L): the tail holds i < 0, oldest first.
-      const uint16_t* tail = conv_state.data() + (b * C + c) * T;
-      auto x = [&](int64_t i) -> double {
-        if (i < 0) return bf16_bits_to_f32(tail[static_cast<int64_t>(T) + i]);
-        return bf16_bits_to_f32(deint[(b * d.L + static_cast<uint64_t>(i)) * g.qkvz + c]);
-      };
+      auto x = [&](int64_t i) { return conv_input(d, deint, conv_state, b, c, i); };
       for (uint64_t t = 0; t < d.L; ++t) {
         double s = 0.0;
         for (uint64_t j = 0; j < K; ++j)
@@ -151,7 +154,7 @@ Wu wu_stage(const GdnDims& d, const Qk& qk, std::span<const double> conv,
       for (uint64_t v = 0; v < nv; ++v) {
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
         const double* gr = gc.data() + reg * kChunk;
-        auto key = [&](uint64_t i) { return qk.k.data() + (grid.token(b, c, i) * g.nk + h) * kd; };
+        auto key = [&](uint64_t i) { return k_row(qk, g, grid.token(b, c, i), h); };
         auto beta = [&](uint64_t i) { return gates[(grid.token(b, c, i) * nv + v) * 2]; };
         for (uint64_t i = 0; i < n; ++i)
           for (uint64_t l = 0; l < i; ++l)
@@ -214,7 +217,7 @@ StatePass state_stage(const GdnDims& d, const Qk& qk, std::span<const double> W,
         const double last = gr[n - 1], decay = std::exp(last);
         for (uint64_t e = 0; e < kd * vd; ++e) S[e] *= decay;
         for (uint64_t i = 0; i < n; ++i) {
-          const double* k = qk.k.data() + (grid.token(b, c, i) * g.nk + h) * kd;
+          const double* k = k_row(qk, g, grid.token(b, c, i), h);
           const double w = std::exp(last - gr[i]);
           for (uint64_t j = 0; j < kd; ++j) {
             const double kw = k[j] * w;
@@ -239,17 +242,15 @@ std::vector<double> output_stage(const GdnDims& d, const Qk& qk, std::span<const
     for (uint64_t c = 0; c < grid.cps; ++c)
       for (uint64_t v = 0; v < nv; ++v) {
         const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
-        const double* Sr = S.data() + reg * kd * vd;
-        const double* ur = uc.data() + reg * kChunk * vd;
-        const double* gr = gc.data() + reg * kChunk;
+        const auto [Sr, ur, gr] = chunk_region(S, uc, gc, reg, kd, vd);
         for (uint64_t i = 0; i < n; ++i) {
-          const double* q = qk.q.data() + (grid.token(b, c, i) * g.nk + h) * kd;
+          const double* q = q_row(qk, g, grid.token(b, c, i), h);
           double* o = out.data() + grid.token(b, c, i) * nv * vd + v * vd;
           const double e = std::exp(gr[i]);
           for (uint64_t j = 0; j < kd; ++j)
             for (uint64_t col = 0; col < vd; ++col) o[col] += e * q[j] * Sr[j * vd + col];
           for (uint64_t l = 0; l <= i; ++l) {
-            const double* k = qk.k.data() + (grid.token(b, c, l) * g.nk + h) * kd;
+            const double* k = k_row(qk, g, grid.token(b, c, l), h);
             const double a = std::exp(gr[i] - gr[l]) * dot(q, k, kd);
             for (uint64_t col = 0; col < vd; ++col) o[col] += a * ur[l * vd + col];
           }
@@ -274,8 +275,8 @@ Recurrence recurrence_stage(const GdnDims& d, const Qk& qk, std::span<const doub
       double* S = r.state.data() + (b * nv + v) * kd * vd;
       const uint64_t h = key_head(g, v);
       for (uint64_t t = b * d.L; t < (b + 1) * d.L; ++t) {
-        const double* k = qk.k.data() + (t * g.nk + h) * kd;
-        const double* q = qk.q.data() + (t * g.nk + h) * kd;
+        const double* k = k_row(qk, g, t, h);
+        const double* q = q_row(qk, g, t, h);
         const double* vv = conv.data() + t * g.conv_dim + cols.v0 + v * vd;
         const double beta = gates[(t * nv + v) * 2], alpha = gates[(t * nv + v) * 2 + 1];
         for (uint64_t col = 0; col < vd; ++col) {

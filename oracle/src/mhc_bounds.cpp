@@ -284,11 +284,7 @@ std::vector<double> mhc_post_bounds(const MhcPostOp& op, const MhcPostInputs& in
                                     const BoundModel& bm) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h;
-  const std::string p = op.params();
-  require_size(p, "post", in.post.size(), mul(rows, hc));
-  if (!s.lowrank) require_size(p, "comb", in.comb.size(), mul(rows, hc * hc));
-  require_size(p, "block_out", in.block_out.size(), mul(rows, h));
-  require_size(p, "streams", in.streams.size(), mul(rows, mul(hc, h)));
+  require_post_inputs(op, in);
   const double n = s.lowrank ? 2.0 : static_cast<double>(hc) + 1.0;
   const double g = gamma(n, bm.fp32_u) + gamma(n, kU64);
   std::vector<double> out(in.streams.size());
@@ -353,14 +349,7 @@ namespace {
 // Σ_k |w[o, k]·in[t, k]| for W [outs, ins].
 std::vector<double> abs_products(uint64_t rows, uint64_t ins, uint64_t outs,
                                  std::span<const double> in, std::span<const double> w) {
-  std::vector<double> out(mul(rows, outs));
-  for (uint64_t t = 0; t < rows; ++t)
-    for (uint64_t o = 0; o < outs; ++o) {
-      double s = 0.0;
-      for (uint64_t k = 0; k < ins; ++k) s += std::fabs(w[o * ins + k] * in[t * ins + k]);
-      out[t * outs + o] = s;
-    }
-  return out;
+  return row_products(rows, ins, outs, in, w, [](double p) { return std::fabs(p); });
 }
 
 // The bound of a value with error e as `path` stores it: BF16 on the slab path, else FP32.

@@ -20,14 +20,7 @@ std::string describe(const MhcLowRankDims& d) {
 // out[t, o] = Σ_k W[o, k]·in[t, k] for W [outs, ins], NaN rows propagate.
 std::vector<double> gemm_rows(uint64_t rows, uint64_t ins, uint64_t outs,
                               std::span<const double> in, std::span<const double> w) {
-  std::vector<double> out(mul(rows, outs));
-  for (uint64_t t = 0; t < rows; ++t)
-    for (uint64_t o = 0; o < outs; ++o) {
-      double s = 0.0;
-      for (uint64_t k = 0; k < ins; ++k) s += w[o * ins + k] * in[t * ins + k];
-      out[t * outs + o] = s;
-    }
-  return out;
+  return row_products(rows, ins, outs, in, w, [](double p) { return p; });
 }
 
 std::vector<double> bf16_rounded(std::span<const float> v) {

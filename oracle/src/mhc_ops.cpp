@@ -108,7 +108,7 @@ MhcPreReference mhc_pre(const MhcPreOp& op, const MhcPreInputs& in, Mode mode,
   return ref;
 }
 
-std::vector<double> mhc_post(const MhcPostOp& op, const MhcPostInputs& in) {
+void require_post_inputs(const MhcPostOp& op, const MhcPostInputs& in) {
   const auto& s = op.shape();
   const uint64_t rows = s.rows, hc = s.hc, h = s.h;
   const std::string p = op.params();
@@ -116,6 +116,12 @@ std::vector<double> mhc_post(const MhcPostOp& op, const MhcPostInputs& in) {
   if (!s.lowrank) require_size(p, "comb", in.comb.size(), mul(rows, hc * hc));
   require_size(p, "block_out", in.block_out.size(), mul(rows, h));
   require_size(p, "streams", in.streams.size(), mul(rows, mul(hc, h)));
+}
+
+std::vector<double> mhc_post(const MhcPostOp& op, const MhcPostInputs& in) {
+  const auto& s = op.shape();
+  const uint64_t rows = s.rows, hc = s.hc, h = s.h;
+  require_post_inputs(op, in);
   std::vector<double> out(in.streams.size());
   for (uint64_t t = 0; t < rows; ++t) {
     const float* x = in.streams.data() + t * hc * h;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/core/plan_report.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -59,19 +60,7 @@ const json* find_buffer(const json& buffers, std::string_view name) {
 std::vector<std::string> sub_layout_differences(const json& j, const SubLayoutParams& p) {
   std::vector<std::string> out;
   if (!j.contains("sub_layout") || !j.at("sub_layout").is_object()) return out;
-  const std::pair<const char*, uint64_t> used[] = {{"m_pad", p.m_pad},
-                                                   {"k_max", p.k_max},
-                                                   {"R", p.R},
-                                                   {"max_blocks", p.max_blocks},
-                                                   {"pos_streams", p.pos_streams},
-                                                   {"moe_scratch", p.moe_scratch},
-                                                   {"meta_base", p.meta_base},
-                                                   {"logits_tokens", p.logits_tokens},
-                                                   {"splitk_splits", p.splitk_splits},
-                                                   {"splitk_slots", p.splitk_slots},
-                                                   {"gdn_chunks", p.gdn_chunks},
-                                                   {"ssd_chunks", p.mamba2_chunks}};
-  for (const auto& [key, value] : used) {
+  for (const auto& [key, value] : sub_layout_entries(p)) {
     const json& s = j.at("sub_layout");
     if (!s.contains(key) || !s.at(key).is_number_unsigned()) continue;
     if (s.at(key).get<uint64_t>() == value) continue;

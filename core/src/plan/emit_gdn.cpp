@@ -38,27 +38,26 @@ void emit_gdn(Builder& b, const Ctx& c) {
   const uint64_t T = c.T, h = c.config.hidden_size;
   const TensorRef norm = arena(BufferId::norm_output, 0, {T, h}, DType::bf16);
 
-  emit_projection(b, c,
-                  ProjectionSpec{.name = "in_proj_qkvz",
-                                 .role = ProjRole::gdn_in,
-                                 .input = norm,
-                                 .input_value = "norm",
-                                 .out_buffer = BufferId::ssm_qkvz,
-                                 .K = h,
-                                 .N = g.qkvz,
-                                 .output_value = "qkvz",
-                                 .fp8_path = true});
+  // Both input projections read the sub-block's norm rows [T, h].
+  auto from_norm = [&](ProjectionSpec p) {
+    p.input = norm;
+    p.input_value = "norm";
+    p.K = h;
+    emit_projection(b, c, p);
+  };
+  from_norm({.name = "in_proj_qkvz",
+             .role = ProjRole::gdn_in,
+             .out_buffer = BufferId::ssm_qkvz,
+             .N = g.qkvz,
+             .output_value = "qkvz",
+             .fp8_path = true});
   // β/α projection: BF16 always (not on the spec §5 projection-path list).
-  emit_projection(b, c,
-                  ProjectionSpec{.name = "in_proj_ba",
-                                 .role = ProjRole::other,
-                                 .input = norm,
-                                 .input_value = "norm",
-                                 .out_buffer = BufferId::ssm_ba,
-                                 .K = h,
-                                 .N = (Size(2) * g.nv).value(),
-                                 .output_value = "ba",
-                                 .fp8_path = false});
+  from_norm({.name = "in_proj_ba",
+             .role = ProjRole::other,
+             .out_buffer = BufferId::ssm_ba,
+             .N = (Size(2) * g.nv).value(),
+             .output_value = "ba",
+             .fp8_path = false});
   // De-interleave before conv1d: conv output (f32) and [Q|K|V|Z] have separate homes
   // (spec §5), and conv1d runs over the contiguous Q|K|V prefix of the de-interleaved row.
   b.add(GdnDeinterleaveOp::make(g, T));

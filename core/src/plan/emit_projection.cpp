@@ -6,23 +6,6 @@
 namespace bufferlab::plan::detail {
 namespace {
 
-bool q2_applies(ProjRole r) {
-  switch (r) {
-    case ProjRole::q:
-    case ProjRole::k:
-    case ProjRole::v:
-    case ProjRole::qkv:
-    case ProjRole::o:
-    case ProjRole::gate:
-    case ProjRole::up:
-    case ProjRole::down:
-    case ProjRole::gdn_in:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool lora_applies(ProjRole r) {
   switch (r) {
     case ProjRole::q:
@@ -38,6 +21,9 @@ bool lora_applies(ProjRole r) {
       return false;
   }
 }
+
+// Q2 covers the LoRA roles and the GDN input projection.
+bool q2_applies(ProjRole r) { return lora_applies(r) || r == ProjRole::gdn_in; }
 
 // The weight matrices a projection dequantizes one at a time (rows N each).
 std::vector<uint64_t> q2_parts(const Ctx& c, const ProjectionSpec& p) {

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
+#include "key_values.h"
 
 namespace bufferlab::plan {
 
@@ -49,43 +51,34 @@ uint64_t Pass::decode_rows() const {
   }
 }
 
-uint64_t Pass::prefill_tokens() const {
-  switch (kind) {
+namespace {
+
+// The prefill part as streams × tokens per stream: prefill and mixed one stream of t tokens,
+// codispatch n streams of L; none otherwise.
+std::pair<uint64_t, uint64_t> prefill_span(const Pass& p) {
+  switch (p.kind) {
     case PassKind::prefill:
     case PassKind::mixed:
-      return t;
+      return {1, p.t};
     case PassKind::codispatch:
-      return (Size(n) * L).value();
+      return {p.n, p.L};
     default:
-      return 0;
+      return {0, 0};
   }
+}
+
+}  // namespace
+
+uint64_t Pass::prefill_tokens() const {
+  const auto [streams, tokens] = prefill_span(*this);
+  return (Size(streams) * tokens).value();
 }
 
 uint64_t Pass::tokens() const { return (Size(decode_rows()) + prefill_tokens()).value(); }
 
-uint64_t Pass::prefill_streams() const {
-  switch (kind) {
-    case PassKind::prefill:
-    case PassKind::mixed:
-      return 1;
-    case PassKind::codispatch:
-      return n;
-    default:
-      return 0;
-  }
-}
+uint64_t Pass::prefill_streams() const { return prefill_span(*this).first; }
 
-uint64_t Pass::stream_tokens() const {
-  switch (kind) {
-    case PassKind::prefill:
-    case PassKind::mixed:
-      return t;
-    case PassKind::codispatch:
-      return L;
-    default:
-      return 0;
-  }
-}
+uint64_t Pass::stream_tokens() const { return prefill_span(*this).second; }
 
 uint64_t Pass::logits_rows() const {
   switch (kind) {
@@ -149,15 +142,13 @@ std::optional<std::string> Pass::refusal(const RunShape& s) const {
   switch (kind) {
     case PassKind::prefill:
       return over(t, "chunk tokens");
-    case PassKind::decode:
-      if (n > s.max_batch_size)
-        return "n = " + std::to_string(n) + " > max_batch_size " + std::to_string(s.max_batch_size);
-      return over(decode_rows(), "rung(n)");
     case PassKind::verify:
       return over(rows, "verify rows");
+    case PassKind::decode:
     case PassKind::mixed:
       if (n > s.max_batch_size)
         return "n = " + std::to_string(n) + " > max_batch_size " + std::to_string(s.max_batch_size);
+      if (kind == PassKind::decode) return over(decode_rows(), "rung(n)");
       return over(tokens(), "rung(n) + t");
     case PassKind::codispatch:
       return over(prefill_tokens(), "n·L");
@@ -192,32 +183,26 @@ Pass Pass::from_string(const std::string& text) {
   if (open == std::string::npos || text.empty() || text.back() != ')') throw bad("no (…)");
   Pass p;
   p.kind = pass_kind_from_string(text.substr(0, open));
-  std::string args = text.substr(open + 1, text.size() - open - 2);
-  size_t pos = 0;
-  while (pos < args.size()) {
-    const size_t end = std::min(args.find(',', pos), args.size());
-    const std::string kv = args.substr(pos, end - pos);
-    pos = end + 1;
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) throw bad("'" + kv + "' is not key=value");
-    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos ||
-        value.size() > 19)
-      throw bad("'" + value + "' is not a count");
-    const uint64_t v = std::stoull(value);
-    if (key == "t")
-      p.t = v;
-    else if (key == "n")
-      p.n = v;
-    else if (key == "L")
-      p.L = v;
-    else if (key == "rows" && p.kind == PassKind::verify)
-      p.rows = v;
-    else if (key == "rows" && p.kind == PassKind::decode)
-      continue;  // derived: rung(n)
-    else
-      throw bad("unknown key '" + key + "' for " + plan::to_string(p.kind));
-  }
+  const std::string args = text.substr(open + 1, text.size() - open - 2);
+  detail::for_each_key_value(
+      args, bad, [&](const std::string& key, const std::string& value, const std::string&) {
+        if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos ||
+            value.size() > 19)
+          throw bad("'" + value + "' is not a count");
+        const uint64_t v = std::stoull(value);
+        if (key == "t")
+          p.t = v;
+        else if (key == "n")
+          p.n = v;
+        else if (key == "L")
+          p.L = v;
+        else if (key == "rows" && p.kind == PassKind::verify)
+          p.rows = v;
+        else if (key == "rows" && p.kind == PassKind::decode)
+          return;  // derived: rung(n)
+        else
+          throw bad("unknown key '" + key + "' for " + plan::to_string(p.kind));
+      });
   p.validate();
   return p;
 }

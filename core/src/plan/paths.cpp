@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "bufferlab/core/error.h"
+#include "key_values.h"
 
 namespace bufferlab::plan {
 
@@ -69,29 +70,25 @@ E choice(const std::string& key, const std::string& value, std::initializer_list
 
 Paths Paths::from_string(const std::string& text) {
   Paths p;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t end = std::min(text.find(',', pos), text.size());
-    const std::string kv = text.substr(pos, end - pos);
-    pos = end + 1;
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) throw Error("paths: '" + kv + "' is not key=value");
-    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (key == "proj")
-      p.projection = choice(key, value, {ProjectionPath::bf16, ProjectionPath::fp8});
-    else if (key == "router")
-      p.router =
-          choice(key, value, {RouterPath::bf16, RouterPath::fp32_gate, RouterPath::fp32_routing});
-    else if (key == "ffn")
-      p.ffn_act = choice(key, value,
-                         {FfnActPath::fp8, FfnActPath::int8, FfnActPath::nvfp4, FfnActPath::q8_1});
-    else if (key == "q2")
-      p.q2 = choice(key, value, {Q2Path::off, Q2Path::dequant, Q2Path::mmq});
-    else if (key == "lora" && (value == "on" || value == "off"))
-      p.lora = value == "on";
-    else
-      throw Error("paths: unknown '" + kv + "' (keys: proj, router, ffn, q2, lora)");
-  }
+  const auto malformed = [](const std::string& why) { return Error("paths: " + why); };
+  detail::for_each_key_value(
+      text, malformed,
+      [&](const std::string& key, const std::string& value, const std::string& kv) {
+        if (key == "proj")
+          p.projection = choice(key, value, {ProjectionPath::bf16, ProjectionPath::fp8});
+        else if (key == "router")
+          p.router = choice(key, value,
+                            {RouterPath::bf16, RouterPath::fp32_gate, RouterPath::fp32_routing});
+        else if (key == "ffn")
+          p.ffn_act = choice(
+              key, value, {FfnActPath::fp8, FfnActPath::int8, FfnActPath::nvfp4, FfnActPath::q8_1});
+        else if (key == "q2")
+          p.q2 = choice(key, value, {Q2Path::off, Q2Path::dequant, Q2Path::mmq});
+        else if (key == "lora" && (value == "on" || value == "off"))
+          p.lora = value == "on";
+        else
+          throw Error("paths: unknown '" + kv + "' (keys: proj, router, ffn, q2, lora)");
+      });
   return p;
 }
 

@@ -68,6 +68,11 @@ class Checker {
     return (Size(a.tensor.offset) + a.tensor.bytes()).value();
   }
 
+  // The bytes [lo, hi) that a and b both touch; none when lo >= hi.
+  static std::pair<uint64_t, uint64_t> shared_bytes(const Access& a, const Access& b) {
+    return {std::max(a.tensor.offset, b.tensor.offset), std::min(end_of(a), end_of(b))};
+  }
+
   Finding base(CheckKind k, uint32_t step, const Access* a) const {
     Finding f;
     f.check = k;
@@ -91,6 +96,15 @@ class Checker {
       f.end = end_of(*a);
       f.buffer_bytes = bytes_[static_cast<size_t>(a->tensor.buffer)];
     }
+    return f;
+  }
+
+  // A finding on access b of step `step`, narrowed to the bytes [lo, hi) it shares.
+  Finding shared_finding(CheckKind k, uint32_t step, const Access& b, uint64_t lo,
+                         uint64_t hi) const {
+    Finding f = base(k, step, &b);
+    f.begin = lo;
+    f.end = hi;
     return f;
   }
 
@@ -149,12 +163,9 @@ class Checker {
   void overlap_pair(uint32_t i, const Access& a, const Access& b) {
     if (!is_write(a.kind) && !is_write(b.kind)) return;
     if (is_write(a.kind) != is_write(b.kind) && same_tensor(a, b)) return;
-    const uint64_t lo = std::max(a.tensor.offset, b.tensor.offset);
-    const uint64_t hi = std::min(end_of(a), end_of(b));
+    const auto [lo, hi] = shared_bytes(a, b);
     if (lo >= hi) return;
-    Finding f = base(CheckKind::overlap, i, &b);
-    f.begin = lo;
-    f.end = hi;
+    Finding f = shared_finding(CheckKind::overlap, i, b, lo, hi);
     f.detail = std::string(to_string(a.kind)) + " " + a.tensor.to_string() + " [" + a.value +
                "] and " + to_string(b.kind) + " " + b.tensor.to_string() + " [" + b.value +
                "] share bytes [" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
@@ -291,12 +302,9 @@ class Checker {
       for (const Access& b : plan_.steps[j].accesses) {
         if (!in_arena(a) || !in_arena(b) || a.tensor.buffer != b.tensor.buffer) continue;
         if (!is_write(a.kind) && !is_write(b.kind)) continue;
-        const uint64_t lo = std::max(a.tensor.offset, b.tensor.offset);
-        const uint64_t hi = std::min(end_of(a), end_of(b));
+        const auto [lo, hi] = shared_bytes(a, b);
         if (lo >= hi) continue;
-        Finding f = base(CheckKind::race, j, &b);
-        f.begin = lo;
-        f.end = hi;
+        Finding f = shared_finding(CheckKind::race, j, b, lo, hi);
         f.detail = step_name(i) + " on stream " + std::to_string(plan_.steps[i].stream) + " and " +
                    step_name(j) + " on stream " + std::to_string(plan_.steps[j].stream) +
                    " are unordered and touch [" + std::to_string(lo) + ", " + std::to_string(hi) +

@@ -84,6 +84,28 @@ BUFFERLAB_HD constexpr uint32_t decode_small_magnitude(uint32_t code, int man_bi
   return (static_cast<uint32_t>(exp + man_bits + kF32Bias) << kF32MantissaBits) | frac;
 }
 
+// Encodes x into a saturating small float format `width` bits wide, the sign in its top bit:
+// every NaN becomes nan_code; from max_finite up (where RNE would give max_finite or a code
+// beyond it) the magnitude saturates to max_code, ±Inf included.
+BUFFERLAB_HD constexpr uint8_t encode_saturating(float x, int width, int man_bits, int bias,
+                                                 uint8_t nan_code, float max_finite,
+                                                 uint8_t max_code) {
+  const uint32_t bits = f32_bits(x);
+  const uint32_t abs_bits = bits & kF32AbsMask;
+  if (abs_bits > kF32InfBits) return nan_code;
+  const uint8_t sign = static_cast<uint8_t>((bits >> (32 - width)) & (1u << (width - 1)));
+  if (abs_bits >= f32_bits(max_finite)) return sign | max_code;
+  return sign | static_cast<uint8_t>(encode_small_magnitude(abs_bits, man_bits, bias));
+}
+
+// Decodes the low `width` bits of b, a code of a small float format whose sign is its top bit
+// and whose other codes all hold finite values, to FP32.
+BUFFERLAB_HD constexpr float decode_signed(uint32_t b, int width, int man_bits, int bias) {
+  const uint32_t sign_bit = 1u << (width - 1);
+  const uint32_t sign = (b & sign_bit) << (32 - width);
+  return f32_from_bits(sign | decode_small_magnitude(b & (sign_bit - 1u), man_bits, bias));
+}
+
 }  // namespace number_formats_detail
 
 // ---- BF16: 1 sign, 8 exponent, 7 mantissa bits; the upper half of an FP32. ----
@@ -109,22 +131,15 @@ constexpr uint8_t kE4m3MaxFiniteBits = 0x7E;  // 448
 constexpr float kE4m3MaxFinite = 448.0f;
 
 BUFFERLAB_HD constexpr uint8_t f32_to_e4m3_bits(float x) {
-  namespace d = number_formats_detail;
-  const uint32_t bits = d::f32_bits(x);
-  const uint32_t abs_bits = bits & d::kF32AbsMask;
-  if (abs_bits > d::kF32InfBits) return kE4m3CanonicalNan;
-  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
-  // Everything from 448 up (where RNE would give 448 or the NaN code) saturates.
-  if (abs_bits >= d::f32_bits(kE4m3MaxFinite)) return sign | kE4m3MaxFiniteBits;
-  return sign | static_cast<uint8_t>(d::encode_small_magnitude(abs_bits, 3, 7));
+  return number_formats_detail::encode_saturating(x, 8, 3, 7, kE4m3CanonicalNan, kE4m3MaxFinite,
+                                                  kE4m3MaxFiniteBits);
 }
 
 BUFFERLAB_HD constexpr float e4m3_bits_to_f32(uint8_t b) {
   namespace d = number_formats_detail;
   // Both NaN codes decode to +NaN, as CUDA's decoder does.
   if ((b & 0x7Fu) == 0x7Fu) return d::f32_from_bits(d::kF32QuietNan);
-  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
-  return d::f32_from_bits(sign | d::decode_small_magnitude(b & 0x7Fu, 3, 7));
+  return d::decode_signed(b, 8, 3, 7);
 }
 
 // ---- FP4 E2M1: 1 sign, 2 exponent (bias 1), 1 mantissa bit; magnitudes 0 .5 1 1.5 2 3 4 6. ----
@@ -134,20 +149,13 @@ constexpr uint8_t kE2m1MaxFiniteBits = 0x7;
 constexpr float kE2m1MaxFinite = 6.0f;
 
 BUFFERLAB_HD constexpr uint8_t f32_to_e2m1_bits(float x) {
-  namespace d = number_formats_detail;
-  const uint32_t bits = d::f32_bits(x);
-  const uint32_t abs_bits = bits & d::kF32AbsMask;
-  if (abs_bits > d::kF32InfBits) return kE2m1NanBits;
-  const uint8_t sign = static_cast<uint8_t>((bits >> 28) & 0x8u);
-  if (abs_bits >= d::f32_bits(kE2m1MaxFinite)) return sign | kE2m1MaxFiniteBits;
-  return sign | static_cast<uint8_t>(d::encode_small_magnitude(abs_bits, 1, 1));
+  return number_formats_detail::encode_saturating(x, 4, 1, 1, kE2m1NanBits, kE2m1MaxFinite,
+                                                  kE2m1MaxFiniteBits);
 }
 
 // Reads the low nibble; the high nibble is ignored so packed bytes can be passed as they are.
 BUFFERLAB_HD constexpr float e2m1_bits_to_f32(uint8_t b) {
-  namespace d = number_formats_detail;
-  const uint32_t sign = static_cast<uint32_t>(b & 0x8u) << 28;
-  return d::f32_from_bits(sign | d::decode_small_magnitude(b & 0x7u, 1, 1));
+  return number_formats_detail::decode_signed(b, 4, 1, 1);
 }
 
 // ---- Rounding helpers: the value a backend holds after storing x in the format. ----

@@ -3,7 +3,9 @@
 // `plan --json` prints exactly this; the registry-completeness check reads it back.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +20,10 @@ struct PlanContext {
   RunShape shape;
   Target target;
 };
+
+// The plan JSON's "sub_layout" object as (key, value) pairs: one per SubLayoutParams field.
+// `--sizes` compares a file's sub_layout against these same pairs.
+std::vector<std::pair<const char*, uint64_t>> sub_layout_entries(const SubLayoutParams& p);
 
 nlohmann::json plan_json(const BufferSizes& sizes, const Layout& layout, const PlanContext& ctx);
 

@@ -44,6 +44,23 @@ struct ChunkGrid {
   uint64_t token(uint64_t b, uint64_t c, uint64_t i) const { return b * L + c * kChunk + i; }
 };
 
+// The S_c, uc and gc regions of region `reg` of a chunk span: [kd][vd], [64][vd], [64].
+struct ChunkRegion {
+  const double* S;
+  const double* uc;
+  const double* gc;
+};
+inline ChunkRegion chunk_region(std::span<const double> S, std::span<const double> uc,
+                                std::span<const double> gc, uint64_t reg, uint64_t kd,
+                                uint64_t vd) {
+  return {S.data() + reg * kd * vd, uc.data() + reg * kChunk * vd, gc.data() + reg * kChunk};
+}
+
+// Conv input of sequence b, channel c at index i ∈ [−T, L), T = K − 1: the conv tail holds
+// i < 0, oldest first; the de-interleaved rows hold the rest.
+double conv_input(const GdnDims& d, std::span<const uint16_t> deint,
+                  std::span<const uint16_t> conv_state, uint64_t b, uint64_t c, int64_t i);
+
 // --- stage references ---------------------------------------------------------------------
 
 // Causal conv1d + SiLU from the de-interleaved rows, weights and conv tails (FP64 sums):
@@ -64,6 +81,13 @@ struct Qk {
   std::vector<double> q, k;
 };
 Qk normalise_qk(const GdnDims& d, std::span<const double> conv);
+// Token t's key-head-h row of q and of k (kd values each).
+inline const double* q_row(const Qk& qk, const GdnGeometry& g, uint64_t t, uint64_t h) {
+  return qk.q.data() + (t * g.nk + h) * g.kd;
+}
+inline const double* k_row(const Qk& qk, const GdnGeometry& g, uint64_t t, uint64_t h) {
+  return qk.k.data() + (t * g.nk + h) * g.kd;
+}
 
 // gc regions from the gates: inclusive Σ log max(α, 1e-30) within each chunk.
 std::vector<double> gc_stage(const GdnDims& d, std::span<const double> gates);
