@@ -1,5 +1,5 @@
 // Small helpers shared by the mHC kernel test bodies (mhc_pre_kernel_tests.cpp,
-// mhc_post_kernel_tests.cpp, mhc_lowrank_kernel_tests.cpp): an mHC config without a full model,
+// mhc_post_kernel_tests.cpp, mhc_lowrank_kernel_tests.cpp): the mHC config (mhc_config.h),
 // bit comparisons of token ranges, BF16 NaN, FP32 NaN / Inf, report expectations
 // (report_checks.h), and the seeded Sinkhorn-form inputs (streams in [-1, 1), fn in ±√(3/K) so
 // each mix value has unit variance, moderate biases) as the oracle's input structs.
@@ -13,27 +13,15 @@
 #include <limits>
 #include <vector>
 
-#include "bufferlab/core/model_config.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/agreement_report.h"
 #include "bufferlab/oracle/compare.h"
 #include "bufferlab/oracle/mhc.h"
+#include "mhc_config.h"
 #include "report_checks.h"
 #include "seeded_values.h"
 
 namespace bufferlab::testing {
-
-inline ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t r = 0, uint64_t iters = 20) {
-  ModelConfig c;
-  c.hidden_size = h;
-  c.vocab_size = 16;
-  c.hc_mult = hc;
-  c.hc_lowrank = r;
-  c.hc_sinkhorn_iters = iters;
-  c.hc_eps = 1e-6;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
 
 inline float bf16_float(uint16_t b) { return bf16_bits_to_f32(b); }
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();

@@ -12,17 +12,12 @@
 #include "bufferlab/core/ops/mhc.h"
 #include "bufferlab/cpu/cpu_backend.h"
 #include "bufferlab/oracle/moe_ffn_harness.h"
+#include "mhc_config.h"
 
 namespace bufferlab {
 namespace {
 
-ModelConfig mhc(uint64_t lowrank) {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.hc_mult = 4;
-  c.hc_lowrank = lowrank;
-  return c;
-}
+using testing::mhc_layout_config;
 
 // A host workspace that holds the footprint of `accesses` (pool operands all at offset 0:
 // enough for bind, which only resolves addresses).
@@ -33,7 +28,7 @@ Workspace footprint(Backend& b, const std::vector<Access>& accesses) {
 
 TEST(MhcBind, PreBindsEveryOperandInsideItsBuffer) {
   const auto backend = make_cpu_backend();
-  const MhcPreOp op = MhcPreOp::make(mhc(0), 3);
+  const MhcPreOp op = MhcPreOp::make(mhc_layout_config(0), 3);
   const Workspace ws = footprint(*backend, op.accesses());
   const MhcPreOp::Bound b = op.bind(ws);
   EXPECT_EQ(reinterpret_cast<const std::byte*>(b.streams), ws.resolve(op.streams));
@@ -45,21 +40,22 @@ TEST(MhcBind, PreBindsEveryOperandInsideItsBuffer) {
 
 TEST(MhcBind, AMisShapedOperandIsAnError) {
   const auto backend = make_cpu_backend();
-  MhcPreOp op = MhcPreOp::make(mhc(0), 3);
+  MhcPreOp op = MhcPreOp::make(mhc_layout_config(0), 3);
   const Workspace ws = footprint(*backend, op.accesses());
   op.bias.shape = {23};  // one mix entry short
   EXPECT_THROW(op.bind(ws), Error);
-  MhcHeadOp head = MhcHeadOp::make(mhc(0), 3);
+  MhcHeadOp head = MhcHeadOp::make(mhc_layout_config(0), 3);
   head.output.dtype = DType::f32;
   head.output.shape = {3, 8};
-  EXPECT_THROW(head.bind(footprint(*backend, MhcHeadOp::make(mhc(0), 3).accesses())), Error);
+  EXPECT_THROW(head.bind(footprint(*backend, MhcHeadOp::make(mhc_layout_config(0), 3).accesses())),
+               Error);
 }
 
 TEST(MhcBind, SplitStagesBindOnlyWhatTheyUse) {
   const auto backend = make_cpu_backend();
   using Stage = MhcLowRankSplitOp::Stage;
   for (Stage s : {Stage::norm, Stage::down, Stage::collapse}) {
-    const MhcLowRankSplitOp op = MhcLowRankSplitOp::make(s, mhc(8), 5);
+    const MhcLowRankSplitOp op = MhcLowRankSplitOp::make(s, mhc_layout_config(8), 5);
     const Workspace ws = footprint(*backend, op.accesses());
     const MhcLowRankSplitOp::Bound b = op.bind(ws);
     EXPECT_NE(b.normed, nullptr);
@@ -74,14 +70,16 @@ TEST(MhcBind, SlabStagesBindAtTheirRowsAndCarve) {
   const auto backend = make_cpu_backend();
   using Stage = MhcLowRankSlabOp::Stage;
   // The second slab of a 2500-token pass (m = 3000): token rows from 2048, scratch from 0.
-  const MhcLowRankSlabOp norm = MhcLowRankSlabOp::make(Stage::norm, mhc(8), 3000, 2048, 452);
+  const MhcLowRankSlabOp norm =
+      MhcLowRankSlabOp::make(Stage::norm, mhc_layout_config(8), 3000, 2048, 452);
   const Workspace ws = footprint(*backend, norm.accesses());
   const MhcLowRankSlabOp::Bound b = norm.bind(ws);
   EXPECT_EQ(
       reinterpret_cast<const std::byte*>(b.streams),
       ws.resolve(arena_tensor(BufferId::hc_streams, 0, {1}, DType::f32)) + 2048ull * 4 * 16 * 4);
   EXPECT_EQ(b.up_pre, nullptr);
-  const MhcLowRankSlabOp col = MhcLowRankSlabOp::make(Stage::collapse, mhc(8), 3000, 2048, 452);
+  const MhcLowRankSlabOp col =
+      MhcLowRankSlabOp::make(Stage::collapse, mhc_layout_config(8), 3000, 2048, 452);
   const MhcLowRankSlabOp::Bound c = col.bind(footprint(*backend, col.accesses()));
   EXPECT_NE(c.inj_pre, nullptr);
   EXPECT_NE(c.post, nullptr);
@@ -90,9 +88,9 @@ TEST(MhcBind, SlabStagesBindAtTheirRowsAndCarve) {
 
 TEST(MhcBind, PostInPlaceOrDisjointButNeverPartlyOverlapping) {
   const auto backend = make_cpu_backend();
-  const std::vector<Access> big = MhcPostOp::make(mhc(0), 4).accesses();
+  const std::vector<Access> big = MhcPostOp::make(mhc_layout_config(0), 4).accesses();
   const Workspace ws = footprint(*backend, big);
-  MhcPostOp op = MhcPostOp::make(mhc(0), 2);
+  MhcPostOp op = MhcPostOp::make(mhc_layout_config(0), 2);
   const MhcPostOp::Bound in_place = op.bind(ws);
   EXPECT_EQ(in_place.out, in_place.streams);
   op.out.offset = 2ull * 4 * 16 * 4;  // rows 2..3: disjoint
@@ -100,7 +98,7 @@ TEST(MhcBind, PostInPlaceOrDisjointButNeverPartlyOverlapping) {
   op.out.offset = 4;  // one float further: overlaps without being the same tensor
   EXPECT_THROW(op.bind(ws), Error);
   // The low-rank post reads no comb.
-  EXPECT_EQ(MhcPostOp::make(mhc(8), 2).bind(ws).comb, nullptr);
+  EXPECT_EQ(MhcPostOp::make(mhc_layout_config(8), 2).bind(ws).comb, nullptr);
 }
 
 }  // namespace

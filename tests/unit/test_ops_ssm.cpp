@@ -12,6 +12,7 @@
 #include "bufferlab/core/ops/mamba2.h"
 #include "bufferlab/core/ops/mhc.h"
 #include "gdn_mamba2_geometry.h"
+#include "mhc_config.h"
 
 namespace bufferlab {
 namespace {
@@ -239,18 +240,12 @@ TEST(Mamba2Ops, ConvAndGatedNormHomes) {
 
 // --- mHC -----------------------------------------------------------------------------------
 
-ModelConfig mhc_config(uint64_t lowrank) {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.hc_mult = 4;
-  c.hc_lowrank = lowrank;
-  return c;
-}
+using testing::mhc_layout_config;
 
 TEST(MhcOps, LowRankSplitLayoutAtT64) {
   // hc = 4, h = 16, r = 8, T = 64: normed [64, 64] f32 = 16384 bytes at 0, low [64, 8] f32
   // at 16384 → end 18432 = t·(hc·h + r)·4 of the §3 formula with t = 64.
-  const ModelConfig c = mhc_config(8);
+  const ModelConfig c = mhc_layout_config(8);
   const MhcSplitCarve k = MhcSplitCarve::make(64, 4, 16, 8);
   EXPECT_EQ(k.low, 16384u);
   EXPECT_EQ(k.end, 18432u);
@@ -267,7 +262,7 @@ TEST(MhcOps, LowRankGemmLayoutAtT65) {
   // m = 100 → Ts = min(100, 2048) = 100 rows carved: normed [100, 64] bf16 at 0 (12800
   // bytes); up_pre at 12800; low at 25600; inj_pre at 25600 + 100·8·2 = 27200; end
   // 27200 + 100·4·2 = 28000 = ts·(2·hc·h + r + hc)·2. T = 65 writes 65 rows of each.
-  const ModelConfig c = mhc_config(8);
+  const ModelConfig c = mhc_layout_config(8);
   const MhcGemmCarve k = MhcGemmCarve::make(100, 4, 16, 8);
   EXPECT_EQ(k.slab_rows, 100u);
   EXPECT_EQ(k.up_pre, 12800u);
@@ -288,7 +283,7 @@ TEST(MhcOps, LowRankGemmLayoutAtT65) {
 TEST(MhcOps, SecondSlabReadsItsOwnStreamRows) {
   // T = 2500 with m = 3000: slabs of 2048 and 452 rows; Ts = 2048. The second slab's
   // norm reads hc_streams from row 2048 (2048·4·16·4 = 524288) and writes normed at 0.
-  const ModelConfig c = mhc_config(8);
+  const ModelConfig c = mhc_layout_config(8);
   using Stage = MhcLowRankSlabOp::Stage;
   const auto acc = MhcLowRankSlabOp::make(Stage::norm, c, 3000, 2048, 452).accesses();
   const Access& x = find(acc, AccessKind::read, "@hc");
@@ -301,7 +296,7 @@ TEST(MhcOps, SecondSlabReadsItsOwnStreamRows) {
 }
 
 TEST(MhcOps, SinkhornPrePostAndHead) {
-  const ModelConfig c = mhc_config(0);
+  const ModelConfig c = mhc_layout_config(0);
   const auto pre = MhcPreOp::make(c, 7).accesses();
   EXPECT_EQ(find(pre, AccessKind::write, "hc_comb").end(), 7u * 4 * 4 * 4);  // [7, hc, hc] f32
   EXPECT_EQ(find(pre, AccessKind::write, "hc_post").end(), 7u * 4 * 4);      // [7, hc] f32
@@ -318,7 +313,7 @@ TEST(MhcOps, SinkhornPrePostAndHead) {
   EXPECT_EQ(undeclared_overlaps(post), 0);
 
   // The low-rank post does not read hc_comb (numerics §4).
-  for (const Access& a : MhcPostOp::make(mhc_config(8), 7).accesses())
+  for (const Access& a : MhcPostOp::make(mhc_layout_config(8), 7).accesses())
     EXPECT_NE(a.value, "hc_comb");
 
   const auto head = MhcHeadOp::make(c, 7).accesses();

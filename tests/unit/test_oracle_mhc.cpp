@@ -27,6 +27,8 @@
 #include "bufferlab/oracle/mhc_inputs.h"
 #include "bufferlab/oracle/mhc_judge.h"
 #include "bufferlab/oracle/seeded_random.h"
+#include "fp32_sinkhorn.h"
+#include "mhc_config.h"
 #include "report_lookup.h"
 
 namespace bufferlab::oracle {
@@ -36,18 +38,8 @@ using bufferlab::testing::check_failed;
 
 constexpr double kU64 = 0x1p-53;
 
-ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t r = 0, uint64_t iters = 20,
-                       double hc_eps = 1e-6) {
-  ModelConfig c;
-  c.hidden_size = h;
-  c.vocab_size = 16;
-  c.hc_mult = hc;
-  c.hc_lowrank = r;
-  c.hc_sinkhorn_iters = iters;
-  c.hc_eps = hc_eps;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
+using bufferlab::testing::fp32_sinkhorn_iterations;
+using bufferlab::testing::mhc_config;
 
 // The random Sinkhorn cases draw from the project's one generator (oracle/seeded_random.h).
 using Rng = oracle::SplitMix64;
@@ -307,24 +299,7 @@ TEST(OracleMhcSinkhorn, RowBoundCoversFp32Arithmetic) {
     std::vector<float> C(K.begin(), K.end());
     double k_err = 0.0;
     for (size_t k = 0; k < K.size(); ++k) k_err = std::max(k_err, std::fabs(std::log(C[k] / K[k])));
-    const auto feps = static_cast<float>(eps);
-    auto cols = [&](float e) {
-      for (uint64_t j = 0; j < hc; ++j) {
-        float s = 0;
-        for (uint64_t i = 0; i < hc; ++i) s += C[i * hc + j];
-        for (uint64_t i = 0; i < hc; ++i) C[i * hc + j] /= e + s;
-      }
-    };
-    cols(feps);
-    for (uint64_t t = 1; t < iters; ++t) {
-      for (uint64_t i = 0; i < hc; ++i) {
-        float s = 0;
-        for (uint64_t j = 0; j < hc; ++j) s += C[i * hc + j];
-        for (uint64_t j = 0; j < hc; ++j) C[i * hc + j] /= feps + s;
-      }
-      cols(feps);
-    }
-    cols(0.0f);
+    fp32_sinkhorn_iterations(C.data(), hc, iters, static_cast<float>(eps));
     const std::vector<double> Cd(C.begin(), C.end());
     ASSERT_LE(max_col_sum_error(Cd, hc), col_sum_tolerance_fp32(hc)) << "case " << c;
     ASSERT_LE(max_row_sum_error(Cd, hc),
