@@ -57,12 +57,7 @@ constexpr uint64_t kC = GdnChunkCarve::kChunk;
 constexpr uint64_t kD = kGdnChunkedHeadDim;  // the chunked path's kd = vd
 
 oracle::GdnDims dims_of(const GdnGeometry& g, uint64_t sequences, uint64_t L, double eps = 1e-6) {
-  oracle::GdnDims d;
-  d.geom = g;
-  d.sequences = sequences;
-  d.L = L;
-  d.eps = eps;
-  return d;
+  return {.geom = g, .sequences = sequences, .L = L, .eps = eps};
 }
 
 // Values in [lo, hi) (seeded_values' grid).

@@ -122,25 +122,21 @@ void compare_with_cpu(const oracle::Mamba2Run& k, const oracle::Mamba2Run& g,
   log_difference("final state", k.state, g.state);
 }
 
+// A fixed case of either family (gen::GdnCase or gen::Mamba2Case): its config and call.
+template <class Case>
+Case fixed_case(const ModelConfig& config, U sequences, U L, decltype(Case::path) path, U seed) {
+  return {.config = config, .sequences = sequences, .L = L, .path = path, .seed = seed};
+}
+
 gen::GdnCase fixed_gdn(U nk, U kd, U nv, U vd, U kernel, U sequences, U L, GdnPath path, U seed) {
-  gen::GdnCase c;
-  c.config = gen::gdn_config(nk, kd, nv, vd, kernel);
-  c.sequences = sequences;
-  c.L = L;
-  c.path = path;
-  c.seed = seed;
-  return c;
+  return fixed_case<gen::GdnCase>(gen::gdn_config(nk, kd, nv, vd, kernel), sequences, L, path,
+                                  seed);
 }
 
 gen::Mamba2Case fixed_mamba2(U H, U P, U N, U ng, U kernel, U sequences, U L, Mamba2Path path,
                              U seed) {
-  gen::Mamba2Case c;
-  c.config = gen::mamba2_config(H, P, N, ng, kernel);
-  c.sequences = sequences;
-  c.L = L;
-  c.path = path;
-  c.seed = seed;
-  return c;
+  return fixed_case<gen::Mamba2Case>(gen::mamba2_config(H, P, N, ng, kernel), sequences, L, path,
+                                     seed);
 }
 
 class GdnMamba2KernelCall : public testing::KernelTest {

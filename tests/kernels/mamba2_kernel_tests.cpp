@@ -66,12 +66,7 @@ double gamma(double n) { return n * kU / (1.0 - n * kU); }
 
 oracle::Mamba2Dims dims_of(const Mamba2Geometry& g, uint64_t sequences, uint64_t L,
                            double eps = 1e-6) {
-  oracle::Mamba2Dims d;
-  d.geom = g;
-  d.sequences = sequences;
-  d.L = L;
-  d.eps = eps;
-  return d;
+  return {.geom = g, .sequences = sequences, .L = L, .eps = eps};
 }
 
 Doubles widen(const Floats& v) { return {v.begin(), v.end()}; }

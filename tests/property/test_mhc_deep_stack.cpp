@@ -38,13 +38,7 @@ DeepStackResult run_deep_stack(const DeepStackCase& c, Mutant m = Mutant::none) 
 // Fixed cases for the printed ratios and the B13 twin: the largest shape of the property's
 // range, a small one, and hc = 1 (the comb is the 1×1 identity).
 DeepStackCase fixed_case(uint64_t hc, uint64_t h, uint64_t rows, double L, uint64_t seed) {
-  DeepStackCase c;
-  c.hc = hc;
-  c.h = h;
-  c.rows = rows;
-  c.logit_range = L;
-  c.seed = seed;
-  return c;
+  return {.hc = hc, .h = h, .rows = rows, .logit_range = L, .seed = seed};
 }
 
 TEST(MhcDeepStack, StackOracleMatchesOracleHcPre) {

@@ -105,13 +105,7 @@ oracle::RoutingVerdict topk_on_ties(Backend& b, const char* scoring, bool bias) 
 
 // The deep-stack case B13 is judged on: the largest shape of the CI property's range.
 gen::DeepStackCase deep_stack() {
-  gen::DeepStackCase c;
-  c.hc = 4;
-  c.h = 32;
-  c.rows = 4;
-  c.logit_range = 2.0;
-  c.seed = 7;
-  return c;
+  return {.hc = 4, .h = 32, .rows = 4, .logit_range = 2.0, .seed = 7};
 }
 
 // An mhc_pre run judged by judge_mhc_pre: hc = 4, hc_eps = 1e-6, 20 Sinkhorn iterations.

@@ -28,15 +28,13 @@ std::vector<uint16_t> bfs(std::initializer_list<double> v) {
 
 ModelConfig moe_config(uint64_t hidden, uint64_t inter, uint64_t experts, uint64_t top_k,
                        uint64_t zero = 0, uint64_t latent = 0, double limit = 0.0) {
-  ModelConfig c;
-  c.hidden_size = hidden;
-  c.moe_intermediate_size = inter;
-  c.num_experts = experts;
-  c.num_experts_per_tok = top_k;
-  c.zero_expert_num = zero;
-  c.moe_latent_size = latent;
-  c.swiglu_limit = limit;
-  return c;
+  return {.hidden_size = hidden,
+          .num_experts = experts,
+          .num_experts_per_tok = top_k,
+          .moe_intermediate_size = inter,
+          .zero_expert_num = zero,
+          .moe_latent_size = latent,
+          .swiglu_limit = limit};
 }
 
 constexpr double u24 = 0x1p-24, u53 = 0x1p-53;
