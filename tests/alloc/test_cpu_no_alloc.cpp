@@ -34,6 +34,7 @@
 #include <variant>
 #include <vector>
 
+#include "bf16_gemm_op.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/model_config.h"
@@ -56,6 +57,7 @@
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/properties/routing_generators.h"
 #include "gdn_mamba2_geometry.h"
+#include "mhc_config.h"
 #include "test_fixtures.h"
 
 // ---- The counter ----------------------------------------------------------------------------
@@ -524,15 +526,8 @@ TEST(CpuNoAlloc, MoeExpertChain) {
 // ---- GemmOp BF16 kinds and the LM head ----
 
 GemmOp bf16_gemm(GemmEpilogue e, uint64_t rows, uint64_t K, uint64_t N) {
-  const TensorRef x = arena_tensor(BufferId::norm_output, 0, {rows, K}, DType::bf16);
   const BufferId out = e == GemmEpilogue::store ? BufferId::expert_gate_out : BufferId::moe_output;
-  const char* kind = e == GemmEpilogue::store    ? "bf16"
-                     : e == GemmEpilogue::swiglu ? "bf16+swiglu-epilogue"
-                                                 : "bf16+accumulate";
-  std::vector<Access> inputs = {{x, AccessKind::read, "norm"}};
-  if (e != GemmEpilogue::store)
-    inputs.push_back({arena_tensor(out, 0, {rows, N}, DType::bf16), AccessKind::read, "old"});
-  return GemmOp::make("dense", kind, inputs, rows, rows, K, N, out, 0, DType::bf16, "out");
+  return testing::bf16_gemm_op(e, rows, K, N, out, "dense", "out");
 }
 
 TEST(CpuNoAlloc, GemmBf16Kinds) {
@@ -577,17 +572,7 @@ TEST(CpuNoAlloc, LmHead) {
 
 // ---- mHC: expand, pre (Sinkhorn), post (both forms), head, the low-rank stages ----
 
-ModelConfig mhc_config(uint64_t hc, uint64_t h, uint64_t lowrank) {
-  ModelConfig c;
-  c.hidden_size = h;
-  c.vocab_size = 16;
-  c.hc_mult = hc;
-  c.hc_lowrank = lowrank;
-  c.hc_sinkhorn_iters = 20;
-  c.hc_eps = 1e-6;
-  c.rms_norm_eps = 1e-6;
-  return c;
-}
+using testing::mhc_config;
 
 struct MhcDims {
   uint64_t rows, hc, h;

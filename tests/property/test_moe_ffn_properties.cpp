@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_gemm_op.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/moe_ffn.h"
@@ -47,12 +48,16 @@ using ChainCase = gen::ExpertChainCase;
 // multiply-adds ≤ 2^26 (gen::ci_expert_chain_ranges: rows, then I / D, halved to fit).
 ChainCase gen_chain_case() { return *gen::expert_chain_case(gen::ci_expert_chain_ranges()); }
 
+// The case's seeded inputs of `chain` (its routing, activation and weight profiles).
+oracle::ExpertChainInputs chain_inputs(const oracle::ExpertChain& chain, const ChainCase& c) {
+  return oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
+}
+
 RC_GTEST_PROP(MoeFfnProperty, CpuExpertChainAgreesStageByStage, ()) {
   const ChainCase c = gen_chain_case();
   const auto chain = oracle::ExpertChain::make(c.config, c.rows, c.hash);
   RC_ASSERT(oracle::expert_chain_cost(chain) <= kCostCap);
-  const auto in =
-      oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
+  const auto in = chain_inputs(chain, c);
   const Workspace ws = oracle::allocate_footprint(cpu_backend(), chain);
   const auto run = oracle::run_expert_chain(cpu_backend(), ws, chain, in);
   const auto report = oracle::judge_expert_chain(chain, in, run, "cpu", c.seed);
@@ -116,17 +121,10 @@ struct GemmCase {
 };
 
 GemmOp gemm_of(GemmEpilogue e, uint64_t rows, uint64_t K, uint64_t N) {
-  const TensorRef x = arena_tensor(BufferId::norm_output, 0, {rows, K}, DType::bf16);
   const BufferId out = e == GemmEpilogue::store    ? BufferId::expert_gate_out
                        : e == GemmEpilogue::swiglu ? BufferId::ssm_qkvz
                                                    : BufferId::moe_output;
-  const char* kind = e == GemmEpilogue::store    ? "bf16"
-                     : e == GemmEpilogue::swiglu ? "bf16+swiglu-epilogue"
-                                                 : "bf16+accumulate";
-  std::vector<Access> inputs = {{x, AccessKind::read, "norm"}};
-  if (e != GemmEpilogue::store)
-    inputs.push_back({arena_tensor(out, 0, {rows, N}, DType::bf16), AccessKind::read, "old"});
-  return GemmOp::make("ffn", kind, inputs, rows, rows, K, N, out, 0, DType::bf16, "ffn_out");
+  return testing::bf16_gemm_op(e, rows, K, N, out, "ffn", "ffn_out");
 }
 
 // Cost: rows·K·N ≤ 16·1024·512 = 2^23.
@@ -239,8 +237,7 @@ std::vector<uint64_t> written(const oracle::OpReference& ref) {
 RC_GTEST_PROP(MoeFfnPlanted, OneElementBeyondItsBoundFailsAtItsCoordinates, ()) {
   const ChainCase c = gen_chain_case();
   const auto chain = oracle::ExpertChain::make(c.config, c.rows, c.hash);
-  const auto in =
-      oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
+  const auto in = chain_inputs(chain, c);
   auto run = perfect_chain_run(chain, in);
   RC_ASSERT(oracle::judge_expert_chain(chain, in, run, "perfect", c.seed).passed());
 
@@ -287,8 +284,7 @@ RC_GTEST_PROP(MoeFfnPlanted, OneElementBeyondItsBoundFailsAtItsCoordinates, ()) 
 RC_GTEST_PROP(MoeFfnPlanted, RoutedSlotLeftPoisonedFailsAtItsSlot, ()) {
   const ChainCase c = gen_chain_case();
   const auto chain = oracle::ExpertChain::make(c.config, c.rows, c.hash);
-  const auto in =
-      oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
+  const auto in = chain_inputs(chain, c);
   std::vector<uint64_t> routed;
   for (uint64_t s = 0; s < in.ids.size(); ++s)
     if (in.ids[s] < chain.gate.shape().experts) routed.push_back(s);
@@ -317,8 +313,7 @@ RC_GTEST_PROP(MoeFfnPlanted, RoutedSlotLeftPoisonedFailsAtItsSlot, ()) {
 RC_GTEST_PROP(MoeFfnPlanted, GatherOrderSwappedFails, ()) {
   const ChainCase c = gen_chain_case();
   const auto chain = oracle::ExpertChain::make(c.config, c.rows, c.hash);
-  const auto in =
-      oracle::generate_expert_chain_inputs(chain, c.seed, c.routing, c.act, c.weight_wide);
+  const auto in = chain_inputs(chain, c);
   auto run = perfect_chain_run(chain, in);
   const uint64_t D = chain.gather.shape().width;
   const uint64_t routed = oracle::routed_slots(in.ids, chain.gather.shape().experts);
