@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "../moe_bench_inputs.h"
 #include "bench_rig.h"
 #include "bench_timing.h"
 #include "bufferlab/core/backend.h"
@@ -62,18 +63,9 @@ using bench::sigmoidf;
 // ---------------------------------------------------------------- inputs and workspaces
 
 // Seeded inputs: the tests' generator (tests/support/seeded_values.h), one for the project.
-using testing::seeded_draw;
 using testing::seeded_value;
 
-// ids [tokens, top_k]: token t takes top_k consecutive experts from a hashed start, so every
-// token has distinct experts and the slots spread evenly over all of them.
-std::vector<uint32_t> spread_ids(uint64_t tokens, uint64_t top_k, uint64_t experts) {
-  std::vector<uint32_t> ids(tokens * top_k);
-  for (uint64_t t = 0; t < tokens; ++t)
-    for (uint64_t j = 0; j < top_k; ++j)
-      ids[t * top_k + j] = static_cast<uint32_t>((seeded_draw(t) + j) % experts);
-  return ids;
-}
+using bench::spread_ids;  // ../moe_bench_inputs.h
 
 // ---------------------------------------------------------------- (a) top-k
 
@@ -84,19 +76,7 @@ struct TopKSetup : bench::OpRig<MoeTopKOp> {
   std::optional<double> naive_s;  // the naive loop's seconds per call
 };
 
-// Softmax: Qwen-style (no bias, no renormalisation). Sigmoid: DeepSeek-V3-style (bias,
-// norm_topk_prob, routed scale 2.5).
-ModelConfig topk_config(MoeScoring scoring, uint64_t experts, uint64_t top_k) {
-  ModelConfig c;
-  c.num_experts = experts;
-  c.num_experts_per_tok = top_k;
-  c.scoring_func = to_string(scoring);
-  const bool sigmoid = scoring == MoeScoring::sigmoid;
-  c.use_routing_bias = sigmoid;
-  c.norm_topk_prob = sigmoid;
-  c.routed_scaling_factor = sigmoid ? 2.5 : 1.0;
-  return c;
-}
+using bench::topk_config;  // ../moe_bench_inputs.h
 
 // Logits on the FP32 paths (gate_logits_f32).
 TopKSetup& topk_setup(MoeScoring scoring, uint64_t experts, uint64_t top_k, uint64_t tokens) {

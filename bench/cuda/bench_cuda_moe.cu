@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "../moe_bench_inputs.h"
 #include "bench_cuda_rig.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/buffer_sizes.h"
@@ -48,16 +49,6 @@ namespace {
 using namespace bench;  // NOLINT(google-build-using-namespace): the shared rig
 
 // ---------------------------------------------------------------- inputs
-
-// ids [tokens, top_k]: consecutive experts from a hashed start per token (distinct per token,
-// spread evenly). gpu-check.sh's torch_moe.py computes the same ids.
-std::vector<uint32_t> spread_ids(uint64_t tokens, uint64_t top_k, uint64_t experts) {
-  std::vector<uint32_t> ids(tokens * top_k);
-  for (uint64_t t = 0; t < tokens; ++t)
-    for (uint64_t j = 0; j < top_k; ++j)
-      ids[t * top_k + j] = static_cast<uint32_t>((mix(t) + j) % experts);
-  return ids;
-}
 
 uint64_t distinct(const std::vector<uint32_t>& ids, uint64_t count) {
   return std::set<uint32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(count)).size();
@@ -148,18 +139,6 @@ BENCHMARK_CAPTURE(BM_CudaMoeRouter, fp32_routing, RouterPrecision::fp32_routing)
     ->Apply(router_shapes);
 
 // ---------------------------------------------------------------- top-k
-
-ModelConfig topk_config(MoeScoring scoring, uint64_t experts, uint64_t top_k) {
-  ModelConfig c;
-  c.num_experts = experts;
-  c.num_experts_per_tok = top_k;
-  c.scoring_func = to_string(scoring);
-  const bool sigmoid = scoring == MoeScoring::sigmoid;
-  c.use_routing_bias = sigmoid;
-  c.norm_topk_prob = sigmoid;
-  c.routed_scaling_factor = sigmoid ? 2.5 : 1.0;
-  return c;
-}
 
 void BM_CudaMoeTopK(benchmark::State& state, MoeScoring scoring) {
   with_device(state, [&](Device& d) {
