@@ -67,6 +67,18 @@ GdnMamba2FuzzOutcome judged_outcome(const Case& c, std::string check, std::strin
   return o;
 }
 
+// `plan` of case `c` run on `backend` over the plan's footprint and judged, by the family's
+// harness functions: footprint(backend, plan), inputs(c), run(backend, ws, plan, in) and
+// judge(plan, in, run, backend name, seed, bounds) (judge_* is overloaded: a lambda).
+template <class Case, class Plan, class Footprint, class Inputs, class Run, class Judge>
+oracle::AgreementReport run_on_footprint(Backend& backend, const Case& c, const Plan& plan,
+                                         Footprint footprint, Inputs inputs, Run run, Judge judge) {
+  const Workspace ws = footprint(backend, plan);
+  const auto in = inputs(c);
+  const auto result = run(backend, ws, plan, in);
+  return judge(plan, in, result, backend.name(), c.seed, bounds_of(backend));
+}
+
 std::string gdn_compare_options(const gen::GdnCase& c) {
   if (c.profile.value_scale != 1.0) return {};
   std::string o =
@@ -99,11 +111,9 @@ GdnMamba2FuzzOutcome run_gdn_fuzz_case(Backend& backend, uint64_t cs, int size, 
           : "GDN conv1d -> gates -> token recurrence -> gated norm, judge_gdn";
   return judged_outcome(
       c, std::string("gdn-") + gen::to_string(c.path), what, gdn_compare_options(c), [&] {
-        const oracle::GdnPlan plan = oracle::plan_gdn(c.dims(), c.path);
-        const Workspace ws = oracle::allocate_gdn_footprint(backend, plan);
-        const oracle::GdnInputs in = gen::gdn_inputs(c);
-        const oracle::GdnRun run = oracle::run_gdn(backend, ws, plan, in);
-        return oracle::judge_gdn(plan, in, run, backend.name(), c.seed, bounds_of(backend));
+        return run_on_footprint(backend, c, oracle::plan_gdn(c.dims(), c.path),
+                                oracle::allocate_gdn_footprint, gen::gdn_inputs, oracle::run_gdn,
+                                [](const auto&... a) { return oracle::judge_gdn(a...); });
       });
 }
 
@@ -124,11 +134,10 @@ GdnMamba2FuzzOutcome run_mamba2_fuzz_case(Backend& backend, uint64_t cs, int siz
           : "Mamba-2 conv1d -> recurrence -> gated norm, judge_ssd";
   return judged_outcome(
       c, std::string("ssd-") + gen::to_string(c.path), what, mamba2_compare_options(c), [&] {
-        const oracle::Mamba2Plan plan = oracle::plan_mamba2(c.dims(), c.path);
-        const Workspace ws = oracle::allocate_mamba2_footprint(backend, plan);
-        const oracle::Mamba2Inputs in = gen::mamba2_inputs(c);
-        const oracle::Mamba2Run run = oracle::run_mamba2(backend, ws, plan, in);
-        return oracle::judge_mamba2(plan, in, run, backend.name(), c.seed, bounds_of(backend));
+        return run_on_footprint(backend, c, oracle::plan_mamba2(c.dims(), c.path),
+                                oracle::allocate_mamba2_footprint, gen::mamba2_inputs,
+                                oracle::run_mamba2,
+                                [](const auto&... a) { return oracle::judge_mamba2(a...); });
       });
 }
 
