@@ -19,6 +19,17 @@ constexpr const char* kBf16 = kBf16DumpFormat;
 
 }  // namespace
 
+nlohmann::json dump_manifest_head(const std::string& op, const std::string& params, uint64_t seed,
+                                  const std::string& backend,
+                                  const oracle::AgreementReport& report) {
+  return {{"op", op},
+          {"params", params},
+          {"seed", seed},
+          {"backend", backend},
+          {"formats", {{"bf16", kBf16DumpFormat}, {"f32", "<f4"}, {"f64", "<f8"}}},
+          {"report", report_json(report)}};
+}
+
 DumpWriter::DumpWriter(const std::string& dir) : dir_(create_output_dir("--dump", dir)) {}
 
 void DumpWriter::write_manifest(nlohmann::json manifest) const {
@@ -54,18 +65,14 @@ void write_rmsnorm_dump(const std::string& dir, const FusedAddRmsNormOp& op,
   w.add("oracle_exact_norm_output.npy", "FP64 RMSNorm of residual + x, nothing rounded", "f64",
         "<f8", exact.output, matrix);
 
-  const nlohmann::json manifest = {{"op", "rmsnorm"},
-                                   {"params", op.params()},
-                                   {"variant", info.variant},
-                                   {"rows", op.shape().rows},
-                                   {"width", op.shape().width},
-                                   {"eps", op.eps},
-                                   {"seed", info.seed},
-                                   {"backend", info.backend},
-                                   {info.from_preset ? "preset" : "config", info.model_label},
-                                   {"tokens", info.tokens},
-                                   {"formats", {{"bf16", kBf16}, {"f32", "<f4"}, {"f64", "<f8"}}},
-                                   {"report", report_json(report)}};
+  nlohmann::json manifest =
+      dump_manifest_head("rmsnorm", op.params(), info.seed, info.backend, report);
+  manifest["variant"] = info.variant;
+  manifest["rows"] = op.shape().rows;
+  manifest["width"] = op.shape().width;
+  manifest["eps"] = op.eps;
+  manifest[info.from_preset ? "preset" : "config"] = info.model_label;
+  manifest["tokens"] = info.tokens;
   w.write_manifest(manifest);
 }
 

@@ -58,6 +58,12 @@ class DumpWriter {
   nlohmann::json files_ = nlohmann::json::object();
 };
 
+// The manifest fields every op's dump has: op, params, seed, backend, the array formats (bf16
+// raw bits, f32, f64) and the judge's report; each op's writer adds its own.
+nlohmann::json dump_manifest_head(const std::string& op, const std::string& params, uint64_t seed,
+                                  const std::string& backend,
+                                  const oracle::AgreementReport& report);
+
 struct CompareRunInfo {
   std::string model_label;  // preset name or config path
   bool from_preset = true;

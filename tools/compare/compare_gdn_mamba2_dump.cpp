@@ -19,18 +19,14 @@ using Shape = std::vector<uint64_t>;
 
 nlohmann::json manifest_head(const std::string& op, const std::string& params, uint64_t rows,
                              const GdnMamba2DumpInfo& info, const oracle::AgreementReport& report) {
-  return {{"op", op},
-          {"params", params},
-          {"model", info.model},
-          {"tokens", info.tokens},
-          {"streams", info.streams},
-          {"rows", rows},
-          {"seed", info.seed},
-          {"backend", info.backend},
-          {"inputs", info.profile},
-          {"workspace", info.workspace},
-          {"formats", {{"bf16", kBf16DumpFormat}, {"f32", "<f4"}, {"f64", "<f8"}}},
-          {"report", report_json(report)}};
+  nlohmann::json m = dump_manifest_head(op, params, info.seed, info.backend, report);
+  m["model"] = info.model;
+  m["tokens"] = info.tokens;
+  m["streams"] = info.streams;
+  m["rows"] = rows;
+  m["inputs"] = info.profile;
+  m["workspace"] = info.workspace;
+  return m;
 }
 
 // A chunk-scratch array read back as whole regions of `per_region` elements: [regions, ...].

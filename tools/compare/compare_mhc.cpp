@@ -89,41 +89,53 @@ std::string skcol_note(const MhcPreOp& op, nlohmann::json& j) {
       op.hc_eps, tol);
 }
 
+// pre and head: the op's weights placed in the pool, its footprint and cost checked, its
+// inputs generated, run on `backend`, judged and dumped (--dump). Host: the inputs, the stored
+// outputs and the oracle's FP64 arrays (~6 copies of fn and the streams); oracle: the faithful
+// and exact references and the bounds, each rows·width·hc·h (width: mix for pre, hc for head).
+// The result has the report, the pool and the JSON fields both report; the header is the op's.
+template <class Op, class Generate, class Run, class Judge, class Dump>
+CompareResult run_weighted(Backend& backend, const CompareSetup& s, const MhcRun& r, Op& op,
+                           const char* what, uint64_t width, Generate generate, Run run,
+                           Judge judge, Dump dump) {
+  const uint64_t pool = oracle::place_mhc_weights(op);
+  require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
+  const auto& d = op.shape();
+  require_affordable(what, bytes_of(op.fn) + bytes_of(op.streams), 6.0,
+                     3.0 * static_cast<double>(d.rows) * static_cast<double>(width) *
+                         static_cast<double>(d.hc) * static_cast<double>(d.h),
+                     s);
+  const auto in = generate(op, s.seed, r.profile);
+  const Workspace ws = backend.allocate(s.layout, pool);
+  const auto out = run(backend, ws, op, in);
+
+  CompareResult res;
+  res.report = judge(op, in, out, backend.name(), s.seed, bounds_of(backend));
+  res.weight_pool_bytes = pool;
+  res.extra_json = {{"streams", r.streams},
+                    {"hc_eps", op.hc_eps},
+                    {"nonfinite_tokens", out.diagnostics.nonfinite_tokens}};
+  if (!s.dump_dir.empty()) dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
+  return res;
+}
+
 }  // namespace
 
 CompareResult compare_mhc_pre(Backend& backend, const CompareSetup& s) {
   const MhcRun r = hc_run(s, "hc-pre");
   require_sinkhorn_form(s, "hc-pre");
   MhcPreOp op = MhcPreOp::make(r.config, s.tokens);
-  const uint64_t pool = oracle::place_mhc_weights(op);
-  require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
-  // Host: the inputs, the stored outputs and the oracle's FP64 arrays (~6 copies of fn and
-  // the streams); oracle: the faithful and exact references and the bounds, each rows·mix·hc·h.
+  CompareResult res = run_weighted(backend, s, r, op, "--op hc-pre (weights and streams)",
+                                   op.shape().mix, oracle::generate_mhc_pre_inputs,
+                                   oracle::run_mhc_pre, oracle::judge_mhc_pre, write_mhc_pre_dump);
   const auto& d = op.shape();
-  require_affordable("--op hc-pre (weights and streams)", bytes_of(op.fn) + bytes_of(op.streams),
-                     6.0,
-                     3.0 * static_cast<double>(d.rows) * static_cast<double>(d.mix) *
-                         static_cast<double>(d.hc) * static_cast<double>(d.h),
-                     s);
-  const oracle::MhcPreInputs in = oracle::generate_mhc_pre_inputs(op, s.seed, r.profile);
-  const Workspace ws = backend.allocate(s.layout, pool);
-  const oracle::MhcPreOutputs out = oracle::run_mhc_pre(backend, ws, op, in);
-
-  CompareResult res;
-  res.report = oracle::judge_mhc_pre(op, in, out, backend.name(), s.seed, bounds_of(backend));
-  res.weight_pool_bytes = pool;
   res.header = fmt::format(
       "compare hc-pre (Sinkhorn form: hc {}, {} iterations, hc_eps {:g}; comb logit range {:g}, "
       "{} streams) on {}, {} tokens: {}",
       d.hc, d.iters, op.hc_eps, r.profile.logit_range, r.streams, s.model_label, s.tokens,
-      arena_and_pool(s, pool));
-  res.extra_json = {{"streams", r.streams},
-                    {"logit_range", r.profile.logit_range},
-                    {"hc_eps", op.hc_eps},
-                    {"nonfinite_tokens", out.diagnostics.nonfinite_tokens}};
+      arena_and_pool(s, res.weight_pool_bytes));
+  res.extra_json["logit_range"] = r.profile.logit_range;
   if (s.mutant == "M-SKCOL") res.details = skcol_note(op, res.extra_json);
-  if (!s.dump_dir.empty())
-    write_mhc_pre_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
   return res;
 }
 
@@ -161,29 +173,13 @@ CompareResult compare_mhc_post(Backend& backend, const CompareSetup& s) {
 CompareResult compare_mhc_head(Backend& backend, const CompareSetup& s) {
   const MhcRun r = hc_run(s, "hc-head");
   MhcHeadOp op = MhcHeadOp::make(r.config, s.tokens);
-  const uint64_t pool = oracle::place_mhc_weights(op);
-  require_footprint_fits(op.params(), op.accesses(), s.layout, s.model_label, s.tokens);
-  const auto& d = op.shape();
-  require_affordable("--op hc-head (weights and streams)", bytes_of(op.fn) + bytes_of(op.streams),
-                     6.0,
-                     3.0 * static_cast<double>(d.rows) * static_cast<double>(d.hc) *
-                         static_cast<double>(d.hc) * static_cast<double>(d.h),
-                     s);
-  const oracle::MhcHeadInputs in = oracle::generate_mhc_head_inputs(op, s.seed, r.profile);
-  const Workspace ws = backend.allocate(s.layout, pool);
-  const oracle::MhcHeadOutputs out = oracle::run_mhc_head(backend, ws, op, in);
-
-  CompareResult res;
-  res.report = oracle::judge_mhc_head(op, in, out, backend.name(), s.seed, bounds_of(backend));
-  res.weight_pool_bytes = pool;
-  res.header =
-      fmt::format("compare hc-head (hc {}, hc_eps {:g}; {} streams) on {}, {} tokens: {}", d.hc,
-                  op.hc_eps, r.streams, s.model_label, s.tokens, arena_and_pool(s, pool));
-  res.extra_json = {{"streams", r.streams},
-                    {"hc_eps", op.hc_eps},
-                    {"nonfinite_tokens", out.diagnostics.nonfinite_tokens}};
-  if (!s.dump_dir.empty())
-    write_mhc_head_dump(s.dump_dir, op, in, out, res.report, dump_info(s, backend, r));
+  CompareResult res =
+      run_weighted(backend, s, r, op, "--op hc-head (weights and streams)", op.shape().hc,
+                   oracle::generate_mhc_head_inputs, oracle::run_mhc_head, oracle::judge_mhc_head,
+                   write_mhc_head_dump);
+  res.header = fmt::format("compare hc-head (hc {}, hc_eps {:g}; {} streams) on {}, {} tokens: {}",
+                           op.shape().hc, op.hc_eps, r.streams, s.model_label, s.tokens,
+                           arena_and_pool(s, res.weight_pool_bytes));
   return res;
 }
 

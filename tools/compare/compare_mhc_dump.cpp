@@ -15,16 +15,12 @@ using Shape = std::vector<uint64_t>;
 
 nlohmann::json manifest_head(const std::string& op, const std::string& params,
                              const MhcDumpInfo& info, const oracle::AgreementReport& report) {
-  return {{"op", op},
-          {"params", params},
-          {"model", info.model},
-          {"tokens", info.tokens},
-          {"seed", info.seed},
-          {"backend", info.backend},
-          {"streams", info.streams},
-          {"formats", {{"bf16", kBf16DumpFormat}, {"f32", "<f4"}, {"f64", "<f8"}}},
-          {"layout", "C order; streams [rows, hc, h], comb [rows, hc, hc] (comb_ij at [t, i, j])"},
-          {"report", report_json(report)}};
+  nlohmann::json m = dump_manifest_head(op, params, info.seed, info.backend, report);
+  m["model"] = info.model;
+  m["tokens"] = info.tokens;
+  m["streams"] = info.streams;
+  m["layout"] = "C order; streams [rows, hc, h], comb [rows, hc, hc] (comb_ij at [t, i, j])";
+  return m;
 }
 
 // A low-rank scratch tensor as the stage stored it: FP32 (split path) or BF16 (slab path).

@@ -16,14 +16,11 @@ namespace {
 nlohmann::json manifest_head(const std::string& op, const std::string& params,
                              const std::string& model, uint64_t seed, const std::string& backend,
                              const oracle::AgreementReport& report) {
-  return {{"op", op},
-          {"params", params},
-          {"model", model},
-          {"seed", seed},
-          {"backend", backend},
-          {"formats", {{"bf16", kBf16DumpFormat}, {"f32", "<f4"}, {"f64", "<f8"}, {"u32", "<u4"}}},
-          {"weights", "not dumped: regenerated from the seed by the same command"},
-          {"report", report_json(report)}};
+  nlohmann::json m = dump_manifest_head(op, params, seed, backend, report);
+  m["model"] = model;
+  m["formats"]["u32"] = "<u4";
+  m["weights"] = "not dumped: regenerated from the seed by the same command";
+  return m;
 }
 
 }  // namespace

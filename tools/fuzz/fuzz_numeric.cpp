@@ -49,18 +49,6 @@ namespace {
 
 using U = uint64_t;
 
-// Full ranges (issue 4): routing as tests/slow/numeric/test_routing_full_range.cpp, E' ≤ 1024,
-// top_k ≤ 32, hidden ≤ 7168, rows ≤ 64, 2^30 oracle multiply-adds per case.
-gen::RoutingRanges routing_full_ranges() {
-  gen::RoutingRanges r;
-  r.max_rows = 64;
-  r.max_hidden = 7168;
-  r.max_experts = kMaxScoredExperts;
-  r.max_top_k = kMaxTopK;
-  r.cost_cap = uint64_t{1} << 30;
-  return r;
-}
-
 // The expert chain: gen::full_expert_chain_ranges — oracle work T·top_k·(3·I·D + D) ≤ 2^28
 // multiply-adds, and the expert weights E·3·I·D ≤ 2^26 elements (128 MiB of BF16: one
 // DeepSeek-V3-sized expert, 3·2048·7168, fits; the host copy, the pool and the read-back
@@ -77,28 +65,20 @@ int case_size(uint64_t seed) {
 
 enum class RoutingCheck { chain, topk, topk_nonfinite };
 
-const char* to_string(RoutingCheck c) {
-  switch (c) {
-    case RoutingCheck::chain:
-      return "chain";
-    case RoutingCheck::topk:
-      return "topk";
-    case RoutingCheck::topk_nonfinite:
-      return "topk-nonfinite";
-  }
-  return "?";
-}
+// Each check's name and what it runs, in the enum's order.
+struct RoutingCheckInfo {
+  const char* name;
+  const char* description;
+};
+constexpr RoutingCheckInfo kRoutingChecks[] = {
+    {"chain", "router -> top-k on the case's path, judge_routing_chain"},
+    {"topk", "top-k alone on stored logits with exact ties, judge_topk"},
+    {"topk-nonfinite", "top-k alone on stored logits with NaN / +-Inf, judge_topk"}};
+
+const char* to_string(RoutingCheck c) { return kRoutingChecks[static_cast<size_t>(c)].name; }
 
 const char* check_description(RoutingCheck c) {
-  switch (c) {
-    case RoutingCheck::chain:
-      return "router -> top-k on the case's path, judge_routing_chain";
-    case RoutingCheck::topk:
-      return "top-k alone on stored logits with exact ties, judge_topk";
-    case RoutingCheck::topk_nonfinite:
-      return "top-k alone on stored logits with NaN / +-Inf, judge_topk";
-  }
-  return "?";
+  return kRoutingChecks[static_cast<size_t>(c)].description;
 }
 
 // Half the cases run the chain (its path drawn by the generator: bf16, fp32-gate,
@@ -232,7 +212,7 @@ DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs)
       d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
     }
   } else if (f == NumericFamily::routing) {
-    const gen::RoutingCase c = gen::routing_case(routing_full_ranges())(random, size).value();
+    const gen::RoutingCase c = gen::routing_case(gen::full_routing_ranges())(random, size).value();
     const RoutingCheck check = routing_check(cs);
     d.description = c.describe();
     d.check = to_string(check);

@@ -48,6 +48,37 @@ void fail_with(GdnMamba2FuzzOutcome& o, const std::exception& e) {
   o.report = std::string("error: ") + e.what() + "\n";
 }
 
+// The outcome of case `c`: what it is, then `judge()` — the case planned, run on the backend
+// and judged; an exception from it is the case's failure.
+template <class Case, class Judge>
+GdnMamba2FuzzOutcome judged_outcome(const Case& c, std::string check, std::string check_description,
+                                    std::string compare_options, Judge judge) {
+  GdnMamba2FuzzOutcome o;
+  o.description = c.describe();
+  o.check = std::move(check);
+  o.check_description = std::move(check_description);
+  o.config = to_normalized_json(c.config);
+  o.compare_options = std::move(compare_options);
+  try {
+    o.finish(judge());
+  } catch (const std::exception& e) {
+    fail_with(o, e);
+  }
+  return o;
+}
+
+// `plan` of case `c` run on `backend` over the plan's footprint and judged, by the family's
+// harness functions: footprint(backend, plan), inputs(c), run(backend, ws, plan, in) and
+// judge(plan, in, run, backend name, seed, bounds) (judge_* is overloaded: a lambda).
+template <class Case, class Plan, class Footprint, class Inputs, class Run, class Judge>
+oracle::AgreementReport run_on_footprint(Backend& backend, const Case& c, const Plan& plan,
+                                         Footprint footprint, Inputs inputs, Run run, Judge judge) {
+  const Workspace ws = footprint(backend, plan);
+  const auto in = inputs(c);
+  const auto result = run(backend, ws, plan, in);
+  return judge(plan, in, result, backend.name(), c.seed, bounds_of(backend));
+}
+
 std::string gdn_compare_options(const gen::GdnCase& c) {
   if (c.profile.value_scale != 1.0) return {};
   std::string o =
@@ -74,25 +105,16 @@ GdnMamba2FuzzOutcome run_gdn_fuzz_case(Backend& backend, uint64_t cs, int size, 
   const gen::GdnCase c = draw<gen::GdnCase>(
       gen::gdn_case(gen::full_gdn_ranges()), cs, size, mutant == Mutant::M_GDNCARRY,
       [](const gen::GdnCase& x) { return x.path == oracle::GdnPath::chunked; });
-  GdnMamba2FuzzOutcome o;
-  o.description = c.describe();
-  o.check = std::string("gdn-") + gen::to_string(c.path);
-  o.check_description =
+  const char* what =
       c.path == oracle::GdnPath::chunked
           ? "GDN conv1d -> gates -> chunked core (wu, state, output) -> gated norm, judge_gdn"
           : "GDN conv1d -> gates -> token recurrence -> gated norm, judge_gdn";
-  o.config = to_normalized_json(c.config);
-  o.compare_options = gdn_compare_options(c);
-  try {
-    const oracle::GdnPlan plan = oracle::plan_gdn(c.dims(), c.path);
-    const Workspace ws = oracle::allocate_gdn_footprint(backend, plan);
-    const oracle::GdnInputs in = gen::gdn_inputs(c);
-    const oracle::GdnRun run = oracle::run_gdn(backend, ws, plan, in);
-    o.finish(oracle::judge_gdn(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
-  } catch (const std::exception& e) {
-    fail_with(o, e);
-  }
-  return o;
+  return judged_outcome(
+      c, std::string("gdn-") + gen::to_string(c.path), what, gdn_compare_options(c), [&] {
+        return run_on_footprint(backend, c, oracle::plan_gdn(c.dims(), c.path),
+                                oracle::allocate_gdn_footprint, gen::gdn_inputs, oracle::run_gdn,
+                                [](const auto&... a) { return oracle::judge_gdn(a...); });
+      });
 }
 
 GdnMamba2FuzzOutcome run_mamba2_fuzz_case(Backend& backend, uint64_t cs, int size, Mutant mutant) {
@@ -105,26 +127,18 @@ GdnMamba2FuzzOutcome run_mamba2_fuzz_case(Backend& backend, uint64_t cs, int siz
                               return x.path == oracle::Mamba2Path::chunked && x.L > kChunk &&
                                      x.profile.dt == oracle::Mamba2DtRegime::typical;
                             });
-  GdnMamba2FuzzOutcome o;
-  o.description = c.describe();
-  o.check = std::string("ssd-") + gen::to_string(c.path);
-  o.check_description =
+  const char* what =
       c.path == oracle::Mamba2Path::chunked
           ? "Mamba-2 conv1d -> chunked SSD (cumsum, bmm, scan) per sequence -> gated norm, "
             "judge_ssd"
           : "Mamba-2 conv1d -> recurrence -> gated norm, judge_ssd";
-  o.config = to_normalized_json(c.config);
-  o.compare_options = mamba2_compare_options(c);
-  try {
-    const oracle::Mamba2Plan plan = oracle::plan_mamba2(c.dims(), c.path);
-    const Workspace ws = oracle::allocate_mamba2_footprint(backend, plan);
-    const oracle::Mamba2Inputs in = gen::mamba2_inputs(c);
-    const oracle::Mamba2Run run = oracle::run_mamba2(backend, ws, plan, in);
-    o.finish(oracle::judge_mamba2(plan, in, run, backend.name(), c.seed, bounds_of(backend)));
-  } catch (const std::exception& e) {
-    fail_with(o, e);
-  }
-  return o;
+  return judged_outcome(
+      c, std::string("ssd-") + gen::to_string(c.path), what, mamba2_compare_options(c), [&] {
+        return run_on_footprint(backend, c, oracle::plan_mamba2(c.dims(), c.path),
+                                oracle::allocate_mamba2_footprint, gen::mamba2_inputs,
+                                oracle::run_mamba2,
+                                [](const auto&... a) { return oracle::judge_mamba2(a...); });
+      });
 }
 
 }  // namespace bufferlab::cli

@@ -54,13 +54,7 @@ gen::MhcOpKind kind_of(MhcCheck c) {
 // The deep stack at the fuzz's range: wider than the CI property's (hc ≤ 4, h ≤ 32), under
 // ~2^27 oracle multiply-adds per case (40 layers · rows · (2 + hc)·hc · hc·h, three passes).
 gen::DeepStackRanges fuzz_deep_stack_ranges() {
-  gen::DeepStackRanges r;
-  r.max_mhc = 8;
-  r.max_h = 128;
-  r.max_rows = 8;
-  r.max_iters = 50;
-  r.max_logit_range = 4.0;
-  return r;
+  return {.max_mhc = 8, .max_h = 128, .max_rows = 8, .max_iters = 50, .max_logit_range = 4.0};
 }
 
 // Post cases run out of place in about half the cases (the result must be the same).
@@ -78,14 +72,16 @@ std::string check_name(const gen::MhcCase& c, uint64_t cs) {
 oracle::AgreementReport run_op(Backend& b, const gen::MhcCase& c, bool out_of_place,
                                const oracle::BoundModel& bm) {
   const std::string name = b.name();
+  // pre and head: the op over its placed weights, run on `b` and judged.
+  const auto run_weighted = [&](auto op, const auto& in, auto run, auto judge) {
+    const uint64_t pool = oracle::place_mhc_weights(op);
+    const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
+    return judge(op, in, run(b, ws, op, in), name, c.seed, bm);
+  };
   switch (c.kind) {
-    case gen::MhcOpKind::pre: {
-      MhcPreOp op = MhcPreOp::make(c.config, c.rows);
-      const uint64_t pool = oracle::place_mhc_weights(op);
-      const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
-      const oracle::MhcPreInputs in = gen::mhc_pre_inputs(c);
-      return oracle::judge_mhc_pre(op, in, oracle::run_mhc_pre(b, ws, op, in), name, c.seed, bm);
-    }
+    case gen::MhcOpKind::pre:
+      return run_weighted(MhcPreOp::make(c.config, c.rows), gen::mhc_pre_inputs(c),
+                          oracle::run_mhc_pre, oracle::judge_mhc_pre);
     case gen::MhcOpKind::post: {
       MhcPostOp op = MhcPostOp::make(c.config, c.rows);
       const uint64_t pool = out_of_place ? oracle::place_mhc_post_out_of_place(op) : 0;
@@ -93,13 +89,9 @@ oracle::AgreementReport run_op(Backend& b, const gen::MhcCase& c, bool out_of_pl
       const oracle::MhcPostInputs in = gen::mhc_post_inputs(c);
       return oracle::judge_mhc_post(op, in, oracle::run_mhc_post(b, ws, op, in), name, c.seed, bm);
     }
-    case gen::MhcOpKind::head: {
-      MhcHeadOp op = MhcHeadOp::make(c.config, c.rows);
-      const uint64_t pool = oracle::place_mhc_weights(op);
-      const Workspace ws = oracle::allocate_mhc_footprint(b, op, pool);
-      const oracle::MhcHeadInputs in = gen::mhc_head_inputs(c);
-      return oracle::judge_mhc_head(op, in, oracle::run_mhc_head(b, ws, op, in), name, c.seed, bm);
-    }
+    case gen::MhcOpKind::head:
+      return run_weighted(MhcHeadOp::make(c.config, c.rows), gen::mhc_head_inputs(c),
+                          oracle::run_mhc_head, oracle::judge_mhc_head);
     case gen::MhcOpKind::expand: {
       const MhcExpandOp op = MhcExpandOp::make(c.config, c.rows);
       const Workspace ws = oracle::allocate_mhc_footprint(b, op, 0);

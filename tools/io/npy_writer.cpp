@@ -24,22 +24,6 @@ std::string shape_tuple(const std::vector<uint64_t>& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");  // a 1-tuple needs its comma in Python
 }
 
-template <class T>
-void write_file(const std::string& path, const std::string& descr, std::span<const T> data,
-                const std::vector<uint64_t>& shape) {
-  Size elements = 1;
-  for (uint64_t d : shape) elements = elements * d;
-  if (elements.value() != data.size())
-    throw Error("npy " + path + ": " + std::to_string(data.size()) + " elements for shape " +
-                shape_tuple(shape));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const std::string header = npy_header(descr, shape);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(data.size_bytes()));
-  if (!out) throw Error("cannot write " + path);
-}
-
 }  // namespace
 
 std::string npy_header(const std::string& descr, const std::vector<uint64_t>& shape) {
@@ -58,21 +42,20 @@ std::string npy_header(const std::string& descr, const std::vector<uint64_t>& sh
   return header + dict;
 }
 
-void write_npy(const std::string& path, std::span<const uint16_t> data,
-               const std::vector<uint64_t>& shape) {
-  write_file(path, "<u2", data, shape);
-}
-void write_npy(const std::string& path, std::span<const float> data,
-               const std::vector<uint64_t>& shape) {
-  write_file(path, "<f4", data, shape);
-}
-void write_npy(const std::string& path, std::span<const double> data,
-               const std::vector<uint64_t>& shape) {
-  write_file(path, "<f8", data, shape);
-}
-void write_npy(const std::string& path, std::span<const uint32_t> data,
-               const std::vector<uint64_t>& shape) {
-  write_file(path, "<u4", data, shape);
+void write_npy_bytes(const std::string& path, const std::string& descr,
+                     std::span<const std::byte> bytes, size_t elements,
+                     const std::vector<uint64_t>& shape) {
+  Size expected = 1;
+  for (uint64_t d : shape) expected = expected * d;
+  if (expected.value() != elements)
+    throw Error("npy " + path + ": " + std::to_string(elements) + " elements for shape " +
+                shape_tuple(shape));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::string header = npy_header(descr, shape);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw Error("cannot write " + path);
 }
 
 }  // namespace bufferlab::cli

@@ -9,19 +9,7 @@ namespace bufferlab::cli {
 
 void PlanOptions::add_options(CLI::App& command) {
   model_.add_options(command);
-  max_batch_tokens_option_ =
-      command.add_option("--max-batch-tokens", max_batch_tokens_, "m: tokens per pass (>= 1)")
-          ->type_name("N")
-          ->capture_default_str();
-  command.add_option("--max-seq-len", max_seq_len_, "longest sequence")
-      ->type_name("N")
-      ->capture_default_str();
-  command.add_option("--kv-block-size", kv_block_size_, "paged-KV block size (0 = not paged)")
-      ->type_name("N")
-      ->capture_default_str();
-  command.add_option("--max-batch-size", max_batch_size_, "decode sequences per step (>= 1)")
-      ->type_name("N")
-      ->capture_default_str();
+  shape_.add_options(command);
   target_.add_options(command);
   sizing_option_ = command
                        .add_option("--sizing", sizing_,
@@ -47,11 +35,7 @@ PlanRequest PlanOptions::request() const {
   PlanRequest r;
   r.config = model_.load();
   r.context.model = model_.label();
-  r.context.shape.max_batch_tokens = parse_u64("--max-batch-tokens", max_batch_tokens_);
-  r.context.shape.max_seq_len = parse_u64("--max-seq-len", max_seq_len_);
-  r.context.shape.kv_block_size = parse_u64("--kv-block-size", kv_block_size_);
-  r.context.shape.max_batch_size = parse_u64("--max-batch-size", max_batch_size_);
-  r.context.shape.validate();
+  r.context.shape = shape_.shape();
   r.context.target = target_.target();
   // --mutant alone means "this bug on top of corrected"; with an explicit --sizing spec it
   // is refused by Sizing::validate (mutants are defined relative to corrected).

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/model_source.h"
+#include "common/shape_options.h"
 #include "common/target_options.h"
 #include "plan/plan_request.h"
 
@@ -20,21 +21,16 @@ class PlanOptions {
   // Parses and checks every option; throws bufferlab::Error naming the bad one.
   PlanRequest request() const;
 
-  bool max_batch_tokens_given() const { return max_batch_tokens_option_->count() > 0; }
+  bool max_batch_tokens_given() const { return shape_.max_batch_tokens_given(); }
 
  private:
   ModelSource model_;
-  // Integers are kept as text and parsed by parse_u64 (see parse_number.h for why).
-  std::string max_batch_tokens_ = "8192";
-  std::string max_seq_len_ = "32768";
-  std::string kv_block_size_ = "16";
-  std::string max_batch_size_ = "32";
+  ShapeOptions shape_;    // --max-batch-tokens, --max-seq-len, --kv-block-size, --max-batch-size
   TargetOptions target_;  // --target, --splitk, --q2-dequant, --q2-mmq
   std::string sizing_ = "spec";
   std::string mutant_;
   std::string alignment_ = "256";
   std::string redzone_ = "0";
-  CLI::Option* max_batch_tokens_option_ = nullptr;
   CLI::Option* sizing_option_ = nullptr;
   CLI::Option* mutant_option_ = nullptr;
 };

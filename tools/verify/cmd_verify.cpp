@@ -15,6 +15,7 @@
 #include "common/commands.h"
 #include "common/model_source.h"
 #include "common/parse_number.h"
+#include "common/shape_options.h"
 #include "common/stopwatch.h"
 #include "common/target_options.h"
 #include "io/sizes_file.h"
@@ -28,11 +29,7 @@ struct VerifyCommand {
   ModelSource model;
   TargetOptions target;
   SizingOptions sizing;
-  // Integers are kept as text and parsed by parse_u64 (see parse_number.h for why).
-  std::string max_batch_tokens = "8192";
-  std::string max_seq_len = "32768";
-  std::string kv_block_size = "16";
-  std::string max_batch_size = "32";
+  ShapeOptions shape;  // --max-batch-tokens, --max-seq-len, --kv-block-size, --max-batch-size
   std::string sizes_path;
   std::string show = "20";
   std::string pass;   // --pass: print this one plan instead of verifying the grid
@@ -42,18 +39,7 @@ struct VerifyCommand {
 
 void add_options(CLI::App& sub, VerifyCommand& cmd) {
   cmd.model.add_options(sub);
-  sub.add_option("--max-batch-tokens", cmd.max_batch_tokens, "m: tokens per pass (>= 1)")
-      ->type_name("N")
-      ->capture_default_str();
-  sub.add_option("--max-seq-len", cmd.max_seq_len, "longest sequence")
-      ->type_name("N")
-      ->capture_default_str();
-  sub.add_option("--kv-block-size", cmd.kv_block_size, "paged-KV block size (0 = not paged)")
-      ->type_name("N")
-      ->capture_default_str();
-  sub.add_option("--max-batch-size", cmd.max_batch_size, "decode sequences per step (>= 1)")
-      ->type_name("N")
-      ->capture_default_str();
+  cmd.shape.add_options(sub);
   cmd.target.add_options(sub);
   cmd.sizing.add_options(sub);
   sub.add_option("--sizes", cmd.sizes_path,
@@ -112,11 +98,7 @@ int run_verify(const VerifyCommand& cmd) {
   VerifyOutcome o;
   const ModelConfig config = cmd.model.load();
   o.model = cmd.model.label();
-  o.shape.max_batch_tokens = parse_u64("--max-batch-tokens", cmd.max_batch_tokens);
-  o.shape.max_seq_len = parse_u64("--max-seq-len", cmd.max_seq_len);
-  o.shape.kv_block_size = parse_u64("--kv-block-size", cmd.kv_block_size);
-  o.shape.max_batch_size = parse_u64("--max-batch-size", cmd.max_batch_size);
-  o.shape.validate();
+  o.shape = cmd.shape.shape();
   o.target = cmd.target.target();
   const Sizing sizing = cmd.sizing.sizing();
   const size_t show = parse_u64("--show", cmd.show);

@@ -41,6 +41,11 @@ struct RoutingRanges {
   uint64_t max_top_k = kMaxTopK;
   uint64_t cost_cap = uint64_t{1} << 24;  // routing_case_cost, oracle multiply-adds per case
 };
+// The full ranges (issue 4) of `fuzz --numeric routing` and the slow full-range test: E' ≤ 1024,
+// top_k ≤ 32, hidden ≤ 7168, rows ≤ 64, 2^30 oracle multiply-adds per case.
+inline RoutingRanges full_routing_ranges() {
+  return {.max_rows = 64, .max_hidden = 7168, .cost_cap = uint64_t{1} << 30};
+}
 
 struct RoutingCase {
   // hidden_size, num_experts, zero_expert_num, num_experts_per_tok, scoring_func,
