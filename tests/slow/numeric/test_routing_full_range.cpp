@@ -28,16 +28,6 @@ using testing::cpu_backend;
 
 constexpr int kRoutingCases = 500;  // successes per property (testing::check_many)
 
-gen::RoutingRanges full_ranges() {
-  gen::RoutingRanges r;
-  r.max_rows = 64;
-  r.max_hidden = 7168;
-  r.max_experts = kMaxScoredExperts;
-  r.max_top_k = kMaxTopK;
-  r.cost_cap = uint64_t{1} << 30;
-  return r;
-}
-
 oracle::RoutingVerdict run_chain(const RoutingCase& c) {
   const auto ops = oracle::make_routing_ops(c.config, c.rows, c.precision, c.hash);
   const gen::RoutingTensors t = gen::routing_tensors(c);
@@ -67,7 +57,7 @@ oracle::RoutingVerdict run_topk(const RoutingCase& c, bool nonfinite) {
 }
 
 void assert_chain(RouterPrecision p) {
-  RoutingCase c = *gen::routing_case(full_ranges());
+  RoutingCase c = *gen::routing_case(gen::full_routing_ranges());
   c.precision = p;
   RC_TAG(to_string(c.pattern));
   RC_LOG() << c.describe() << "\n";
@@ -91,7 +81,7 @@ TEST(RoutingFullRange, Bf16PathAgreesAboveItsLargerBound) {
 TEST(RoutingFullRange, TopKOnStoredLogitsWithNanAndInf) {
   testing::check_many(
       [] {
-        const RoutingCase c = *gen::routing_case(full_ranges());
+        const RoutingCase c = *gen::routing_case(gen::full_routing_ranges());
         const bool nonfinite = *rc::gen::arbitrary<bool>();
         RC_LOG() << c.describe() << " nonfinite=" << nonfinite << "\n";
         const auto v = run_topk(c, nonfinite);
