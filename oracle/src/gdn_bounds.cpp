@@ -474,7 +474,6 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
                           std::span<const double> out, const BoundModel& bm) {
   const Model m(bm);
   const GdnGeometry& g = d.geom;
-  const ChunkGrid grid(d);
   const uint64_t kd = g.kd, vd = g.vd, nv = g.nv;
   const double eps_r = m.norm_rel(kd), eps_rq = grow(eps_r, m.u);
   const double comp_qS = grow(m.g(2), m.g(static_cast<double>(kd)));
@@ -483,50 +482,45 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
   r.bound.assign(out.size(), 0.0);
   std::vector<double> A(vd), aA(vd), err(vd), mag(vd), uf(vd), sS(vd), P(kChunk), eP(kChunk);
   const double kdd = static_cast<double>(kd);
-  for (uint64_t b = 0; b < grid.sequences; ++b)
-    for (uint64_t c = 0; c < grid.cps; ++c)
-      for (uint64_t v = 0; v < nv; ++v) {
-        const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
-        const auto [Sr, ur, gr] = chunk_region(S, uc, gc, reg, kd, vd);
-        for (uint64_t i = 0; i < n; ++i) {
-          const double* q = q_row(qk, g, grid.token(b, c, i), h);
-          std::fill(A.begin(), A.end(), 0.0);
-          std::fill(aA.begin(), aA.end(), 0.0);
-          std::fill(sS.begin(), sS.end(), 0.0);
-          for (uint64_t j = 0; j < kd; ++j)
-            for (uint64_t col = 0; col < vd; ++col) {
-              A[col] += q[j] * Sr[j * vd + col];
-              aA[col] += std::fabs(q[j] * Sr[j * vd + col]);
-              sS[col] += std::fabs(Sr[j * vd + col]);
-            }
-          const double e = std::exp(gr[i]);
-          for (uint64_t col = 0; col < vd; ++col) {
-            err[col] = e * (f0 * std::fabs(A[col]) + (1.0 + f0) * comp_qS * aA[col]);
-            mag[col] = e * std::fabs(A[col]);
-            uf[col] = e * (2.0 * sS[col] + kdd) + m.uf_exp() * std::fabs(A[col]) + 1.0;
-          }
-          for (uint64_t l = 0; l <= i; ++l) {
-            const double* k = k_row(qk, g, grid.token(b, c, l), h);
-            const double p = dot(q, k, kd), ap = abs_dot(q, k, kd);
-            const double ep = normalised_dot_error(p, ap, eps_rq, eps_r, m.g(2), m.u, kd, m);
-            const double M = std::exp(gr[i] - gr[l]);
-            const double rel = grow(m.exp_diff_rel(gr[i] - gr[l]), m.g(2));
-            const double per = M * (rel * (std::fabs(p) + ep) + ep), amp = M * std::fabs(p);
-            const double uf_l = 4.0 * kdd + m.uf_exp() * std::fabs(p) + 1.0;
-            for (uint64_t col = 0; col < vd; ++col) {
-              const double a = std::fabs(ur[l * vd + col]);
-              err[col] += per * a;
-              mag[col] += amp * a;
-              uf[col] += uf_l * a + 1.0;
-            }
-          }
-          const double gs = m.g(static_cast<double>(i) + 1.0);
-          const uint64_t row = grid.token(b, c, i) * nv * vd + v * vd;
-          for (uint64_t col = 0; col < vd; ++col)
-            r.bound[row + col] = stored_bf16(
-                out[row + col], (1.0 + gs) * err[col] + gs * mag[col] + fp32_underflow(uf[col]));
-        }
+  for_each_output_row(d, qk, S, uc, gc, [&](const OutputRow& row) {
+    const auto [Sr, ur, gr] = row.at;
+    const double* q = row.q;
+    std::fill(A.begin(), A.end(), 0.0);
+    std::fill(aA.begin(), aA.end(), 0.0);
+    std::fill(sS.begin(), sS.end(), 0.0);
+    for (uint64_t j = 0; j < kd; ++j)
+      for (uint64_t col = 0; col < vd; ++col) {
+        A[col] += q[j] * Sr[j * vd + col];
+        aA[col] += std::fabs(q[j] * Sr[j * vd + col]);
+        sS[col] += std::fabs(Sr[j * vd + col]);
       }
+    const double e = std::exp(gr[row.i]);
+    for (uint64_t col = 0; col < vd; ++col) {
+      err[col] = e * (f0 * std::fabs(A[col]) + (1.0 + f0) * comp_qS * aA[col]);
+      mag[col] = e * std::fabs(A[col]);
+      uf[col] = e * (2.0 * sS[col] + kdd) + m.uf_exp() * std::fabs(A[col]) + 1.0;
+    }
+    for (uint64_t l = 0; l <= row.i; ++l) {
+      const double* k = k_row(qk, g, row.token_of(l), row.h);
+      const double p = dot(q, k, kd), ap = abs_dot(q, k, kd);
+      const double ep = normalised_dot_error(p, ap, eps_rq, eps_r, m.g(2), m.u, kd, m);
+      const double M = std::exp(gr[row.i] - gr[l]);
+      const double rel = grow(m.exp_diff_rel(gr[row.i] - gr[l]), m.g(2));
+      const double per = M * (rel * (std::fabs(p) + ep) + ep), amp = M * std::fabs(p);
+      const double uf_l = 4.0 * kdd + m.uf_exp() * std::fabs(p) + 1.0;
+      for (uint64_t col = 0; col < vd; ++col) {
+        const double a = std::fabs(ur[l * vd + col]);
+        err[col] += per * a;
+        mag[col] += amp * a;
+        uf[col] += uf_l * a + 1.0;
+      }
+    }
+    const double gs = m.g(static_cast<double>(row.i) + 1.0);
+    const uint64_t at = row.t * nv * vd + row.v * vd;
+    for (uint64_t col = 0; col < vd; ++col)
+      r.bound[at + col] = stored_bf16(
+          out[at + col], (1.0 + gs) * err[col] + gs * mag[col] + fp32_underflow(uf[col]));
+  });
   r.formula =
       "exp(gc)*(eps*|qS| + gamma_(kd+2)*sum|q||S|) + sum_l M*|uc|*(eps*|<q,k>| + gamma_(kd+3)*"
       "sum|q||k|) + gamma_(i+1) sum + ulp_bf16";

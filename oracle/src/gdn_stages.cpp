@@ -238,24 +238,19 @@ std::vector<double> output_stage(const GdnDims& d, const Qk& qk, std::span<const
   require_size("uc", uc.size(), mul(regions, kChunk * vd));
   require_size("gc", gc.size(), mul(regions, kChunk));
   std::vector<double> out(mul(d.rows(), nv * vd), 0.0);
-  for (uint64_t b = 0; b < grid.sequences; ++b)
-    for (uint64_t c = 0; c < grid.cps; ++c)
-      for (uint64_t v = 0; v < nv; ++v) {
-        const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
-        const auto [Sr, ur, gr] = chunk_region(S, uc, gc, reg, kd, vd);
-        for (uint64_t i = 0; i < n; ++i) {
-          const double* q = q_row(qk, g, grid.token(b, c, i), h);
-          double* o = out.data() + grid.token(b, c, i) * nv * vd + v * vd;
-          const double e = std::exp(gr[i]);
-          for (uint64_t j = 0; j < kd; ++j)
-            for (uint64_t col = 0; col < vd; ++col) o[col] += e * q[j] * Sr[j * vd + col];
-          for (uint64_t l = 0; l <= i; ++l) {
-            const double* k = k_row(qk, g, grid.token(b, c, l), h);
-            const double a = std::exp(gr[i] - gr[l]) * dot(q, k, kd);
-            for (uint64_t col = 0; col < vd; ++col) o[col] += a * ur[l * vd + col];
-          }
-        }
-      }
+  for_each_output_row(d, qk, S, uc, gc, [&](const OutputRow& row) {
+    const auto [Sr, ur, gr] = row.at;
+    const double* q = row.q;
+    double* o = out.data() + row.t * nv * vd + row.v * vd;
+    const double e = std::exp(gr[row.i]);
+    for (uint64_t j = 0; j < kd; ++j)
+      for (uint64_t col = 0; col < vd; ++col) o[col] += e * q[j] * Sr[j * vd + col];
+    for (uint64_t l = 0; l <= row.i; ++l) {
+      const double* k = k_row(qk, g, row.token_of(l), row.h);
+      const double a = std::exp(gr[row.i] - gr[l]) * dot(q, k, kd);
+      for (uint64_t col = 0; col < vd; ++col) o[col] += a * ur[l * vd + col];
+    }
+  });
   return out;
 }
 

@@ -139,17 +139,15 @@ std::vector<double> cumsum_bounds(const Mamba2Dims& dims, std::span<const double
   require_size("dt chunks", dt_chunks.size(), mul(mul(H, nch), kChunk));
   const double u = bm.fp32_u, eta = 2.0 * bm.exp_ulps * u;
   std::vector<double> b(dt_chunks.size(), 0.0);
-  for (uint64_t h = 0; h < H; ++h)
-    for (uint64_t c = 0; c < nch; ++c) {
-      const uint64_t base = (h * nch + c) * kChunk;
-      double S = 0.0;
-      for (uint64_t i = 0; i < kChunk && chunk_row_valid(dims, c, i); ++i) {
-        S += std::fabs(dt_chunks[base + i] * A[h]);
-        const double n = static_cast<double>(i + 1);
-        b[base + i] = ((1.0 + eta) * (1.0 + gamma(n, u)) - 1.0) * S +
-                      (2.0 * n - 1.0) * kUnderflowPerOp + (gamma(n, kU64) + 2.0 * kU64) * S;
-      }
+  for_each_head_chunk(dims, [&](uint64_t h, uint64_t c, uint64_t base) {
+    double S = 0.0;
+    for (uint64_t i = 0; i < kChunk && chunk_row_valid(dims, c, i); ++i) {
+      S += std::fabs(dt_chunks[base + i] * A[h]);
+      const double n = static_cast<double>(i + 1);
+      b[base + i] = ((1.0 + eta) * (1.0 + gamma(n, u)) - 1.0) * S +
+                    (2.0 * n - 1.0) * kUnderflowPerOp + (gamma(n, kU64) + 2.0 * kU64) * S;
     }
+  });
   return b;
 }
 
@@ -168,20 +166,11 @@ std::vector<double> bmm_bounds(const Mamba2Dims& dims, std::span<const double> x
   require_size("xbc", xbc.size(), mul(L, col.d_xbc));
   const double gN = gamma(static_cast<double>(N), sum_u(bm)) + gamma(static_cast<double>(N), kU64);
   std::vector<double> b(mul(mul(nch, col.G), kChunk * kChunk), 0.0);
-  for (uint64_t c = 0; c < nch; ++c) {
-    const uint64_t rc = std::min(kChunk, L - c * kChunk);
-    for (uint64_t g = 0; g < col.G; ++g)
-      for (uint64_t t = 0; t < rc; ++t) {
-        const double* Ct = xbc.data() + (c * kChunk + t) * col.d_xbc + col.C(g);
-        for (uint64_t s = 0; s < rc; ++s) {
-          const double* Bs = xbc.data() + (c * kChunk + s) * col.d_xbc + col.B(g);
-          double S = 0.0;
-          for (uint64_t n = 0; n < N; ++n) S += std::fabs(Ct[n] * Bs[n]);
-          b[((c * col.G + g) * kChunk + t) * kChunk + s] =
-              gN * S + static_cast<double>(N) * kUnderflowPerOp;
-        }
-      }
-  }
+  for_each_cb_pair(dims, xbc, [&](uint64_t at, const double* Ct, const double* Bs) {
+    double S = 0.0;
+    for (uint64_t n = 0; n < N; ++n) S += std::fabs(Ct[n] * Bs[n]);
+    b[at] = gN * S + static_cast<double>(N) * kUnderflowPerOp;
+  });
   return b;
 }
 

@@ -133,15 +133,13 @@ std::vector<double> cumsum_fp64(const Mamba2Dims& dims, std::span<const double> 
   require_size("dt chunks", dt_chunks.size(), mul(mul(H, nch), kChunk));
   require_size("A", A.size(), H);
   std::vector<double> cs(dt_chunks.size(), 0.0);
-  for (uint64_t h = 0; h < H; ++h)
-    for (uint64_t c = 0; c < nch; ++c) {
-      const uint64_t base = (h * nch + c) * kChunk;
-      double acc = 0.0;
-      for (uint64_t i = 0; i < kChunk && chunk_row_valid(dims, c, i); ++i) {
-        acc += dt_chunks[base + i] * A[h];
-        cs[base + i] = acc;
-      }
+  for_each_head_chunk(dims, [&](uint64_t h, uint64_t c, uint64_t base) {
+    double acc = 0.0;
+    for (uint64_t i = 0; i < kChunk && chunk_row_valid(dims, c, i); ++i) {
+      acc += dt_chunks[base + i] * A[h];
+      cs[base + i] = acc;
     }
+  });
   return cs;
 }
 
@@ -150,19 +148,11 @@ std::vector<double> bmm_fp64(const Mamba2Dims& dims, std::span<const double> xbc
   const uint64_t L = dims.L, nch = chunks_of(L), N = col.N;
   require_size("xbc", xbc.size(), mul(L, col.d_xbc));
   std::vector<double> cb(mul(mul(nch, col.G), kChunk * kChunk), 0.0);
-  for (uint64_t c = 0; c < nch; ++c) {
-    const uint64_t rc = std::min(kChunk, L - c * kChunk);
-    for (uint64_t g = 0; g < col.G; ++g)
-      for (uint64_t t = 0; t < rc; ++t) {
-        const double* Ct = xbc.data() + (c * kChunk + t) * col.d_xbc + col.C(g);
-        for (uint64_t s = 0; s < rc; ++s) {
-          const double* Bs = xbc.data() + (c * kChunk + s) * col.d_xbc + col.B(g);
-          double acc = 0.0;
-          for (uint64_t n = 0; n < N; ++n) acc += Ct[n] * Bs[n];
-          cb[((c * col.G + g) * kChunk + t) * kChunk + s] = acc;
-        }
-      }
-  }
+  for_each_cb_pair(dims, xbc, [&](uint64_t at, const double* Ct, const double* Bs) {
+    double acc = 0.0;
+    for (uint64_t n = 0; n < N; ++n) acc += Ct[n] * Bs[n];
+    cb[at] = acc;
+  });
   return cb;
 }
 

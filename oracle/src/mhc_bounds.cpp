@@ -462,6 +462,31 @@ MhcStageBounds mhc_lowrank_up_bounds(const MhcLowRankDims& d, std::span<const do
   return b;
 }
 
+namespace {
+// The gated collapse's bound per output (t, c): gate σ(up_k) at the hc inputs k = t·W + i·h + c,
+// up_k known within e_up(k) (sigma_error), y = (1/hc)·Σ gate·n (collapse_error, n exact: the
+// stored input), then the BF16 store of y. Shared by the split and slab collapses.
+template <class UpError>
+std::vector<double> collapse_bounds(const MhcLowRankDims& d, std::span<const double> normed,
+                                    std::span<const double> up, std::span<const double> y,
+                                    const BoundModel& bm, UpError e_up) {
+  const uint64_t W = mul(d.hc, d.h);
+  std::vector<double> bound(y.size()), gate(d.hc), e_gate(d.hc), zero(W, 0.0);
+  for (uint64_t t = 0; t < d.rows; ++t)
+    for (uint64_t c = 0; c < d.h; ++c) {
+      for (uint64_t i = 0; i < d.hc; ++i) {
+        const uint64_t k = t * W + i * d.h + c;
+        gate[i] = sigmoid(up[k]);
+        e_gate[i] = sigma_error(up[k], e_up(k), bm);
+      }
+      const double e = collapse_error(gate.data(), e_gate.data(), normed.data() + t * W + c,
+                                      zero.data(), d.hc, d.h, bm.fp32_u);
+      bound[t * d.h + c] = stored_bf16(y[t * d.h + c], e);
+    }
+  return bound;
+}
+}  // namespace
+
 // Split collapse: up = W_up·low computed inside in FP32 (γ_r(fp32_u)·Σ|W_up·low|), the gate
 // σ(up) within sigma_error, y = (1/hc)·Σ gate·n (collapse_error, n exact: the stored input),
 // then the BF16 store.
@@ -475,19 +500,8 @@ MhcStageBounds mhc_lowrank_split_collapse_bounds(const MhcLowRankDims& d,
   const std::vector<double> abs = abs_products(d.rows, d.r, W, low, w_up);
   const std::vector<double> y = mhc_lowrank_collapse(d, normed, up);
   MhcStageBounds b;
-  b.bound.resize(y.size());
-  std::vector<double> gate(d.hc), e_gate(d.hc), zero(W, 0.0);
-  for (uint64_t t = 0; t < d.rows; ++t)
-    for (uint64_t c = 0; c < d.h; ++c) {
-      for (uint64_t i = 0; i < d.hc; ++i) {
-        const uint64_t k = t * W + i * d.h + c;
-        gate[i] = sigmoid(up[k]);
-        e_gate[i] = sigma_error(up[k], dot_error(abs[k], d.r, bm.fp32_u), bm);
-      }
-      const double e = collapse_error(gate.data(), e_gate.data(), normed.data() + t * W + c,
-                                      zero.data(), d.hc, d.h, bm.fp32_u);
-      b.bound[t * d.h + c] = stored_bf16(y[t * d.h + c], e);
-    }
+  b.bound = collapse_bounds(d, normed, up, y, bm,
+                            [&](uint64_t k) { return dot_error(abs[k], d.r, bm.fp32_u); });
   b.formula = fmt::format(
       "sigma' <= 1/4 on gamma_r(u)*sum|W_up*low| (r = {}) + gamma_(2*exp_ulps+2); "
       "(1/hc)*sum e_gate*|n| + gamma_(hc+2); + ulp_bf16",
@@ -500,22 +514,9 @@ MhcStageBounds mhc_lowrank_slab_collapse_bounds(const MhcLowRankDims& d,
                                                 std::span<const double> normed,
                                                 std::span<const double> up_pre,
                                                 const BoundModel& bm) {
-  const uint64_t W = mul(d.hc, d.h);
   const std::vector<double> y = mhc_lowrank_collapse(d, normed, up_pre);
   MhcStageBounds b;
-  b.bound.resize(y.size());
-  std::vector<double> gate(d.hc), e_gate(d.hc), zero(W, 0.0);
-  for (uint64_t t = 0; t < d.rows; ++t)
-    for (uint64_t c = 0; c < d.h; ++c) {
-      for (uint64_t i = 0; i < d.hc; ++i) {
-        const double v = up_pre[t * W + i * d.h + c];
-        gate[i] = sigmoid(v);
-        e_gate[i] = sigma_error(v, 0.0, bm);
-      }
-      const double e = collapse_error(gate.data(), e_gate.data(), normed.data() + t * W + c,
-                                      zero.data(), d.hc, d.h, bm.fp32_u);
-      b.bound[t * d.h + c] = stored_bf16(y[t * d.h + c], e);
-    }
+  b.bound = collapse_bounds(d, normed, up_pre, y, bm, [](uint64_t) { return 0.0; });
   b.formula =
       "gamma_(2*exp_ulps+2) sigma on stored up_pre; (1/hc)*sum e_gate*|n| + "
       "gamma_(hc+2)*sum gate*|n|; + ulp_bf16";

@@ -50,13 +50,22 @@ Layout mhc_footprint_layout(const std::vector<Access>& accesses) {
   return detail::footprint_of(accesses);
 }
 
-MhcPreOutputs run_mhc_pre(Backend& backend, const Workspace& ws, const MhcPreOp& op,
-                          const MhcPreInputs& in) {
+namespace {
+// Poisons the workspace, then uploads the streams and the mixer's fn, scale and bias: the inputs
+// of the pre and head calls.
+template <class Op, class Inputs>
+void upload_mixer(Backend& backend, const Workspace& ws, const Op& op, const Inputs& in) {
   backend.poison(ws);
   upload_exact(backend, ws, op.streams, in.streams);
   upload_exact(backend, ws, op.fn, in.fn);
   upload_exact(backend, ws, op.scale, in.scale);
   upload_exact(backend, ws, op.bias, in.bias);
+}
+}  // namespace
+
+MhcPreOutputs run_mhc_pre(Backend& backend, const Workspace& ws, const MhcPreOp& op,
+                          const MhcPreInputs& in) {
+  upload_mixer(backend, ws, op, in);
   MhcPreOutputs out;
   out.diagnostics = backend.mhc_pre(ws, op);
   backend.synchronize();
@@ -81,11 +90,7 @@ std::vector<float> run_mhc_post(Backend& backend, const Workspace& ws, const Mhc
 
 MhcHeadOutputs run_mhc_head(Backend& backend, const Workspace& ws, const MhcHeadOp& op,
                             const MhcHeadInputs& in) {
-  backend.poison(ws);
-  upload_exact(backend, ws, op.streams, in.streams);
-  upload_exact(backend, ws, op.fn, in.fn);
-  upload_exact(backend, ws, op.scale, in.scale);
-  upload_exact(backend, ws, op.bias, in.bias);
+  upload_mixer(backend, ws, op, in);
   MhcHeadOutputs out;
   out.diagnostics = backend.mhc_head(ws, op);
   backend.synchronize();
@@ -205,6 +210,21 @@ void run_split_stage(Backend& b, const Workspace& ws, const MhcLowRankSplitOp& o
   }
 }
 
+// A scratch tensor of a slab stage and where the run records its contents.
+struct Recorded {
+  const TensorRef& t;
+  MhcScratch& to;
+};
+
+// The down, inject and up slab stages: record the input, launch, record the output.
+void run_slab_gemm(Backend& b, const Workspace& ws, const MhcLowRankSlabOp& op, Recorded in,
+                   Recorded out) {
+  append_scratch(b, ws, in.t, in.to);
+  b.mhc_lowrank_slab(ws, op);
+  b.synchronize();
+  append_scratch(b, ws, out.t, out.to);
+}
+
 void run_slab_stage(Backend& b, const Workspace& ws, const MhcLowRankSlabOp& op, MhcLowRankRun& r) {
   using S = MhcLowRankSlabOp::Stage;
   switch (op.stage) {
@@ -216,23 +236,11 @@ void run_slab_stage(Backend& b, const Workspace& ws, const MhcLowRankSlabOp& op,
       return;
     }
     case S::down:
-      append_scratch(b, ws, op.normed, r.down.normed);
-      b.mhc_lowrank_slab(ws, op);
-      b.synchronize();
-      append_scratch(b, ws, op.low, r.down.low);
-      return;
+      return run_slab_gemm(b, ws, op, {op.normed, r.down.normed}, {op.low, r.down.low});
     case S::inject:
-      append_scratch(b, ws, op.normed, r.inject.normed);
-      b.mhc_lowrank_slab(ws, op);
-      b.synchronize();
-      append_scratch(b, ws, op.inj_pre, r.inject.inj_pre);
-      return;
+      return run_slab_gemm(b, ws, op, {op.normed, r.inject.normed}, {op.inj_pre, r.inject.inj_pre});
     case S::up:
-      append_scratch(b, ws, op.low, r.up.low);
-      b.mhc_lowrank_slab(ws, op);
-      b.synchronize();
-      append_scratch(b, ws, op.up_pre, r.up.up_pre);
-      return;
+      return run_slab_gemm(b, ws, op, {op.low, r.up.low}, {op.up_pre, r.up.up_pre});
     case S::collapse:
       append_scratch(b, ws, op.normed, r.collapse.normed);
       append_scratch(b, ws, op.up_pre, r.collapse.up_pre);

@@ -23,6 +23,17 @@ std::vector<double> gemm_rows(uint64_t rows, uint64_t ins, uint64_t outs,
   return row_products(rows, ins, outs, in, w, [](double p) { return p; });
 }
 
+// out[t, o] = Σ_k w[o, k]·in[t, k] (gemm_rows) after the size checks of in [rows, ins] and
+// w [outs, ins]: the down, inject and up stages.
+std::vector<double> checked_gemm(const MhcLowRankDims& d, const char* in_name,
+                                 std::span<const double> in, uint64_t ins, const char* w_name,
+                                 std::span<const double> w, uint64_t outs) {
+  const std::string p = describe(d);
+  require_size(p, in_name, in.size(), mul(d.rows, ins));
+  require_size(p, w_name, w.size(), mul(outs, ins));
+  return gemm_rows(d.rows, ins, outs, in, w);
+}
+
 std::vector<double> bf16_rounded(std::span<const float> v) {
   std::vector<double> out(v.size());
   for (size_t k = 0; k < v.size(); ++k) out[k] = bf16_value(f32_to_bf16_bits(v[k]));
@@ -78,31 +89,20 @@ std::vector<double> mhc_lowrank_norm(const MhcLowRankDims& d, std::span<const fl
 
 std::vector<double> mhc_lowrank_down(const MhcLowRankDims& d, std::span<const double> normed,
                                      std::span<const double> w_down) {
-  const uint64_t W = mul(d.hc, d.h);
-  const std::string p = describe(d);
-  require_size(p, "normed", normed.size(), mul(d.rows, W));
-  require_size(p, "w_down", w_down.size(), mul(d.r, W));
-  std::vector<double> low = gemm_rows(d.rows, W, d.r, normed, w_down);
+  std::vector<double> low =
+      checked_gemm(d, "normed", normed, mul(d.hc, d.h), "w_down", w_down, d.r);
   for (double& v : low) v = silu(v / static_cast<double>(d.hc));
   return low;
 }
 
 std::vector<double> mhc_lowrank_inject(const MhcLowRankDims& d, std::span<const double> normed,
                                        std::span<const double> w_inject) {
-  const uint64_t W = mul(d.hc, d.h);
-  const std::string p = describe(d);
-  require_size(p, "normed", normed.size(), mul(d.rows, W));
-  require_size(p, "w_inject", w_inject.size(), mul(d.hc, W));
-  return gemm_rows(d.rows, W, d.hc, normed, w_inject);
+  return checked_gemm(d, "normed", normed, mul(d.hc, d.h), "w_inject", w_inject, d.hc);
 }
 
 std::vector<double> mhc_lowrank_up(const MhcLowRankDims& d, std::span<const double> low,
                                    std::span<const double> w_up) {
-  const uint64_t W = mul(d.hc, d.h);
-  const std::string p = describe(d);
-  require_size(p, "low", low.size(), mul(d.rows, d.r));
-  require_size(p, "w_up", w_up.size(), mul(W, d.r));
-  return gemm_rows(d.rows, d.r, W, low, w_up);
+  return checked_gemm(d, "low", low, d.r, "w_up", w_up, mul(d.hc, d.h));
 }
 
 std::vector<double> mhc_lowrank_collapse(const MhcLowRankDims& d, std::span<const double> normed,

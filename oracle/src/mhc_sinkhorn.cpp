@@ -75,28 +75,29 @@ std::vector<double> sinkhorn(std::span<const double> K, uint64_t hc, uint64_t it
   return C;
 }
 
-double max_row_sum_error(std::span<const double> C, uint64_t hc) {
-  require_square("max_row_sum_error", C.size(), hc);
+namespace {
+// max over the hc lines a of |Σ_b C[a·line + b·step] − 1| (b ascending), NaN if a sum is NaN:
+// the rows with (line, step) = (hc, 1), the columns with (1, hc).
+double max_line_sum_error(std::span<const double> C, uint64_t hc, uint64_t line, uint64_t step) {
   double worst = 0.0;
-  for (uint64_t i = 0; i < hc; ++i) {
+  for (uint64_t a = 0; a < hc; ++a) {
     double s = 0.0;
-    for (uint64_t j = 0; j < hc; ++j) s += C[i * hc + j];
+    for (uint64_t b = 0; b < hc; ++b) s += C[a * line + b * step];
     if (std::isnan(s)) return NAN;
     worst = std::max(worst, std::fabs(s - 1.0));
   }
   return worst;
 }
+}  // namespace
+
+double max_row_sum_error(std::span<const double> C, uint64_t hc) {
+  require_square("max_row_sum_error", C.size(), hc);
+  return max_line_sum_error(C, hc, hc, 1);
+}
 
 double max_col_sum_error(std::span<const double> C, uint64_t hc) {
   require_square("max_col_sum_error", C.size(), hc);
-  double worst = 0.0;
-  for (uint64_t j = 0; j < hc; ++j) {
-    double s = 0.0;
-    for (uint64_t i = 0; i < hc; ++i) s += C[i * hc + j];
-    if (std::isnan(s)) return NAN;
-    worst = std::max(worst, std::fabs(s - 1.0));
-  }
-  return worst;
+  return max_line_sum_error(C, hc, 1, hc);
 }
 
 double projective_diameter(std::span<const double> K, uint64_t hc) {

@@ -113,6 +113,18 @@ void check_trace_range(double range) {
     throw Error("--range = " + num(range) + ": must be a finite number > 0");
 }
 
+// Divides each of the hc lines a of m (elements a·line + b·step, b ascending) by eps + its sum:
+// the rows with (line, step) = (hc, 1), the columns with (1, hc).
+void normalise_lines(std::vector<double>& m, uint64_t hc, uint64_t line, uint64_t step,
+                     double eps) {
+  for (uint64_t a = 0; a < hc; ++a) {
+    double sum = 0.0;
+    for (uint64_t b = 0; b < hc; ++b) sum += m[a * line + b * step];
+    const double d = eps + sum;
+    for (uint64_t b = 0; b < hc; ++b) m[a * line + b * step] /= d;
+  }
+}
+
 }  // namespace
 
 std::vector<double> sinkhorn_case_logits(uint64_t seed, uint64_t index, uint64_t hc, double range) {
@@ -128,23 +140,9 @@ SinkhornStepper::SinkhornStepper(std::span<const double> K, uint64_t hc, double 
   normalise_columns(eps_);
 }
 
-void SinkhornStepper::normalise_columns(double eps) {
-  for (uint64_t j = 0; j < hc_; ++j) {
-    double sum = 0.0;
-    for (uint64_t i = 0; i < hc_; ++i) sum += state_[i * hc_ + j];
-    const double d = eps + sum;
-    for (uint64_t i = 0; i < hc_; ++i) state_[i * hc_ + j] /= d;
-  }
-}
+void SinkhornStepper::normalise_columns(double eps) { normalise_lines(state_, hc_, 1, hc_, eps); }
 
-void SinkhornStepper::normalise_rows(double eps) {
-  for (uint64_t i = 0; i < hc_; ++i) {
-    double sum = 0.0;
-    for (uint64_t j = 0; j < hc_; ++j) sum += state_[i * hc_ + j];
-    const double d = eps + sum;
-    for (uint64_t j = 0; j < hc_; ++j) state_[i * hc_ + j] /= d;
-  }
-}
+void SinkhornStepper::normalise_rows(double eps) { normalise_lines(state_, hc_, hc_, 1, eps); }
 
 void SinkhornStepper::step() {
   normalise_rows(eps_);

@@ -89,6 +89,33 @@ inline const double* k_row(const Qk& qk, const GdnGeometry& g, uint64_t t, uint6
   return qk.k.data() + (t * g.nk + h) * g.kd;
 }
 
+// Row i of chunk region (b, c, v) in the output pass: its token t, key head h, the region's
+// S_c, uc and gc (chunk_region) and the token's q row.
+struct OutputRow {
+  uint64_t b, c, v, i, h, t;
+  ChunkRegion at;
+  const double* q;
+  uint64_t token_of(uint64_t l) const { return t - i + l; }  // row l of the same chunk
+};
+// Calls fn(row) for every row of every region of a chunk span, regions in (b, c, v) order:
+// the one walk of output_stage and output_bounds.
+template <class Fn>
+void for_each_output_row(const GdnDims& d, const Qk& qk, std::span<const double> S,
+                         std::span<const double> uc, std::span<const double> gc, Fn&& fn) {
+  const GdnGeometry& g = d.geom;
+  const ChunkGrid grid(d);
+  for (uint64_t b = 0; b < grid.sequences; ++b)
+    for (uint64_t c = 0; c < grid.cps; ++c)
+      for (uint64_t v = 0; v < g.nv; ++v) {
+        const uint64_t reg = grid.region(b, c, v), n = grid.rows_in(c), h = key_head(g, v);
+        const ChunkRegion at = chunk_region(S, uc, gc, reg, g.kd, g.vd);
+        for (uint64_t i = 0; i < n; ++i) {
+          const uint64_t t = grid.token(b, c, i);
+          fn(OutputRow{b, c, v, i, h, t, at, q_row(qk, g, t, h)});
+        }
+      }
+}
+
 // gc regions from the gates: inclusive Σ log max(α, 1e-30) within each chunk.
 std::vector<double> gc_stage(const GdnDims& d, std::span<const double> gates);
 

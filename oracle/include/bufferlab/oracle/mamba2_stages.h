@@ -8,6 +8,7 @@
 // [H, chunks, 64], CB [chunks, G, 64, 64]; zero past the last partial chunk.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -67,6 +68,35 @@ std::vector<double> bmm_fp64(const Mamba2Dims& dims, std::span<const double> xbc
 
 // Valid (inside the sequence) entries of the chunk arrays.
 bool chunk_row_valid(const Mamba2Dims& dims, uint64_t chunk, uint64_t i);
+
+// Calls fn(h, c, base) for every head h and chunk c of a [H, chunks, 64] array, base the
+// offset of its row 0: the walk of cumsum_fp64 and cumsum_bounds.
+template <class Fn>
+void for_each_head_chunk(const Mamba2Dims& dims, Fn&& fn) {
+  const uint64_t H = dims.geom.H, nch = chunks_of(dims.L);
+  for (uint64_t h = 0; h < H; ++h)
+    for (uint64_t c = 0; c < nch; ++c) fn(h, c, (h * nch + c) * kChunk);
+}
+
+// Calls fn(at, Ct, Bs) for every pair of rows t, s inside chunk c and every group g: `at` the
+// pair's index in the CB layout [c][g][t][s], Ct group g's C of row t and Bs its B of row s
+// (N values each, from xBC [L, d_xbc]): the walk of bmm_fp64 and bmm_bounds.
+template <class Fn>
+void for_each_cb_pair(const Mamba2Dims& dims, std::span<const double> xbc, Fn&& fn) {
+  const Columns col = Columns::of(dims);
+  const uint64_t L = dims.L, nch = chunks_of(L);
+  for (uint64_t c = 0; c < nch; ++c) {
+    const uint64_t rc = std::min(kChunk, L - c * kChunk);
+    for (uint64_t g = 0; g < col.G; ++g)
+      for (uint64_t t = 0; t < rc; ++t) {
+        const double* Ct = xbc.data() + (c * kChunk + t) * col.d_xbc + col.C(g);
+        for (uint64_t s = 0; s < rc; ++s) {
+          const double* Bs = xbc.data() + (c * kChunk + s) * col.d_xbc + col.B(g);
+          fn(((c * col.G + g) * kChunk + t) * kChunk + s, Ct, Bs);
+        }
+      }
+  }
+}
 
 // --- scan and recurrence -----------------------------------------------------------------------
 // The scan of ops/mamba2.h on given chunk arrays (STORED dt, dA_cumsum, CB), FP64: y [L,

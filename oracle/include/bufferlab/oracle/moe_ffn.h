@@ -133,30 +133,17 @@ std::vector<double> expert_chain(const ExpertChain& chain, const ExpertChainInpu
 // ---- What a backend stored (harness output, judge input) ----
 // `stored`: the op's inputs read back from the backend before the op ran (what it consumed);
 // `out`: its output tensor after the op, poison where it wrote nothing.
-struct GatherRun {
-  GatherInputs stored;
+template <class Inputs>
+struct StageRun {
+  Inputs stored;
   std::vector<uint16_t> out;
 };
-struct ExpertGemmRun {
-  ExpertGemmInputs stored;
-  std::vector<uint16_t> out;
-};
-struct SwigluRun {
-  SwigluInputs stored;
-  std::vector<uint16_t> out;
-};
-struct CombineRun {
-  CombineInputs stored;
-  std::vector<uint16_t> out;
-};
-struct GemmRun {
-  GemmInputs stored;
-  std::vector<uint16_t> out;
-};
-struct LmHeadRun {
-  LmHeadInputs stored;
-  std::vector<uint16_t> out;
-};
+using GatherRun = StageRun<GatherInputs>;
+using ExpertGemmRun = StageRun<ExpertGemmInputs>;
+using SwigluRun = StageRun<SwigluInputs>;
+using CombineRun = StageRun<CombineInputs>;
+using GemmRun = StageRun<GemmInputs>;
+using LmHeadRun = StageRun<LmHeadInputs>;
 struct ExpertChainRun {
   GatherRun gather;
   ExpertGemmRun gate, up;
