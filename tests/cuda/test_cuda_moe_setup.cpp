@@ -21,6 +21,7 @@
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
 #include "device_memory.h"
+#include "test_fixtures.h"
 
 namespace bufferlab {
 namespace {
@@ -28,17 +29,8 @@ namespace {
 constexpr uint64_t kRows = 5;
 
 ModelConfig moe_config() {
-  ModelConfig c;
-  c.hidden_size = 64;
+  ModelConfig c = testing::small_moe_config();
   c.vocab_size = 100;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.head_dim = 16;
-  c.num_hidden_layers = 2;
-  c.num_experts = 8;
-  c.num_experts_per_tok = 3;
-  c.moe_intermediate_size = 32;
-  c.zero_expert_num = 2;
   c.routed_scaling_factor = 1.5;
   c.norm_topk_prob = true;
   return c;

@@ -12,25 +12,13 @@
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/moe.h"
 #include "bufferlab/core/ops/projection.h"
+#include "test_fixtures.h"
 
 namespace bufferlab {
 namespace {
 
 // h = 64, vocab 1000, E = 8 routed + 2 zero experts, top_k = 3, moe_intermediate 32.
-ModelConfig moe_config() {
-  ModelConfig c;
-  c.hidden_size = 64;
-  c.vocab_size = 1000;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.head_dim = 16;
-  c.num_hidden_layers = 2;
-  c.num_experts = 8;
-  c.num_experts_per_tok = 3;
-  c.moe_intermediate_size = 32;
-  c.zero_expert_num = 2;
-  return c;
-}
+ModelConfig moe_config() { return testing::small_moe_config(); }
 
 void expect_ref(const TensorRef& t, BufferId buffer, uint64_t offset, uint64_t bytes, DType dtype) {
   EXPECT_EQ(t.space, Space::arena) << t.to_string();
