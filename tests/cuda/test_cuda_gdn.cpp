@@ -12,6 +12,7 @@
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/ops/gdn.h"
 #include "bufferlab/oracle/pool_placement.h"
+#include "device_memory.h"
 #include "gdn_mamba2_geometry.h"
 #include "workspace_rig.h"
 
@@ -56,12 +57,7 @@ TEST_F(CudaGdn, ExecuteAllocatesNothing) {
     backend().execute(rig.ws, norm);
     backend().synchronize();
   };
-  run_all();
-  size_t free_before = 0, free_after = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
-  run_all();
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  EXPECT_EQ(free_before, free_after);
+  testing::expect_no_device_allocation(run_all);
 }
 
 }  // namespace
