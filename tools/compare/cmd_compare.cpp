@@ -165,9 +165,10 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
   s.pattern = c.pattern;
   s.hash = c.hash;
   s.dump_dir = c.dump_dir;
-  s.mutant = c.mutant;
   std::unique_ptr<Backend> backend = open_backend(c);
   if (!backend) return;
+  // A valid name by now: open_backend took it or refused it.
+  s.mutant = c.mutant == "none" ? Mutant::none : mutant_from_string(c.mutant);
   // Parsed once the run is set up (model, tokens, backend): a bad value is reported where the
   // runners reported it before they took typed options.
   c.hc = s.hc = parse_mhc_options(c.raw);

@@ -389,12 +389,12 @@ CompareResult compare_gdn(Backend& backend, const CompareSetup& s) {
                    fmt::format("the chunked GDN core runs kd = vd = 128 only (numerics §5), {} "
                                "has kd = {}, vd = {}",
                                s.model_label, dims.geom.kd, dims.geom.vd));
-  const bool b15 = s.mutant == "B15";
-  if ((b15 || s.mutant == "M-GDNCARRY") && !chunked)
+  const bool b15 = s.mutant == Mutant::B15;
+  if ((b15 || s.mutant == Mutant::M_GDNCARRY) && !chunked)
     throw Error(fmt::format(
         "--mutant {} changes the chunked path ({}), which --path recurrent does not run: it "
         "would pass unseen",
-        s.mutant, b15 ? "the gdn_fla_scratch carve" : "the state pass"));
+        to_string(s.mutant), b15 ? "the gdn_fla_scratch carve" : "the state pass"));
   oracle::GdnInputProfile profile;
   profile.alpha = s.ssm.alpha.value_or(oracle::GdnGateRegime::mixed);
   profile.beta = s.ssm.beta.value_or(oracle::GdnGateRegime::mixed);
@@ -470,7 +470,7 @@ CompareResult compare_mamba2(Backend& backend, const CompareSetup& s) {
   const oracle::Mamba2Dims dims = oracle::Mamba2Dims::of(s.config, n, s.tokens);
   // Every Mamba-2 model has ssd_scratch (§4.6): the chunked path is the engine's for prefill.
   const bool chunked = chunked_path(s.ssm.path, true, "");
-  if (s.mutant == "M-SSDSTATE" && !chunked)
+  if (s.mutant == Mutant::M_SSDSTATE && !chunked)
     throw Error(
         "--mutant M-SSDSTATE changes the chunked scan, which --path recurrent does not run: it "
         "would pass unseen");

@@ -135,7 +135,7 @@ CompareResult compare_mhc_pre(Backend& backend, const CompareSetup& s) {
       d.hc, d.iters, op.hc_eps, r.profile.logit_range, r.streams, s.model_label, s.tokens,
       arena_and_pool(s, res.weight_pool_bytes));
   res.extra_json["logit_range"] = r.profile.logit_range;
-  if (s.mutant == "M-SKCOL") res.details = skcol_note(op, res.extra_json);
+  if (s.mutant == Mutant::M_SKCOL) res.details = skcol_note(op, res.extra_json);
   return res;
 }
 

@@ -17,6 +17,7 @@
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/layout.h"
 #include "bufferlab/core/model_config.h"
+#include "bufferlab/core/sizing.h"
 #include "bufferlab/oracle/agreement_report.h"
 #include "bufferlab/oracle/gdn.h"
 #include "bufferlab/oracle/mamba2.h"
@@ -87,9 +88,9 @@ struct CompareSetup {
   bool hash = false;     // a hash-routing layer (models with num_hash_layers > 0)
   std::string dump_dir;  // empty: no dump
 
-  std::string mutant = "none";  // the kernel mutant active on the backend
-  MhcCompareOptions hc;         // mHC ops only
-  GdnMamba2CompareOptions ssm;  // gdn and ssd only
+  Mutant mutant = Mutant::none;  // the kernel mutant on the backend, or the sizing mutant B15
+  MhcCompareOptions hc;          // mHC ops only
+  GdnMamba2CompareOptions ssm;   // gdn and ssd only
 };
 
 struct CompareResult {
