@@ -14,6 +14,7 @@
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
 #include "bufferlab/properties/routing_generators.h"
+#include "common/backend_bounds.h"
 #include "common/human_bytes.h"
 #include "compare/compare_ops.h"
 #include "compare/compare_routing_dump.h"
@@ -35,10 +36,6 @@ gen::RoutingPattern parse_pattern(const std::string& s) {
     known += (known.empty() ? "" : ", ") + std::string(gen::to_string(p));
   }
   throw Error("--pattern: unknown input pattern '" + s + "' (known: " + known + ")");
-}
-
-double unit_roundoff(const Backend& backend) {
-  return backend.name() == "cpu" ? oracle::kUnitRoundoffCpu : oracle::kUnitRoundoffDeviceGemm;
 }
 
 struct RoutingRun {
@@ -158,7 +155,7 @@ CompareResult compare_router(Backend& backend, const CompareSetup& s) {
   const Workspace ws = backend.allocate(s.layout, r.ops.pool_bytes);
   const oracle::StoredLogits stored = oracle::run_router(backend, ws, r.ops.router, r.router_in);
   CompareResult res;
-  res.report = oracle::judge_router(r.ops.router, r.router_in, stored, unit_roundoff(backend),
+  res.report = oracle::judge_router(r.ops.router, r.router_in, stored, bounds_of(backend).gemm_u,
                                     backend.name(), s.seed);
   res.header = header("router", s, r);
   res.weight_pool_bytes = r.ops.pool_bytes;
@@ -178,7 +175,7 @@ CompareResult compare_topk(Backend& backend, const CompareSetup& s) {
   const oracle::ChainOutputs out =
       oracle::run_routing_chain(backend, ws, r.ops, r.router_in, r.topk_in);
   const oracle::RoutingVerdict v = oracle::judge_routing_chain(
-      r.ops, r.router_in, r.topk_in, out, unit_roundoff(backend), backend.name(), s.seed);
+      r.ops, r.router_in, r.topk_in, out, bounds_of(backend).gemm_u, backend.name(), s.seed);
   CompareResult res;
   res.report = v.report;
   res.header = header("topk (router -> top-k)", s, r);

@@ -116,8 +116,7 @@ Outcome run_routing_case(Backend& backend, const gen::RoutingCase& c, RoutingChe
   if (check == RoutingCheck::chain) {
     const oracle::RouterInputs rin{t.x_bf16, t.x_f32, t.weight};
     const auto out = oracle::run_routing_chain(backend, ws, ops, rin, tin);
-    const double u =
-        backend.name() == "cpu" ? oracle::kUnitRoundoffCpu : oracle::kUnitRoundoffDeviceGemm;
+    const double u = bounds_of(backend).gemm_u;
     return routing_outcome(
         oracle::judge_routing_chain(ops, rin, tin, out, u, backend.name(), c.seed), what);
   }
