@@ -30,7 +30,7 @@ inline constexpr double kFp32FlopsPerS = 67e12;   // H100/H200 SXM FP32 (CUDA co
 // ---------------------------------------------------------------- inputs
 
 // SplitMix64's output for state x: a deterministic integer hash (oracle/seeded_random.h).
-inline uint64_t mix(uint64_t x) { return oracle::splitmix64_mix(x + oracle::kSplitMix64Step); }
+inline uint64_t mix(uint64_t x) { return oracle::splitmix64_hash(x); }
 
 inline float value(uint64_t i, uint64_t seed, float scale) {
   const auto q = static_cast<int64_t>(mix(i * 0x100000001B3ull + seed) >> 48) - 32768;

@@ -12,9 +12,7 @@
 namespace bufferlab::testing {
 
 // The counter-based draw behind seeded_values: SplitMix64's output for state x.
-inline uint64_t seeded_draw(uint64_t x) {
-  return oracle::splitmix64_mix(x + oracle::kSplitMix64Step);
-}
+inline uint64_t seeded_draw(uint64_t x) { return oracle::splitmix64_hash(x); }
 
 // Value i of stream `seed`: in [offset − scale, offset + scale), on a grid of 2^16 steps (exact
 // in FP32 for a power-of-two scale).
