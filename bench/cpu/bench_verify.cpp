@@ -1,16 +1,20 @@
 // Throughput of the static verifier: (a) whole configurations verified per second
 // (verify::verify_config over verify::pass_grid, every path combination, corrected sizing)
-// per preset, and (b) fuzz cases per second (fuzz::run). Each reports a ratio to a baseline
-// measured in the same run — BufferSizes::from_config + Layout::build alone, for the same
-// config or the same generated cases — so the numbers read "verifying costs N× sizing".
+// per preset and per shipped config file, and (b) fuzz cases per second (fuzz::run). Each
+// reports a ratio to a baseline measured in the same run — BufferSizes::from_config +
+// Layout::build alone, for the same config or the same generated cases — so the numbers
+// read "verifying costs N× sizing".
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "bench_timing.h"
 #include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/config_json.h"
 #include "bufferlab/core/layout.h"
 #include "bufferlab/core/presets.h"
 #include "bufferlab/core/verify/driver.h"
@@ -66,6 +70,51 @@ void BM_VerifyConfig(benchmark::State& state) {
 }
 BENCHMARK(BM_VerifyConfig)
     ->DenseRange(0, static_cast<int64_t>(presets().size()) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5);
+
+// The shipped config.json files (data/configs), sorted by name: the configs users bring.
+const std::vector<std::string>& shipped_config_files() {
+  static const std::vector<std::string> files = [] {
+    std::vector<std::string> out;
+    for (const auto& entry : std::filesystem::directory_iterator(BUFFERLAB_CONFIGS_DIR))
+      if (entry.path().extension() == ".json") out.push_back(entry.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }();
+  return files;
+}
+
+// (a') The same as (a) for one shipped config file (state.range(0) indexes
+// shipped_config_files()), loaded through the config.json loader as `--config FILE` does.
+void BM_VerifyShippedConfig(benchmark::State& state) {
+  const std::string& path = shipped_config_files().at(static_cast<size_t>(state.range(0)));
+  state.SetLabel(std::filesystem::path(path).filename().string());
+  const ModelConfig config = load_config_file(path);
+  const RunShape shape;
+  const Target target;
+  const auto grid = verify::pass_grid(shape);
+  const double baseline = baseline_seconds([&] {
+    auto layout =
+        Layout::build(BufferSizes::from_config(config, shape, target, Sizing::corrected()));
+    benchmark::DoNotOptimize(layout);
+  });
+  uint64_t configs = 0;
+  const auto t0 = Clock::now();
+  for (auto _ : state) {
+    const auto sizes = BufferSizes::from_config(config, shape, target, Sizing::corrected());
+    const verify::ConfigReport report = verify::verify_config(config, sizes, target, shape, grid);
+    benchmark::DoNotOptimize(report);
+    ++configs;
+  }
+  const double per_config =
+      std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(configs);
+  state.counters["configs_per_s"] =
+      benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
+  state.counters["x_sizing_baseline"] = per_config / baseline;
+}
+BENCHMARK(BM_VerifyShippedConfig)
+    ->DenseRange(0, static_cast<int64_t>(shipped_config_files().size()) - 1)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);
 
