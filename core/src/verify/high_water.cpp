@@ -1,0 +1,95 @@
+// High-water marks of the plans a verification walks, the tight sizing and the slack table.
+#include "bufferlab/core/verify/high_water.h"
+
+#include <algorithm>
+#include <set>
+
+#include "bufferlab/core/checked.h"
+
+namespace bufferlab::verify {
+
+void HighWaterMarks::raise(BufferId id, uint64_t end, const plan::PassPlan& plan, uint64_t step,
+                           const plan::Step* s) {
+  HighWater& m = marks_[static_cast<size_t>(id)];
+  // Strictly higher: the first plan and step in walk order to reach a mark keep it.
+  if (m.touched && end <= m.end) return;
+  m.end = end;
+  m.touched = true;
+  m.pass = plan.pass.to_string();
+  m.paths = plan.paths.to_string();
+  m.step = step;
+  m.by_eligibility = s == nullptr;
+  m.op = s ? s->op : "q12_bytes";
+  m.where = s ? s->where : "co-dispatch eligibility";
+}
+
+void HighWaterMarks::record(const plan::PassPlan& plan) {
+  if (plan.refused) return;
+  ++plans_;
+  // Eligible or not, a co-dispatch pass needs its staging in scratch (spec §4.4).
+  if (plan.eligibility_bytes > 0)
+    raise(BufferId::scratch, plan.eligibility_bytes, plan, 0, nullptr);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const plan::Step& s = plan.steps[i];
+    for (const Access& a : s.accesses) {
+      if (a.tensor.space != Space::arena) continue;
+      const uint64_t bytes = a.tensor.bytes();
+      if (bytes == 0) continue;
+      raise(a.tensor.buffer, (Size(a.tensor.offset) + bytes).value(), plan, i, &s);
+    }
+  }
+}
+
+HighWaterMarks high_water_marks(const ModelConfig& config, const BufferSizes& sizes,
+                                const Target& target, const RunShape& shape,
+                                const std::vector<plan::Pass>& passes,
+                                const std::vector<plan::Paths>& paths) {
+  const std::vector<plan::Paths> combos = paths.empty() ? plan::all_paths(config, target) : paths;
+  HighWaterMarks marks;
+  // Decode plans depend only on the padded rows (as in verify_config).
+  std::set<std::string> done;
+  for (const plan::Pass& pass : passes) {
+    if (pass.refusal(shape)) continue;
+    const std::string key = pass.kind == plan::PassKind::decode
+                                ? "decode/" + std::to_string(pass.decode_rows())
+                                : pass.to_string();
+    if (!done.insert(key).second) continue;
+    for (const plan::Paths& p : combos)
+      marks.record(plan::build(config, sizes, target, shape, pass, p));
+  }
+  return marks;
+}
+
+uint64_t tight_bytes(uint64_t allocated, const HighWater& mark) {
+  if (allocated == 0 && !mark.touched) return 0;
+  return std::max(mark.end, kTightFloor);
+}
+
+BufferSizes tight_sizes(const BufferSizes& sizes, const HighWaterMarks& marks) {
+  BufferSizes out = sizes;
+  for (const auto& info : kBufferRegistry)
+    out.bytes(info.id) = tight_bytes(sizes.bytes(info.id), marks.of(info.id));
+  return out;
+}
+
+SlackReport slack_report(const BufferSizes& sizes, const HighWaterMarks& marks) {
+  SlackReport r;
+  Size allocated = 0, touched = 0;
+  for (const auto& info : kBufferRegistry) {
+    BufferSlack b{info.id, sizes.bytes(info.id), marks.of(info.id)};
+    allocated += b.allocated;
+    touched += b.mark.end;
+    r.buffers.push_back(std::move(b));
+  }
+  std::stable_sort(
+      r.buffers.begin(), r.buffers.end(),
+      [](const BufferSlack& a, const BufferSlack& b) { return a.wasted() > b.wasted(); });
+  r.allocated_bytes = allocated.value();
+  r.touched_bytes = touched.value();
+  r.allocated_arena = Layout::build(sizes).arena_bytes();
+  r.needed_arena = Layout::build(tight_sizes(sizes, marks)).arena_bytes();
+  r.plans = marks.plans();
+  return r;
+}
+
+}  // namespace bufferlab::verify
