@@ -5,6 +5,7 @@
 #include <set>
 
 #include "bufferlab/core/checked.h"
+#include "bufferlab/core/verify/driver.h"
 
 namespace bufferlab::verify {
 
@@ -70,6 +71,15 @@ BufferSizes tight_sizes(const BufferSizes& sizes, const HighWaterMarks& marks) {
   for (const auto& info : kBufferRegistry)
     out.bytes(info.id) = tight_bytes(sizes.bytes(info.id), marks.of(info.id));
   return out;
+}
+
+BufferSizes tight_sizing(const ModelConfig& config, const RunShape& shape, const Target& target,
+                         uint64_t* plans) {
+  const BufferSizes corrected =
+      BufferSizes::from_config(config, shape, target, Sizing::corrected());
+  const HighWaterMarks marks = high_water_marks(config, corrected, target, shape, pass_grid(shape));
+  if (plans) *plans = marks.plans();
+  return tight_sizes(corrected, marks);
 }
 
 SlackReport slack_report(const BufferSizes& sizes, const HighWaterMarks& marks) {

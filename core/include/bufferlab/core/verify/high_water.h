@@ -67,6 +67,12 @@ uint64_t tight_bytes(uint64_t allocated, const HighWater& mark);
 // and every access ends inside its buffer: no bounds or eligibility finding, by construction.
 BufferSizes tight_sizes(const BufferSizes& sizes, const HighWaterMarks& marks);
 
+// The `tight` sizing of `plan --sizing tight`: `corrected` (its sub-layout parameters and
+// null buffers) with every buffer at tight_bytes of its mark over pass_grid(shape) × every
+// path combination — the grid `verify` walks. `plans` receives how many plans that was.
+BufferSizes tight_sizing(const ModelConfig& config, const RunShape& shape, const Target& target,
+                         uint64_t* plans = nullptr);
+
 // One row of the slack table.
 struct BufferSlack {
   BufferId id{};
