@@ -155,5 +155,34 @@ TEST(HighWater, TightSizingIsCleanOnTheTinyPresets) {
   }
 }
 
+// The grid samples boundaries. Checked here: at a small run shape, tight (marks from the grid)
+// is also clean over EVERY launchable prefill, decode, verify and co-dispatch pass and every
+// mixed step of each rung's largest n — no pass between grid points reaches further.
+TEST(HighWater, TightFromTheGridIsCleanOffTheGridAtASmallShape) {
+  RunShape shape;
+  shape.max_batch_tokens = 40;
+  shape.max_seq_len = 1024;
+  shape.max_batch_size = 8;
+  std::vector<plan::Pass> every;
+  for (uint64_t t = 1; t <= shape.max_batch_tokens; ++t) every.push_back(plan::Pass::prefill(t));
+  for (uint64_t n = 1; n <= shape.max_batch_size; ++n) every.push_back(plan::Pass::decode(n));
+  for (uint64_t r = 1; r <= shape.max_batch_tokens; ++r) every.push_back(plan::Pass::verify(r));
+  for (uint64_t n = 1; n <= shape.max_batch_size; ++n)
+    for (uint64_t t = 1; t + padded_batch_rung(n) <= shape.max_batch_tokens; ++t)
+      every.push_back(plan::Pass::mixed(n, t));
+  for (uint64_t n = 2; n <= 8; ++n)
+    for (uint64_t L = 1; n * L <= shape.max_batch_tokens; ++L)
+      every.push_back(plan::Pass::codispatch(n, L));
+  for (const std::string name : {"tiny-dense", "tiny-moe", "tiny-gdn", "tiny-mamba", "tiny-mla",
+                                 "tiny-mhc", "tiny-mhc-lowrank", "tiny-qsa", "tiny-lora"}) {
+    const ModelConfig c = preset(name);
+    const Target t;
+    const BufferSizes tight = verify::tight_sizing(c, shape, t);
+    const verify::ConfigReport r = verify::verify_config(c, tight, t, shape, every);
+    EXPECT_TRUE(r.clean()) << name << ": " << r.findings.size() << " findings, first "
+                           << (r.findings.empty() ? "" : r.findings[0].to_string());
+  }
+}
+
 }  // namespace
 }  // namespace bufferlab
