@@ -152,6 +152,11 @@ int run_verify(const VerifyCommand& cmd) {
   o.slack = verify::slack_report(sizes, o.report.high_water);
   o.model_option = cmd.model.option();
   o.shape_and_target_options = non_default_options(o.shape, o.target);
+  if (!cmd.sizes_path.empty()) o.sizing_options = " --sizes " + cmd.sizes_path;
+  if (sizing.mutant != Mutant::none)
+    o.sizing_options += std::string(" --mutant ") + to_string(sizing.mutant);
+  else if (sizing.kind != SizingKind::corrected)
+    o.sizing_options += std::string(" --sizing ") + to_string(sizing.kind);
 
   if (cmd.json)
     fmt::print("{}\n", verify_json(o).dump(2));

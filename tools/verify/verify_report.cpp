@@ -177,31 +177,35 @@ void print_result(std::FILE* out, const VerifyOutcome& o) {
                o.short_buffers.size() == 1 ? "" : "s", o.elapsed_s);
 }
 
-// Suggested commands, each asking about the same model, run shape and target.
+// Suggested commands, each asking about the same model, run shape and target (and, where it
+// reproduces this report, the same sizing): what each does, then the command.
 void print_next(std::FILE* out, const VerifyOutcome& o) {
-  std::vector<std::pair<std::string, std::string>> next;
-  const std::string args = o.model_option + o.shape_and_target_options;
+  std::vector<std::pair<std::string, std::string>> next;  // (why, command)
+  const std::string run = o.model_option + o.shape_and_target_options;
+  const std::string same = run + o.sizing_options;
   if (!o.report.findings.empty()) {
     const Finding& f = o.report.findings.front();
     next.push_back(
-        {fmt::format("bufferlab verify {} --pass '{}' --paths '{}'", args, f.pass, f.paths),
-         "the first finding's plan, step by step"});
+        {"the first finding's plan, step by step",
+         fmt::format("bufferlab verify {} --pass '{}' --paths '{}'", same, f.pass, f.paths)});
     next.push_back(
-        {fmt::format("bufferlab verify {} --show 0", args), "every finding, one by one"});
+        {"every finding, one by one", fmt::format("bufferlab verify {} --show 0", same)});
   }
-  next.push_back({fmt::format("bufferlab plan {} --sizing tight", args),
-                  "every buffer at its high-water mark (--json: a file for verify --sizes)"});
-  next.push_back({fmt::format("bufferlab verify {} --json", args),
-                  "this report as JSON (every finding; the slack rows in bytes)"});
-  if (!o.sizes_file && o.sizing != "spec")
-    next.push_back({fmt::format("bufferlab verify {} --sizing spec", args),
-                    "the same question under the formulas as written"});
+  next.push_back({"every buffer at its high-water mark",
+                  fmt::format("bufferlab plan {} --sizing tight", run)});
+  next.push_back({"... as a file for verify --sizes",
+                  fmt::format("bufferlab plan {} --sizing tight --json", run)});
   next.push_back(
-      {"bufferlab compare " + o.model_option, "kernels against the oracle (--op: which one)"});
+      {"this report as JSON (slack in bytes)", fmt::format("bufferlab verify {} --json", same)});
+  if (o.sizing_options.empty())
+    next.push_back(
+        {"the formulas as written", fmt::format("bufferlab verify {} --sizing spec", run)});
+  next.push_back(
+      {"a kernel against the oracle", "bufferlab compare " + o.model_option + " --op rmsnorm"});
   size_t w = 0;
-  for (const auto& [cmd, why] : next) w = std::max(w, cmd.size());
+  for (const auto& [why, cmd] : next) w = std::max(w, why.size());
   fmt::print(out, "next:\n");
-  for (const auto& [cmd, why] : next) fmt::print(out, "  {:<{}}  {}\n", cmd, w, why);
+  for (const auto& [why, cmd] : next) fmt::print(out, "  {:<{}}  {}\n", why + ":", w + 1, cmd);
 }
 
 }  // namespace

@@ -47,10 +47,12 @@ struct VerifyOutcome {
   PassTokens tokens;
   std::vector<ShortBuffer> short_buffers;  // in registry order
   verify::SlackReport slack;               // of report.high_water against the sizes verified
-  // For the suggested next commands: the model option ("--preset X") and the run-shape and
-  // target options that differ from the defaults (" --max-batch-tokens 100").
+  // For the suggested next commands: the model option ("--preset X"), the run-shape and
+  // target options that differ from the defaults (" --max-batch-tokens 100") and the sizing
+  // options that do (" --mutant B4", " --sizing spec", " --sizes FILE").
   std::string model_option;
   std::string shape_and_target_options;
+  std::string sizing_options;
   double elapsed_s = 0;
 };
 
