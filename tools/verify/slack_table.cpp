@@ -32,28 +32,18 @@ bool is_null_and_untouched(const BufferSlack& b) { return b.allocated == 0 && !b
 
 }  // namespace
 
-std::string slack_summary(const verify::SlackReport& s) {
-  const uint64_t unused =
-      s.allocated_arena > s.needed_arena ? s.allocated_arena - s.needed_arena : 0;
-  return fmt::format("arena needed {} of {} allocated: {} ({}) never touched",
-                     human_bytes(s.needed_arena), human_bytes(s.allocated_arena),
-                     human_bytes(unused), percent(unused, s.allocated_arena));
-}
-
 void print_slack_table(std::FILE* out, const verify::SlackReport& s, const std::string& sizing) {
   fmt::print(out,
-             "slack (high-water mark: the highest end offset any access of the {} plans reaches; "
-             "wasted = allocated − high-water):\n",
+             "slack: each buffer's high-water mark (the highest end offset any access of the {} "
+             "plans\n       reaches) against the bytes allocated, most wasted first:\n",
              s.plans);
   fmt::print(out, "  {:<20} {:>10} {:>13} {:>10} {:>6}  {}\n", "buffer", "allocated", "high-water",
              "wasted", "used", "reached by");
   std::string nulls;
-  size_t null_count = 0;
   for (const BufferSlack& b : s.buffers) {
     const std::string name(buffer_name(b.id));
     if (is_null_and_untouched(b)) {
       nulls += (nulls.empty() ? "" : ", ") + name;
-      ++null_count;
       continue;
     }
     if (!b.mark.touched) {
@@ -65,18 +55,23 @@ void print_slack_table(std::FILE* out, const verify::SlackReport& s, const std::
                human_bytes(b.mark.end), signed_bytes(b.wasted()), percent(b.mark.end, b.allocated),
                reached_by(b.mark), b.wasted() < 0 ? "  SHORT" : "");
   }
-  if (null_count > 0) fmt::print(out, "  null (0 bytes, never touched): {}\n", nulls);
+  if (!nulls.empty()) fmt::print(out, "  null (0 bytes, never touched): {}\n", nulls);
   fmt::print(
       out, "  {:<20} {:>10} {:>13} {:>10} {:>6}  (Σ of the buffers)\n", "total",
       human_bytes(s.allocated_bytes), human_bytes(s.touched_bytes),
       signed_bytes(static_cast<int64_t>(s.allocated_bytes) - static_cast<int64_t>(s.touched_bytes)),
       percent(s.touched_bytes, s.allocated_bytes));
+  const uint64_t unused =
+      s.allocated_arena > s.needed_arena ? s.allocated_arena - s.needed_arena : 0;
   fmt::print(out,
-             "  arena: {} needed at this run shape (the marks laid out as Layout does: 256-byte "
-             "aligned, ≥ {} B per non-null buffer; `plan --sizing tight`) vs {} allocated by "
-             "{}\n",
-             human_bytes(s.needed_arena), verify::kTightFloor, human_bytes(s.allocated_arena),
-             sizing);
+             "arena:      {} needed at this run shape, {} allocated by {}: {} ({}) never touched\n",
+             human_bytes(s.needed_arena), human_bytes(s.allocated_arena), sizing,
+             human_bytes(unused), percent(unused, s.allocated_arena));
+  fmt::print(
+      out,
+      "            (needed: every buffer at its mark, ≥ {} B if non-null, laid out as Layout "
+      "does — `plan --sizing tight`)\n",
+      verify::kTightFloor);
 }
 
 nlohmann::json slack_json(const verify::SlackReport& s) {

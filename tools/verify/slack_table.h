@@ -15,8 +15,6 @@ namespace bufferlab::cli {
 
 // `sizing` names where the allocated bytes come from ("corrected", "file plan.json").
 void print_slack_table(std::FILE* out, const verify::SlackReport& slack, const std::string& sizing);
-// One line: "arena needed X of Y allocated (Z never touched, P%)".
-std::string slack_summary(const verify::SlackReport& slack);
 nlohmann::json slack_json(const verify::SlackReport& slack);
 
 }  // namespace bufferlab::cli

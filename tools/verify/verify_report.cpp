@@ -74,14 +74,18 @@ void print_checked(std::FILE* out, const VerifyOutcome& o) {
                                       : ", ") +
              std::string(verify::to_string(kinds[i]));
   const verify::KindSummary t = totals(o);
-  fmt::print(out, "checked:    {} (docs/spec/buffers.md §2–§5) on every arena access of\n", names);
+  fmt::print(out, "checked:    {}\n", names);
   fmt::print(out,
-             "            {} launchable passes of the boundary grid ({} more refused by the "
-             "engine) × {} path combinations = {} checks,\n",
-             t.passes - t.refused, t.refused, o.report.paths, t.plans);
+             "            (docs/spec/buffers.md §2–§5) on every arena access of {} checks: {} "
+             "launchable\n",
+             t.plans, t.passes - t.refused);
+  fmt::print(out,
+             "            passes of the boundary grid ({} more refused by the engine) × {} path "
+             "combinations;\n",
+             t.refused, o.report.paths);
   fmt::print(out,
              "            {} distinct plans (the {} other checks are decode passes padded to the "
-             "rows of an earlier one: same plan)\n\n",
+             "rows of an\n            earlier decode pass: the same plan, checked once)\n\n",
              o.report.plans, t.plans - o.report.plans);
 }
 
