@@ -78,7 +78,7 @@ TEST_F(CliVerify, TheReportSaysWhatItCheckedAndEndsWithSlackAndNextSteps) {
   size_t at = 0;
   for (const std::string part :
        {"model:", "run shape:", "target:", "sizing:", "checked:", "bounds", "overlap", "liveness",
-        "race", "read-before-write", "checks,", "distinct plans", "CLEAN", "slack", "high-water",
+        "race", "read-before-write", "checks:", "distinct plans", "CLEAN", "slack", "high-water",
         "never touched", "arena:", "next:", "--sizing tight"}) {
     const size_t next = r.out.find(part, at);
     ASSERT_NE(next, std::string::npos) << "'" << part << "' after offset " << at << "\n" << r.out;
