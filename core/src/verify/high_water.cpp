@@ -9,35 +9,44 @@
 
 namespace bufferlab::verify {
 
-void HighWaterMarks::raise(BufferId id, uint64_t end, const plan::PassPlan& plan, uint64_t step,
-                           const plan::Step* s) {
-  HighWater& m = marks_[static_cast<size_t>(id)];
-  // Strictly higher: the first plan and step in walk order to reach a mark keep it.
-  if (m.touched && end <= m.end) return;
-  m.end = end;
-  m.touched = true;
-  m.pass = plan.pass.to_string();
-  m.paths = plan.paths.to_string();
-  m.step = step;
-  m.by_eligibility = s == nullptr;
-  m.op = s ? s->op : "q12_bytes";
-  m.where = s ? s->where : "co-dispatch eligibility";
-}
-
 void HighWaterMarks::record(const plan::PassPlan& plan) {
   if (plan.refused) return;
   ++plans_;
+  // Integer compares per access; the names are written once per raised buffer at the end.
+  constexpr uint64_t kByEligibility = UINT64_MAX;
+  std::array<uint64_t, kNumBuffers> raised_at{};  // step + 1 of the new mark; 0: not raised
+  const auto raise = [&](BufferId id, uint64_t end, uint64_t step_plus_1) {
+    HighWater& m = marks_[static_cast<size_t>(id)];
+    // Strictly higher: the first plan and step in walk order to reach a mark keep it.
+    if (m.touched && end <= m.end) return;
+    m.end = end;
+    m.touched = true;
+    raised_at[static_cast<size_t>(id)] = step_plus_1;
+  };
   // Eligible or not, a co-dispatch pass needs its staging in scratch (spec §4.4).
-  if (plan.eligibility_bytes > 0)
-    raise(BufferId::scratch, plan.eligibility_bytes, plan, 0, nullptr);
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const plan::Step& s = plan.steps[i];
-    for (const Access& a : s.accesses) {
+  if (plan.eligibility_bytes > 0) raise(BufferId::scratch, plan.eligibility_bytes, kByEligibility);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    for (const Access& a : plan.steps[i].accesses) {
       if (a.tensor.space != Space::arena) continue;
       const uint64_t bytes = a.tensor.bytes();
       if (bytes == 0) continue;
-      raise(a.tensor.buffer, (Size(a.tensor.offset) + bytes).value(), plan, i, &s);
+      raise(a.tensor.buffer, (Size(a.tensor.offset) + bytes).value(), i + 1);
     }
+  std::string pass, paths;
+  for (size_t id = 0; id < kNumBuffers; ++id) {
+    if (raised_at[id] == 0) continue;
+    if (pass.empty()) {
+      pass = plan.pass.to_string();
+      paths = plan.paths.to_string();
+    }
+    HighWater& m = marks_[id];
+    m.pass = pass;
+    m.paths = paths;
+    m.by_eligibility = raised_at[id] == kByEligibility;
+    const plan::Step* s = m.by_eligibility ? nullptr : &plan.steps[raised_at[id] - 1];
+    m.step = s ? raised_at[id] - 1 : 0;
+    m.op = s ? s->op : "q12_bytes";
+    m.where = s ? s->where : "co-dispatch eligibility";
   }
 }
 

@@ -40,9 +40,6 @@ class HighWaterMarks {
   uint64_t plans() const { return plans_; }  // plans recorded
 
  private:
-  void raise(BufferId id, uint64_t end, const plan::PassPlan& plan, uint64_t step,
-             const plan::Step* s);
-
   std::array<HighWater, kNumBuffers> marks_{};
   uint64_t plans_ = 0;
 };
