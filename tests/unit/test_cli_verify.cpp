@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -69,6 +70,42 @@ TEST_F(CliVerify, TinyPresetIsCleanAndTheTableListsEveryPassKind) {
 }
 
 // B4: FP8 GEMM rows ceil16(M) into buffers sized for m rows, m % 16 != 0.
+// One report: what was checked over how many checks and distinct plans (the two counts
+// labelled and consistent with the table), the result, the slack table, what to try next.
+TEST_F(CliVerify, TheReportSaysWhatItCheckedAndEndsWithSlackAndNextSteps) {
+  const auto r = run({"verify", "--preset", "tiny-moe", "--max-batch-tokens", "100"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  size_t at = 0;
+  for (const std::string part :
+       {"model:", "run shape:", "target:", "sizing:", "checked:", "bounds", "overlap", "liveness",
+        "race", "read-before-write", "checks:", "distinct plans", "CLEAN", "slack", "high-water",
+        "never touched", "arena:", "next:", "--sizing tight"}) {
+    const size_t next = r.out.find(part, at);
+    ASSERT_NE(next, std::string::npos) << "'" << part << "' after offset " << at << "\n" << r.out;
+    at = next;
+  }
+  const json j = verify_json({"--preset", "tiny-moe", "--max-batch-tokens", "100"}, 0);
+  uint64_t checks = 0, plans = 0;
+  for (const auto& k : j.at("kinds")) {
+    checks += k.at("checks").get<uint64_t>();
+    plans += k.at("plans").get<uint64_t>();
+  }
+  EXPECT_EQ(j.at("checks"), checks);
+  EXPECT_EQ(j.at("plans"), plans);
+  EXPECT_LT(plans, checks);  // decode passes of one rung share a plan
+  EXPECT_EQ(j.at("checked").size(), 7u);
+  const json& slack = j.at("slack");
+  EXPECT_EQ(slack.at("plans"), plans);
+  EXPECT_LE(slack.at("needed_arena_bytes").get<uint64_t>(),
+            slack.at("allocated_arena_bytes").get<uint64_t>());
+  int64_t last = INT64_MAX;
+  for (const auto& b : slack.at("buffers")) {  // most wasted first
+    EXPECT_LE(b.at("wasted").get<int64_t>(), last) << b.dump();
+    last = b.at("wasted").get<int64_t>();
+    EXPECT_LE(b.at("high_water").get<uint64_t>(), b.at("allocated").get<uint64_t>()) << b.dump();
+  }
+}
+
 TEST_F(CliVerify, MutantB4OverflowsAnFp8GemmOutput) {
   const json j = verify_json(
       {"--preset", "qwen3-next-80b", "--max-batch-tokens", "1193", "--mutant", "B4"}, 1);

@@ -32,4 +32,8 @@ std::string ModelSource::label() const {
   return preset_option_ && preset_option_->count() > 0 ? preset_ : config_path_;
 }
 
+std::string ModelSource::option() const {
+  return (preset_option_ && preset_option_->count() > 0 ? "--preset " : "--config ") + label();
+}
+
 }  // namespace bufferlab::cli

@@ -22,6 +22,8 @@ class ModelSource {
 
   // The preset name or the config path, as the user wrote it.
   std::string label() const;
+  // The option as the user gave it: "--preset NAME" or "--config FILE" (for suggested commands).
+  std::string option() const;
 
  private:
   std::string preset_;

@@ -1,6 +1,7 @@
 // PlanOptions: option declarations and their translation into a PlanRequest.
 #include "plan/plan_options.h"
 
+#include "bufferlab/core/error.h"
 #include "bufferlab/core/sizing.h"
 #include "bufferlab/core/target.h"
 #include "common/parse_number.h"
@@ -13,8 +14,9 @@ void PlanOptions::add_options(CLI::App& command) {
   target_.add_options(command);
   sizing_option_ = command
                        .add_option("--sizing", sizing_,
-                                   "spec (the formulas as written) or "
-                                   "corrected (with the documented fixes)")
+                                   "spec (the formulas as written), corrected (with the "
+                                   "documented fixes) or tight (every buffer at its "
+                                   "high-water mark over verify's grid)")
                        ->type_name("NAME")
                        ->capture_default_str();
   mutant_option_ = command
@@ -40,10 +42,16 @@ PlanRequest PlanOptions::request() const {
   // --mutant alone means "this bug on top of corrected"; with an explicit --sizing spec it
   // is refused by Sizing::validate (mutants are defined relative to corrected).
   const bool has_mutant = mutant_option_->count() > 0;
-  r.sizing.kind = sizing_option_->count() > 0 || !has_mutant ? sizing_kind_from_string(sizing_)
-                                                             : SizingKind::corrected;
-  if (has_mutant) r.sizing.mutant = mutant_from_string(mutant_);
-  r.sizing.validate();
+  if (sizing_ == "tight") {
+    if (has_mutant) throw Error("--mutant with --sizing tight: a mutant is a bug of corrected");
+    r.tight = true;
+    r.sizing = Sizing::corrected();
+  } else {
+    r.sizing.kind = sizing_option_->count() > 0 || !has_mutant ? sizing_kind_from_string(sizing_)
+                                                               : SizingKind::corrected;
+    if (has_mutant) r.sizing.mutant = mutant_from_string(mutant_);
+    r.sizing.validate();
+  }
   r.alignment = parse_u64("--alignment", alignment_);
   r.redzone = parse_u64("--redzone", redzone_);
   if (r.alignment == 0 || (r.alignment & (r.alignment - 1)) != 0)

@@ -19,6 +19,9 @@ struct PlanRequest {
   ModelConfig config;
   PlanContext context;  // model label, run shape, target
   Sizing sizing = Sizing::spec();
+  // --sizing tight: `sizing` is corrected (the sub-layout parameters) and every buffer is cut
+  // to its high-water mark over verify's grid (verify::tight_sizing).
+  bool tight = false;
   uint64_t alignment = 256;
   uint64_t redzone = 0;
 };
@@ -27,8 +30,15 @@ struct PlanResult {
   PlanContext context;
   BufferSizes sizes;
   Layout layout;
-  nlohmann::json json;  // exactly plan_json(sizes, layout, context)
+  // plan_json(sizes, layout, context); for tight, "sizing" says "tight" and "tight" says how
+  // the bytes were found.
+  nlohmann::json json;
+  std::string sizing;        // "spec", "corrected+B8", "tight"
+  uint64_t tight_plans = 0;  // tight: the plans the high-water marks came from
 };
+
+// What `plan --sizing tight` promises, said in the table and the JSON.
+extern const char* const kTightNote;
 
 // Sizes and lays out the arena; throws bufferlab::Error for invalid input or overflow.
 PlanResult evaluate(const PlanRequest& request);

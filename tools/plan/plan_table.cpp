@@ -22,7 +22,13 @@ void print_header(std::FILE* out, const PlanResult& plan) {
   fmt::print(out, "target:     {} ({} SMs, split-K {}, q2_dequant {}, q2_mmq {})\n", c.target.name,
              c.target.sm_count, c.target.splitk_string(), on_off(c.target.q2_dequant),
              on_off(c.target.q2_mmq));
-  fmt::print(out, "sizing:     {}\n", plan.sizes.sizing.to_string());
+  fmt::print(out, "sizing:     {}\n", plan.sizing);
+  if (plan.tight_plans > 0)  // kTightNote, in lines that fit the table's width
+    fmt::print(out,
+               "            (corrected's sub-layout; every buffer at its high-water mark over the "
+               "{} plans\n             `verify` walks, >= 256 B if non-null: clean over that grid "
+               "by construction)\n",
+               plan.tight_plans);
   fmt::print(out, "layout:     alignment {} B, redzone {} B\n", plan.layout.alignment(),
              plan.layout.redzone());
   std::string params;

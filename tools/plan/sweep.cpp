@@ -71,7 +71,7 @@ void print_sweep_table(std::FILE* out, const std::vector<PlanResult>& sweep) {
              "model: {}  max_seq_len {}, kv_block_size {}, max_batch_size {}, target {}, "
              "sizing {}\n\n",
              c.model, c.shape.max_seq_len, c.shape.kv_block_size, c.shape.max_batch_size,
-             c.target.name, sweep.front().sizes.sizing.to_string());
+             c.target.name, sweep.front().sizing);
   const size_t num_w =
       std::max<size_t>(std::to_string(sweep.back().layout.arena_bytes()).size(), 11);
   fmt::print(out, "{:>10}  {:>{}}  {:>9}  {:>{}}  {:>9}  {}\n", "m", "total_bytes", num_w, "total",

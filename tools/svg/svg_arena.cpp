@@ -191,7 +191,7 @@ std::string title_block(const PlanResult& plan, const std::vector<BufferId>& top
       y += 22, c.shape.max_batch_tokens, c.shape.max_seq_len, c.shape.kv_block_size,
       c.shape.max_batch_size, svg_escape(c.target.name), c.target.sm_count,
       c.target.splitk_string(), c.target.q2_dequant ? ", Q2 dequant" : "",
-      c.target.q2_mmq ? ", Q2 MMQ" : "", svg_escape(plan.sizes.sizing.to_string()));
+      c.target.q2_mmq ? ", Q2 MMQ" : "", svg_escape(plan.sizing));
   out += fmt::format(
       "<text x=\"24\" y=\"{}\" font-size=\"13\" fill=\"#444\">total_bytes {} ({}) · arena_bytes "
       "{} ({}) · padding {} · alignment {} B · redzone {} B</text>\n",

@@ -100,8 +100,7 @@ std::string sweep_svg(const std::vector<PlanResult>& sweep) {
       svg_escape(c.model), sweep.front().context.shape.max_batch_tokens,
       sweep.back().context.shape.max_batch_tokens, c.shape.max_seq_len, c.shape.kv_block_size,
       c.shape.max_batch_size, svg_escape(c.target.name), c.target.splitk_string(),
-      svg_escape(sweep.front().sizes.sizing.to_string()), sweep.front().layout.alignment(),
-      sweep.size());
+      svg_escape(sweep.front().sizing), sweep.front().layout.alignment(), sweep.size());
   out += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#999\"/>\n",
       kPlotX, kPlotY, kPlotW, kPlotH);

@@ -12,6 +12,7 @@
 #include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/verify/driver.h"
+#include "bufferlab/core/verify/high_water.h"
 #include "common/commands.h"
 #include "common/model_source.h"
 #include "common/parse_number.h"
@@ -94,6 +95,26 @@ void refine_short_buffers(VerifyOutcome& o, const ModelConfig& config, const Buf
   }
 }
 
+// The run-shape and target options that differ from the defaults, so a suggested command
+// asks about the same run (" --max-batch-tokens 100 --target h100").
+std::string non_default_options(const RunShape& shape, const Target& target) {
+  const RunShape d;
+  std::string out;
+  const auto add = [&](const char* flag, uint64_t v, uint64_t def) {
+    if (v != def) out += fmt::format(" {} {}", flag, v);
+  };
+  add("--max-batch-tokens", shape.max_batch_tokens, d.max_batch_tokens);
+  add("--max-seq-len", shape.max_seq_len, d.max_seq_len);
+  add("--kv-block-size", shape.kv_block_size, d.kv_block_size);
+  add("--max-batch-size", shape.max_batch_size, d.max_batch_size);
+  const Target named = Target::named(target.name);
+  if (target.name != Target{}.name) out += " --target " + target.name;
+  if (target.splitk_string() != named.splitk_string()) out += " --splitk " + target.splitk_string();
+  if (target.q2_dequant) out += " --q2-dequant";
+  if (target.q2_mmq) out += " --q2-mmq";
+  return out;
+}
+
 int run_verify(const VerifyCommand& cmd) {
   VerifyOutcome o;
   const ModelConfig config = cmd.model.load();
@@ -128,6 +149,14 @@ int run_verify(const VerifyCommand& cmd) {
                  "; sub-layout " + o.sizing + ")";
   finish_outcome(o);
   refine_short_buffers(o, config, sizes);
+  o.slack = verify::slack_report(sizes, o.report.high_water);
+  o.model_option = cmd.model.option();
+  o.shape_and_target_options = non_default_options(o.shape, o.target);
+  if (!cmd.sizes_path.empty()) o.sizing_options = " --sizes " + cmd.sizes_path;
+  if (sizing.mutant != Mutant::none)
+    o.sizing_options += std::string(" --mutant ") + to_string(sizing.mutant);
+  else if (sizing.kind != SizingKind::corrected)
+    o.sizing_options += std::string(" --sizing ") + to_string(sizing.kind);
 
   if (cmd.json)
     fmt::print("{}\n", verify_json(o).dump(2));

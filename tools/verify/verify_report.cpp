@@ -8,6 +8,7 @@
 
 #include "common/human_bytes.h"
 #include "common/report_header.h"
+#include "verify/slack_table.h"
 
 namespace bufferlab::cli {
 namespace {
@@ -45,26 +46,64 @@ void print_header(std::FILE* out, const VerifyOutcome& o) {
   } else {
     fmt::print(out, "sizing:     {}\n", o.sizing);
   }
-  fmt::print(out, "paths:      {} combination{} per pass\n\n", o.report.paths,
+  fmt::print(out, "paths:      {} combination{} per pass\n", o.report.paths,
              o.report.paths == 1 ? "" : "s");
 }
 
-void print_summary(std::FILE* out, const VerifyOutcome& o) {
-  fmt::print(out, "{:<11} {:>7}  {:<13} {:>7} {:>8} {:>9}\n", "pass kind", "passes", "tokens",
-             "refused", "plans", "findings");
+verify::KindSummary totals(const VerifyOutcome& o) {
   verify::KindSummary total;
   for (const auto& k : o.report.kinds) {
-    const bool launched = k.passes > k.refused;
-    const std::string range = launched ? fmt::format("{}..{}", k.min_tokens, k.max_tokens) : "-";
-    fmt::print(out, "{:<11} {:>7}  {:<13} {:>7} {:>8} {:>9}\n", plan::to_string(k.kind), k.passes,
-               range, k.refused, k.plans, k.findings);
     total.passes += k.passes;
     total.refused += k.refused;
     total.plans += k.plans;
+    total.distinct_plans += k.distinct_plans;
     total.findings += k.findings;
   }
-  fmt::print(out, "{:<11} {:>7}  {:<13} {:>7} {:>8} {:>9}\n\n", "total", total.passes, "",
-             total.refused, total.plans, total.findings);
+  return total;
+}
+
+// What the verifier checked, over how much: the checks are the ones check() implements;
+// "checks" counts pass × path pairs, "plans" the distinct plans built (decode passes that pad
+// to the same rows share one plan).
+void print_checked(std::FILE* out, const VerifyOutcome& o) {
+  std::string names;
+  const auto kinds = verify::all_check_kinds();
+  for (size_t i = 0; i < kinds.size(); ++i)
+    names += (i == 0                  ? ""
+              : i + 1 == kinds.size() ? " and "
+                                      : ", ") +
+             std::string(verify::to_string(kinds[i]));
+  const verify::KindSummary t = totals(o);
+  fmt::print(out, "checked:    {}\n", names);
+  fmt::print(out,
+             "            (docs/spec/buffers.md §2–§5) on every arena access of {} checks: {} "
+             "launchable\n",
+             t.plans, t.passes - t.refused);
+  fmt::print(out,
+             "            passes of the boundary grid ({} more refused by the engine) × {} path "
+             "combinations;\n",
+             t.refused, o.report.paths);
+  fmt::print(out,
+             "            {} distinct plans (the {} other checks are decode passes padded to the "
+             "rows of an\n            earlier decode pass: the same plan, checked once)\n\n",
+             o.report.plans, t.plans - o.report.plans);
+}
+
+void print_summary(std::FILE* out, const VerifyOutcome& o) {
+  const auto row = [&](const std::string& kind, const verify::KindSummary& k,
+                       const std::string& range) {
+    fmt::print(out, "{:<11} {:>7}  {:<13} {:>7} {:>8} {:>7} {:>9}\n", kind, k.passes, range,
+               k.refused, k.plans, k.distinct_plans, k.findings);
+  };
+  fmt::print(out, "{:<11} {:>7}  {:<13} {:>7} {:>8} {:>7} {:>9}\n", "pass kind", "passes", "tokens",
+             "refused", "checks", "plans", "findings");
+  for (const auto& k : o.report.kinds) {
+    const bool launched = k.passes > k.refused;
+    row(plan::to_string(k.kind), k,
+        launched ? fmt::format("{}..{}", k.min_tokens, k.max_tokens) : "-");
+  }
+  row("total", totals(o), "");
+  fmt::print(out, "\n");
 }
 
 void print_short_buffers(std::FILE* out, const VerifyOutcome& o) {
@@ -128,6 +167,49 @@ void print_findings(std::FILE* out, const VerifyOutcome& o, size_t show) {
     fmt::print(out, "  … {} more groups not shown (--show 0 lists every finding; --json)\n",
                groups.size() - show);
   fmt::print(out, "\n");
+}
+
+void print_result(std::FILE* out, const VerifyOutcome& o) {
+  const verify::KindSummary t = totals(o);
+  if (o.report.clean())
+    fmt::print(out, "CLEAN: no findings in {} checks of {} distinct plans ({:.1f} s)\n", t.plans,
+               o.report.plans, o.elapsed_s);
+  else
+    fmt::print(out,
+               "FINDINGS: {} in {} checks of {} distinct plans, {} short buffer{} ({:.1f} s)\n",
+               t.findings, t.plans, o.report.plans, o.short_buffers.size(),
+               o.short_buffers.size() == 1 ? "" : "s", o.elapsed_s);
+}
+
+// Suggested commands, each asking about the same model, run shape and target (and, where it
+// reproduces this report, the same sizing): what each does, then the command.
+void print_next(std::FILE* out, const VerifyOutcome& o) {
+  std::vector<std::pair<std::string, std::string>> next;  // (why, command)
+  const std::string run = o.model_option + o.shape_and_target_options;
+  const std::string same = run + o.sizing_options;
+  if (!o.report.findings.empty()) {
+    const Finding& f = o.report.findings.front();
+    next.push_back(
+        {"the first finding's plan, step by step",
+         fmt::format("bufferlab verify {} --pass '{}' --paths '{}'", same, f.pass, f.paths)});
+    next.push_back(
+        {"every finding, one by one", fmt::format("bufferlab verify {} --show 0", same)});
+  }
+  next.push_back({"every buffer at its high-water mark",
+                  fmt::format("bufferlab plan {} --sizing tight", run)});
+  next.push_back({"... as a file for verify --sizes",
+                  fmt::format("bufferlab plan {} --sizing tight --json", run)});
+  next.push_back(
+      {"this report as JSON (slack in bytes)", fmt::format("bufferlab verify {} --json", same)});
+  if (o.sizing_options.empty())
+    next.push_back(
+        {"the formulas as written", fmt::format("bufferlab verify {} --sizing spec", run)});
+  next.push_back(
+      {"a kernel against the oracle", "bufferlab compare " + o.model_option + " --op rmsnorm"});
+  size_t w = 0;
+  for (const auto& [why, cmd] : next) w = std::max(w, why.size());
+  fmt::print(out, "next:\n");
+  for (const auto& [why, cmd] : next) fmt::print(out, "  {:<{}}  {}\n", why + ":", w + 1, cmd);
 }
 
 }  // namespace
@@ -201,18 +283,16 @@ nlohmann::json finding_json(const Finding& f) {
 
 void print_verify_report(std::FILE* out, const VerifyOutcome& o, size_t show) {
   print_header(out, o);
+  fmt::print(out, "\n");
+  print_checked(out, o);
   print_summary(out, o);
   print_short_buffers(out, o);
   print_findings(out, o, show);
-  uint64_t total = 0;
-  for (const auto& k : o.report.kinds) total += k.findings;
-  if (o.report.clean())
-    fmt::print(out, "CLEAN: no findings in {} distinct plans ({:.1f} s)\n", o.report.plans,
-               o.elapsed_s);
-  else
-    fmt::print(out, "FINDINGS: {} in {} distinct plans, {} short buffer{} ({:.1f} s)\n", total,
-               o.report.plans, o.short_buffers.size(), o.short_buffers.size() == 1 ? "" : "s",
-               o.elapsed_s);
+  print_result(out, o);
+  fmt::print(out, "\n");
+  print_slack_table(out, o.slack, o.sizes_file ? "the file " + o.sizes_file->path : o.sizing);
+  fmt::print(out, "\n");
+  print_next(out, o);
 }
 
 nlohmann::json verify_json(const VerifyOutcome& o) {
@@ -221,7 +301,8 @@ nlohmann::json verify_json(const VerifyOutcome& o) {
     nlohmann::json j = {{"kind", plan::to_string(k.kind)},
                         {"passes", k.passes},
                         {"refused", k.refused},
-                        {"plans", k.plans},
+                        {"checks", k.plans},
+                        {"plans", k.distinct_plans},
                         {"findings", k.findings},
                         {"min_tokens", nullptr},
                         {"max_tokens", nullptr}};
@@ -249,6 +330,8 @@ nlohmann::json verify_json(const VerifyOutcome& o) {
                       {"smallest_tokens", s.smallest_tokens},
                       {"smallest", std::move(j)}});
   }
+  nlohmann::json checked = nlohmann::json::array();
+  for (CheckKind k : verify::all_check_kinds()) checked.push_back(verify::to_string(k));
   nlohmann::json sizes_file = nullptr;
   if (o.sizes_file)
     sizes_file = {{"path", o.sizes_file->path},
@@ -269,11 +352,14 @@ nlohmann::json verify_json(const VerifyOutcome& o) {
           {"sizing", o.sizing},
           {"sizes_file", sizes_file},
           {"paths", o.report.paths},
+          {"checked", checked},
+          {"checks", totals(o).plans},
           {"plans", o.report.plans},
           {"kinds", kinds},
           {"clean", o.report.clean()},
           {"short_buffers", shorts},
           {"findings", findings},
+          {"slack", slack_json(o.slack)},
           {"elapsed_s", o.elapsed_s}};
 }
 

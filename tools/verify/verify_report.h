@@ -1,6 +1,8 @@
-// What `bufferlab verify` prints: the header (model, run shape, target, sizing), the summary
-// table per pass kind, the short buffers (each with the smallest pass that overflows it) and
-// the findings in detail; or all of it as one JSON object. `fuzz` reuses the finding forms.
+// What `bufferlab verify` prints, as one report: the header (model, run shape, target,
+// sizing), what was checked over how many plans, the summary table per pass kind, the short
+// buffers (each with the smallest pass that overflows it), the findings in detail, the
+// result, the slack table and what to try next; or all of it as one JSON object. `fuzz`
+// reuses the finding forms.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "bufferlab/core/run_shape.h"
 #include "bufferlab/core/target.h"
 #include "bufferlab/core/verify/driver.h"
+#include "bufferlab/core/verify/high_water.h"
 #include "io/sizes_file.h"
 
 namespace bufferlab::cli {
@@ -43,6 +46,13 @@ struct VerifyOutcome {
   verify::ConfigReport report;  // findings sorted by their pass's tokens, then step
   PassTokens tokens;
   std::vector<ShortBuffer> short_buffers;  // in registry order
+  verify::SlackReport slack;               // of report.high_water against the sizes verified
+  // For the suggested next commands: the model option ("--preset X"), the run-shape and
+  // target options that differ from the defaults (" --max-batch-tokens 100") and the sizing
+  // options that do (" --mutant B4", " --sizing spec", " --sizes FILE").
+  std::string model_option;
+  std::string shape_and_target_options;
+  std::string sizing_options;
   double elapsed_s = 0;
 };
 

@@ -336,6 +336,12 @@ const char* to_string(CheckKind k) {
   return "?";
 }
 
+std::vector<CheckKind> all_check_kinds() {
+  return {CheckKind::bounds,    CheckKind::overlap,           CheckKind::liveness,
+          CheckKind::race,      CheckKind::read_before_write, CheckKind::phantom_read,
+          CheckKind::ineligible};
+}
+
 std::string Finding::to_string() const {
   std::ostringstream s;
   s << verify::to_string(check) << " on " << buffer << " [" << begin << ", " << end << ") of "

@@ -97,7 +97,9 @@ ConfigReport verify_config(const ModelConfig& config, const BufferSizes& sizes,
     for (const plan::Paths& p : paths) {
       const plan::PassPlan pl = plan::build(config, sizes, target, shape, pass, p);
       ++ks.plans;
+      ++ks.distinct_plans;
       ++report.plans;
+      report.high_water.record(pl);
       std::vector<Finding> f = check(pl, layout);
       found += f.size();
       for (Finding& x : f) {

@@ -23,6 +23,7 @@ enum class CheckKind {
   ineligible,         // a legal co-dispatch pass the layout cannot stage ("legal pass refused")
 };
 const char* to_string(CheckKind k);
+std::vector<CheckKind> all_check_kinds();  // in declaration order (what verify says it checked)
 
 struct Finding {
   CheckKind check = CheckKind::bounds;

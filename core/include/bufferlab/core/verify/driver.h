@@ -12,6 +12,7 @@
 #include "bufferlab/core/layout.h"
 #include "bufferlab/core/plan/pass_plan.h"
 #include "bufferlab/core/verify/check.h"
+#include "bufferlab/core/verify/high_water.h"
 
 namespace bufferlab::verify {
 
@@ -24,9 +25,12 @@ std::vector<plan::Pass> pass_grid(const RunShape& shape);
 
 struct KindSummary {
   plan::PassKind kind = plan::PassKind::prefill;
-  uint64_t passes = 0;                      // passes of the grid
-  uint64_t refused = 0;                     // refused by the engine (counted, not findings)
-  uint64_t plans = 0;                       // plans checked (passes × path combinations)
+  uint64_t passes = 0;   // passes of the grid
+  uint64_t refused = 0;  // refused by the engine (counted, not findings)
+  // Pass × path checks: a decode pass whose padded rows (rung) an earlier decode pass already
+  // had reuses that plan and its findings, and counts here once per pass.
+  uint64_t plans = 0;
+  uint64_t distinct_plans = 0;              // plans built and checked (plans − reused)
   uint64_t findings = 0;                    // findings reported
   uint64_t min_tokens = 0, max_tokens = 0;  // tokens of the launched passes
 };
@@ -34,8 +38,9 @@ struct KindSummary {
 struct ConfigReport {
   std::vector<KindSummary> kinds;  // one per PassKind, in all_pass_kinds() order
   std::vector<Finding> findings;   // in grid order, then path, then step
-  uint64_t plans = 0;
-  uint64_t paths = 0;  // path combinations checked per pass
+  uint64_t plans = 0;              // distinct plans built and checked
+  uint64_t paths = 0;              // path combinations checked per pass
+  HighWaterMarks high_water;       // of every plan checked (the slack report)
   bool clean() const { return findings.empty(); }
 };
 
