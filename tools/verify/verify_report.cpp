@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/capacity_text.h"
 #include "common/human_bytes.h"
 #include "common/report_header.h"
 
@@ -37,6 +38,7 @@ std::string byte_range(const Finding& f) {
 void print_header(std::FILE* out, const VerifyOutcome& o) {
   print_model_and_shape(out, o.model, o.shape);
   fmt::print(out, "target:     {}\n", describe_target(o.target));
+  fmt::print(out, "capacity:   {}\n", capacity_share(o.capacity, o.target));
   if (o.sizes_file) {
     fmt::print(out, "sizes:      {} (the file's sizing: {}; sub-layout parameters: {})\n",
                o.sizes_file->path, o.sizes_file->sizing, o.sizing);
@@ -206,13 +208,17 @@ void print_verify_report(std::FILE* out, const VerifyOutcome& o, size_t show) {
   print_findings(out, o, show);
   uint64_t total = 0;
   for (const auto& k : o.report.kinds) total += k.findings;
-  if (o.report.clean())
+  if (!o.capacity.fits()) {
+    fmt::print(out, "{}\n\n", capacity_finding(o.capacity, o.target));
+    ++total;
+  }
+  if (o.clean())
     fmt::print(out, "CLEAN: no findings in {} distinct plans ({:.1f} s)\n", o.report.plans,
                o.elapsed_s);
   else
-    fmt::print(out, "FINDINGS: {} in {} distinct plans, {} short buffer{} ({:.1f} s)\n", total,
+    fmt::print(out, "FINDINGS: {} in {} distinct plans, {} short buffer{}{} ({:.1f} s)\n", total,
                o.report.plans, o.short_buffers.size(), o.short_buffers.size() == 1 ? "" : "s",
-               o.elapsed_s);
+               o.capacity.fits() ? "" : ", the arena does not fit the target", o.elapsed_s);
 }
 
 nlohmann::json verify_json(const VerifyOutcome& o) {
@@ -271,7 +277,12 @@ nlohmann::json verify_json(const VerifyOutcome& o) {
           {"paths", o.report.paths},
           {"plans", o.report.plans},
           {"kinds", kinds},
-          {"clean", o.report.clean()},
+          {"capacity",
+           {{"arena_bytes", o.capacity.arena_bytes},
+            {"memory_bytes", o.capacity.memory_bytes},
+            {"percent", o.capacity.percent()},
+            {"fits", o.capacity.fits()}}},
+          {"clean", o.clean()},
           {"short_buffers", shorts},
           {"findings", findings},
           {"elapsed_s", o.elapsed_s}};

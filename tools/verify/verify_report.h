@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bufferlab/core/capacity.h"
 #include "bufferlab/core/run_shape.h"
 #include "bufferlab/core/target.h"
 #include "bufferlab/core/verify/driver.h"
@@ -44,6 +45,9 @@ struct VerifyOutcome {
   PassTokens tokens;
   std::vector<ShortBuffer> short_buffers;  // in registry order
   double elapsed_s = 0;
+  Capacity capacity;  // the arena against the target's memory: a finding when it does not fit
+
+  bool clean() const { return report.clean() && capacity.fits(); }
 };
 
 // Sorts report.findings (stable) and fills short_buffers; call once the report is complete.

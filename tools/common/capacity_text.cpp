@@ -1,0 +1,46 @@
+// capacity_share and capacity_finding: the capacity line and finding of `plan` and `verify`.
+#include "common/capacity_text.h"
+
+#include <fmt/format.h>
+
+#include "common/human_bytes.h"
+
+namespace bufferlab::cli {
+namespace {
+
+constexpr uint64_t kGB = 1'000'000'000;
+
+std::string decimal_gb(uint64_t bytes) {
+  if (bytes % kGB == 0) return fmt::format("{} GB", bytes / kGB);
+  return fmt::format("{:.1f} GB", static_cast<double>(bytes) / static_cast<double>(kGB));
+}
+
+// Two significant digits below 1 % (a small model's arena is a few thousandths of a
+// percent), one decimal up to 1000 %, then scientific: the share never prints as "0.0 %".
+std::string percent_text(double p) {
+  if (p < 1.0) return fmt::format("{:.2g}", p);
+  if (p < 1000.0) return fmt::format("{:.1f}", p);
+  return fmt::format("{:.3g}", p);
+}
+
+}  // namespace
+
+std::string target_memory(const Target& target) {
+  return fmt::format("{}'s {}{}", target.name, decimal_gb(target.memory_bytes),
+                     target.memory_shared ? " (shared with the CPU)" : "");
+}
+
+std::string capacity_share(const Capacity& c, const Target& target) {
+  return fmt::format("arena {} = {} % of {}{}", human_bytes(c.arena_bytes),
+                     percent_text(c.percent()), target_memory(target),
+                     c.fits() ? "" : ", does not fit");
+}
+
+std::string capacity_finding(const Capacity& c, const Target& target) {
+  return fmt::format("capacity: the arena needs {} B ({}) but {} has {} B ({}) of device memory{}",
+                     group_digits(c.arena_bytes), human_bytes(c.arena_bytes), target.name,
+                     group_digits(c.memory_bytes), decimal_gb(c.memory_bytes),
+                     target.memory_shared ? ", shared with the CPU" : "");
+}
+
+}  // namespace bufferlab::cli

@@ -1,0 +1,23 @@
+// The words for a Capacity (bufferlab/core/capacity.h), one source for `plan` and `verify`:
+// the share line "arena 3.21 GiB = 2.3 % of h200's 141 GB" and the `capacity` finding.
+#pragma once
+
+#include <string>
+
+#include "bufferlab/core/capacity.h"
+#include "bufferlab/core/target.h"
+
+namespace bufferlab::cli {
+
+// "h200's 141 GB", "gb10's 128 GB (shared with the CPU)": decimal, as the vendor states it.
+std::string target_memory(const Target& target);
+
+// "arena 3.21 GiB = 2.3 % of h200's 141 GB" (", does not fit" appended when it does not).
+std::string capacity_share(const Capacity& capacity, const Target& target);
+
+// The finding when the arena does not fit, naming both byte counts:
+// "capacity: the arena needs 144,115,188,075,855,872 B (128 PiB) but h200 has
+// 141,000,000,000 B (141 GB) of device memory".
+std::string capacity_finding(const Capacity& capacity, const Target& target);
+
+}  // namespace bufferlab::cli
