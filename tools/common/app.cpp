@@ -94,7 +94,9 @@ int& exit_code() {
 
 int run_cli(int argc, const char* const* argv) {
   exit_code() = 0;
-  CLI::App app{"bufferlab: size, lay out, verify and exercise an inference engine's workspace"};
+  // Named "bufferlab" whatever path ran it: help shows "Usage: bufferlab ...", never a build path.
+  CLI::App app{"bufferlab: size, lay out, verify and exercise an inference engine's workspace",
+               "bufferlab"};
   app.require_subcommand(1);
   register_presets_command(app);
   register_config_command(app);

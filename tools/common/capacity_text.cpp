@@ -15,12 +15,13 @@ std::string decimal_gb(uint64_t bytes) {
   return fmt::format("{:.1f} GB", static_cast<double>(bytes) / static_cast<double>(kGB));
 }
 
-// Two significant digits below 1 % (a small model's arena is a few thousandths of a
-// percent), one decimal up to 1000 %, then scientific: the share never prints as "0.0 %".
-std::string percent_text(double p) {
-  if (p < 1.0) return fmt::format("{:.2g}", p);
-  if (p < 1000.0) return fmt::format("{:.1f}", p);
-  return fmt::format("{:.3g}", p);
+// "2.3 % of", with two significant digits below 1 % (a small model's arena is a few
+// thousandths of a percent, never "0.0 %"); from 10 times the memory on, a multiple:
+// "1,686,869 × h200's 141 GB".
+std::string share_text(double percent) {
+  if (percent < 1.0) return fmt::format("{:.2g} % of", percent);
+  if (percent < 1000.0) return fmt::format("{:.1f} % of", percent);
+  return group_digits(static_cast<uint64_t>(percent / 100.0 + 0.5)) + " ×";
 }
 
 }  // namespace
@@ -31,9 +32,8 @@ std::string target_memory(const Target& target) {
 }
 
 std::string capacity_share(const Capacity& c, const Target& target) {
-  return fmt::format("arena {} = {} % of {}{}", human_bytes(c.arena_bytes),
-                     percent_text(c.percent()), target_memory(target),
-                     c.fits() ? "" : ", does not fit");
+  return fmt::format("arena {} = {} {}{}", human_bytes(c.arena_bytes), share_text(c.percent()),
+                     target_memory(target), c.fits() ? "" : ", does not fit");
 }
 
 std::string capacity_finding(const Capacity& c, const Target& target) {

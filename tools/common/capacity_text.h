@@ -12,7 +12,8 @@ namespace bufferlab::cli {
 // "h200's 141 GB", "gb10's 128 GB (shared with the CPU)": decimal, as the vendor states it.
 std::string target_memory(const Target& target);
 
-// "arena 3.21 GiB = 2.3 % of h200's 141 GB" (", does not fit" appended when it does not).
+// "arena 3.21 GiB = 2.3 % of h200's 141 GB"; "arena 211 PiB = 1,686,869 × h200's 141 GB,
+// does not fit".
 std::string capacity_share(const Capacity& capacity, const Target& target);
 
 // The finding when the arena does not fit, naming both byte counts:
