@@ -120,6 +120,10 @@ TEST_F(CliUsage, EveryCommandsHelpStatesWhatIsRequiredItsExitCodesAndTwoExamples
   // plan and verify name the exit code of an arena that does not fit.
   EXPECT_TRUE(contains(run_argv({"plan", "--help"}).out, "1   capacity: the arena does not fit"));
   EXPECT_TRUE(contains(run_argv({"verify", "--help"}).out, "larger than the target's memory"));
+  // A command's own footer stays, before the shared part: compare's table of ops.
+  const std::string compare = run_argv({"compare", "--help"}).out;
+  EXPECT_LT(compare.find("\nops:\n  rmsnorm "), compare.find("Exit codes:")) << compare;
+  EXPECT_TRUE(contains(compare, "\n  77  skipped: ")) << compare;
 }
 
 TEST_F(CliUsage, RunShapeLimitsBelowOneAreErrorsNamingTheField) {

@@ -86,7 +86,9 @@ void apply_command_help(CLI::App& app) {
     for (const CommandHelp& h : command_help())
       if (h.command == command->get_name()) entry = &h;
     if (entry == nullptr) throw Error("command '" + command->get_name() + "' has no help entry");
-    command->footer(footer(*entry));
+    // After what the command's own footer explains (compare's ops, paths and variants).
+    const std::string own = command->get_footer();
+    command->footer(own.empty() ? footer(*entry) : own + "\n\n" + footer(*entry));
   }
 }
 

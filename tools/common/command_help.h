@@ -20,8 +20,8 @@ struct CommandHelp {
 
 const std::vector<CommandHelp>& command_help();
 
-// Sets the help footer of each of `app`'s commands from command_help(); throws Error for a
-// command without an entry (a new command must say how it exits).
+// Appends to the help footer of each of `app`'s commands its command_help() entry; throws
+// Error for a command without one (a new command must say how it exits).
 void apply_command_help(CLI::App& app);
 
 }  // namespace bufferlab::cli

@@ -74,8 +74,7 @@ variants (--variant, rmsnorm):
   unit      as add, with the unit weight norm_unit_w (zeros: scale 1 + 0)
   norm      RMSNorm of residual alone, no add (residual is read only)
 checks: the stored residual exactly; norm_output and moe_router_in_f32 against the FP64
-oracle fed the backend's stored residual, under the derived bounds printed with the report.
-exit codes: 0 agree, 1 disagree, 2 error, 77 skipped (backend unavailable here).)";
+oracle fed the backend's stored residual, under the derived bounds printed with the report.)";
 
 struct CompareCommand {
   ModelSource model;
