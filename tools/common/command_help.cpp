@@ -62,8 +62,7 @@ const std::vector<CommandHelp>& command_help() {
         {1, "findings: a plan the arena cannot hold, or an arena larger than the target's memory"},
         kExitError},
        {"bufferlab verify --preset qwen3-next-80b",
-        "bufferlab verify --config data/configs/Qwen3-8B.json --sizing spec --max-batch-tokens "
-        "1193"}},
+        "bufferlab verify --preset qwen3-next-80b --max-batch-tokens 1193 --mutant B4"}},
       {"fuzz",
        "",
        {{0, "no failing case"}, {1, "a failing case (written to --out)"}, kExitError},
@@ -74,7 +73,8 @@ const std::vector<CommandHelp>& command_help() {
        {{0, "every row-sum error within the Birkhoff-Hopf bound"},
         {1, "a violation (the first is named)"},
         kExitError},
-       {"bufferlab sinkhorn --range 8 --svg sinkhorn.svg", "bufferlab sinkhorn --frontier"}},
+       {"bufferlab sinkhorn --range 8 --iters 100 --svg sinkhorn.svg",
+        "bufferlab sinkhorn --frontier"}},
   };
   return help;
 }
