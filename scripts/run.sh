@@ -6,6 +6,8 @@
 # With arguments it runs `bufferlab ARGS...`, e.g. `bash scripts/run.sh plan --preset X`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Progress goes to stderr, so `run.sh plan --json > plan.json` still writes only the JSON.
+exec 3>&1 1>&2
 echo "run.sh: [1/3] dependencies (scripts/setup-deps.sh installs only what is missing)"
 bash scripts/setup-deps.sh
 echo "run.sh: [2/3] configure (cmake --preset default: CPU, plus CUDA when nvcc is found)"
@@ -15,9 +17,10 @@ rm -f "$log"
 echo "run.sh: [3/3] build bufferlab (a first build takes minutes; ccache makes later ones fast)"
 cmake --build --preset default --target bufferlab -j "$(nproc)"
 echo
+exec 1>&3 3>&-
 if [ $# -eq 0 ]; then
-  echo "run.sh: bufferlab verify --preset qwen3-next-80b"
-  echo
+  echo "run.sh: bufferlab verify --preset qwen3-next-80b" >&2
+  echo >&2
   exec build/tools/bufferlab verify --preset qwen3-next-80b
 fi
 exec build/tools/bufferlab "$@"
