@@ -54,7 +54,9 @@ void require_known_command(CLI::App& app, int argc, const char* const* argv) {
   }
   const std::string hint = suggestion(first, commands);
   throw Error("unknown command '" + first + "'" +
-              (hint.empty() ? " (commands: " + joined(commands) + ")" : hint));
+              (hint.empty()
+                   ? " (commands: " + joined(commands) + "; bufferlab --help describes them)"
+                   : hint));
 }
 
 // The options a command takes, as typed: "--preset", "--json", "-h", "--help".
