@@ -157,15 +157,17 @@ TEST_F(CliUsage, AnArenaLargerThanTheTargetIsACapacityFinding) {
   const auto plan = run_argv({"plan", "--config", config});
   EXPECT_EQ(plan.exit_code, 1) << plan.err;
   EXPECT_TRUE(contains(plan.out, ", does not fit\n")) << plan.out;
-  EXPECT_TRUE(contains(plan.out, "\ncapacity: the arena needs ")) << plan.out;
-  EXPECT_TRUE(contains(plan.out, " but h200 has 141,000,000,000 B (141 GB) of device memory"))
+  EXPECT_TRUE(contains(plan.out, "\ncapacity: the arena does not fit the target: it needs "))
+      << plan.out;
+  EXPECT_TRUE(contains(plan.out, " — h200 has 141,000,000,000 B (141 GB) of device memory"))
       << plan.out;
   // --json keeps stdout one JSON document; the finding goes to stderr.
   const auto as_json = run_argv({"plan", "--config", config, "--json"});
   EXPECT_EQ(as_json.exit_code, 1);
   const json j = json::parse(as_json.out);
   EXPECT_GT(j.at("arena_bytes").get<uint64_t>(), uint64_t{1} << 54);
-  EXPECT_TRUE(contains(as_json.err, "capacity: the arena needs ")) << as_json.err;
+  EXPECT_TRUE(contains(as_json.err, "capacity: the arena does not fit the target: it needs "))
+      << as_json.err;
   // The sweep names the points that do not fit.
   const auto sweep = run_argv({"plan", "--config", config, "--sweep", "max-batch-tokens=1:2"});
   EXPECT_EQ(sweep.exit_code, 1);
@@ -173,7 +175,8 @@ TEST_F(CliUsage, AnArenaLargerThanTheTargetIsACapacityFinding) {
   // verify: a finding of its own, whatever the plans say.
   const auto verify = run_argv({"verify", "--config", config});
   EXPECT_EQ(verify.exit_code, 1) << verify.err;
-  EXPECT_TRUE(contains(verify.out, "\ncapacity: the arena needs ")) << verify.out;
+  EXPECT_TRUE(contains(verify.out, "\ncapacity: the arena does not fit the target: it needs "))
+      << verify.out;
   EXPECT_TRUE(contains(verify.out, "the arena does not fit the target")) << verify.out;
   const auto verify_json = run_argv({"verify", "--config", config, "--json"});
   EXPECT_EQ(verify_json.exit_code, 1);

@@ -37,10 +37,12 @@ std::string capacity_share(const Capacity& c, const Target& target) {
 }
 
 std::string capacity_finding(const Capacity& c, const Target& target) {
-  return fmt::format("capacity: the arena needs {} B ({}) but {} has {} B ({}) of device memory{}",
-                     group_digits(c.arena_bytes), human_bytes(c.arena_bytes), target.name,
-                     group_digits(c.memory_bytes), decimal_gb(c.memory_bytes),
-                     target.memory_shared ? ", shared with the CPU" : "");
+  return fmt::format(
+      "capacity: the arena does not fit the target: it needs {} B ({}) — {} has {} B ({}) of "
+      "device memory{}",
+      group_digits(c.arena_bytes), human_bytes(c.arena_bytes), target.name,
+      group_digits(c.memory_bytes), decimal_gb(c.memory_bytes),
+      target.memory_shared ? ", shared with the CPU" : "");
 }
 
 }  // namespace bufferlab::cli

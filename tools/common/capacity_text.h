@@ -17,8 +17,8 @@ std::string target_memory(const Target& target);
 std::string capacity_share(const Capacity& capacity, const Target& target);
 
 // The finding when the arena does not fit, naming both byte counts:
-// "capacity: the arena needs 144,115,188,075,855,872 B (128 PiB) but h200 has
-// 141,000,000,000 B (141 GB) of device memory".
+// "capacity: the arena does not fit the target: it needs 237,848,554,350,484,992 B (211 PiB)
+// — h200 has 141,000,000,000 B (141 GB) of device memory".
 std::string capacity_finding(const Capacity& capacity, const Target& target);
 
 }  // namespace bufferlab::cli
