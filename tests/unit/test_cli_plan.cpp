@@ -297,7 +297,8 @@ TEST_F(CliTest, SizesOverflowing64BitsAreErrorsNamingTheField) {
   const fs::path huge_path = file("huge.json", huge.dump());
   const RunResult huge_run = run({"plan", "--config", huge_path.string(), "--json"});
   EXPECT_EQ(huge_run.exit_code, 1) << huge_run.err;
-  EXPECT_NE(huge_run.err.find("capacity: the arena needs"), std::string::npos) << huge_run.err;
+  EXPECT_NE(huge_run.err.find("capacity: the arena does not fit the target"), std::string::npos)
+      << huge_run.err;
   const json plan = json::parse(huge_run.out);
   EXPECT_EQ(bytes_of(plan, "hidden_states"), uint64_t{1} << 54);
   // ... but m = 2^24 makes it 2^65, and Q2 dequant needs max(..., nq·hd)·h·2 = 2^81.
