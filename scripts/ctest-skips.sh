@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints one line: how many tests the last ctest run in BUILD_DIR skipped, and why — the
 # GTEST_SKIP message of each, counted per reason (ctest shows the reasons only with -V; its
-# LastTest.log keeps every test's output). Nothing when none was skipped.
+# LastTest.log keeps every test's output); "skipped: 0 tests" when none was. Nothing without a
+# log (ctest did not run).
 # Usage: scripts/ctest-skips.sh BUILD_DIR
 set -euo pipefail
 log="${1:?usage: ctest-skips.sh BUILD_DIR}/Testing/Temporary/LastTest.log"
@@ -19,7 +20,7 @@ awk '
     count[reason]++; total++
   }
   END {
-    if (total == 0) exit
+    if (total == 0) { print "skipped: 0 tests"; exit }
     n = 0
     for (r in count) { order[++n] = r }
     # most frequent reason first
