@@ -18,6 +18,7 @@
 
 #include "cli_runner.h"
 #include "spec_fields.h"
+#include "svg_checks.h"
 
 namespace {
 
@@ -459,6 +460,8 @@ TEST_F(CliTest, SweepSvgIsWellFormed) {
   EXPECT_TRUE(tags_balanced(text, &why)) << why;
   EXPECT_NE(text.find("total_bytes"), std::string::npos);
   EXPECT_NE(text.find("arena_bytes"), std::string::npos);
+  // The first and last points' markers lie inside the plot, not on its frame.
+  EXPECT_EQ(bufferlab::testing::expect_markers_inside_frame(text), 13u);  // 1, 2, 4 ... 4096
 }
 
 }  // namespace
