@@ -1,4 +1,4 @@
-// Named targets and the split-K rule (spec/buffers.md §2).
+// Named targets (SMs, split-K policy, device memory) and the split-K rule (spec/buffers.md §2).
 #include "bufferlab/core/target.h"
 
 #include <algorithm>
@@ -14,13 +14,17 @@ struct NamedTarget {
   const char* name;
   uint64_t sm_count;
   SplitKPolicy policy;
+  uint64_t memory_gb;  // decimal GB, as the vendor's data sheet states it
+  bool memory_shared;  // unified memory shared with the CPU
 };
 
+constexpr uint64_t kGB = 1'000'000'000;
+
 constexpr NamedTarget kTargets[] = {
-    {"h200", 132, SplitKPolicy::automatic},
-    {"h100", 132, SplitKPolicy::automatic},
-    {"b200", 148, SplitKPolicy::automatic},
-    {"gb10", 48, SplitKPolicy::legacy},
+    {"h200", 132, SplitKPolicy::automatic, 141, false},
+    {"h100", 132, SplitKPolicy::automatic, 80, false},
+    {"b200", 148, SplitKPolicy::automatic, 180, false},
+    {"gb10", 48, SplitKPolicy::legacy, 128, true},
 };
 
 }  // namespace
@@ -32,6 +36,8 @@ Target Target::named(const std::string& name) {
     target.name = t.name;
     target.sm_count = t.sm_count;
     target.splitk_policy = t.policy;
+    target.memory_bytes = t.memory_gb * kGB;
+    target.memory_shared = t.memory_shared;
     return target;
   }
   std::string known;

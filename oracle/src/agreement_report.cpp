@@ -44,6 +44,14 @@ const TensorComparison* AgreementReport::first_failure() const {
 }
 
 std::string format_report(const AgreementReport& r) {
+  return format_report_body(r) + format_outcome(r);
+}
+
+std::string format_outcome(const AgreementReport& r) {
+  return r.passed() ? "AGREE\n" : fmt::format("DISAGREE (seed {})\n", r.seed);
+}
+
+std::string format_report_body(const AgreementReport& r) {
   std::string out = fmt::format("{}  backend={}  seed={}\n", r.params, r.backend, r.seed);
   // The name column fits the longest name (at least 28, the width of the short names).
   size_t w = 28;
@@ -63,7 +71,6 @@ std::string format_report(const AgreementReport& r) {
     if (!c.tol.formula.empty()) out += fmt::format("  {}: {}\n", c.name, c.tol.formula);
   for (const auto& c : r.checks)
     if (!c.passed() && c.first_bad) out += mismatch_text(c);
-  out += r.passed() ? "AGREE\n" : fmt::format("DISAGREE (seed {})\n", r.seed);
   return out;
 }
 

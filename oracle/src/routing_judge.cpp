@@ -170,7 +170,11 @@ constexpr const char* kWeightFormula =
 }  // namespace
 
 std::string format_verdict(const RoutingVerdict& v) {
-  std::string out = format_report(v.report);
+  return format_report_body(v.report) + format_tie_checks(v) + format_outcome(v.report);
+}
+
+std::string format_tie_checks(const RoutingVerdict& v) {
+  std::string out;
   const auto line = [&](const char* what, const std::optional<TieCheck>& c) {
     if (!c) return;
     out += fmt::format(

@@ -122,6 +122,34 @@ TEST_F(CliCompare, TopKNamesTheFirstTokenWhoseSelectionDiffers) {
   expect_exit(r, 0, {"the first is token", ", at rank "});
   EXPECT_NE(r.output.find("backend (keys of its stored logits), ranked"), std::string::npos)
       << r.output;
+  // The lines that explain the near-ties come before the verdict, which ends the report.
+  const size_t verdict = r.out.rfind("\nAGREE\n");
+  ASSERT_NE(verdict, std::string::npos) << r.out;
+  EXPECT_EQ(verdict + 7, r.out.size()) << r.out;
+  EXPECT_LT(r.out.find("tokens differ from the oracle's selection"), verdict) << r.out;
+  EXPECT_LT(r.out.find("tie check"), verdict) << r.out;
+}
+
+// Every op's report ends with its verdict: AGREE, DISAGREE (seed N) or "DISAGREE: the
+// workspace cannot hold the op" — whatever it explains (notes, first differences) comes first.
+TEST_F(CliCompare, EveryOpEndsWithItsVerdict) {
+  const auto last_line = [](const std::string& out) {
+    const size_t start = out.rfind('\n', out.size() >= 2 ? out.size() - 2 : 0);
+    return out.substr(start == std::string::npos ? 0 : start + 1);
+  };
+  for (const char* args :
+       {"--op rmsnorm --preset tiny-moe --tokens 4", "--op router --preset tiny-moe --tokens 4",
+        "--op topk --preset tiny-moe --tokens 4 --pattern near-ties",
+        "--op experts --preset tiny-moe --tokens 4", "--op lm-head --preset tiny-dense --tokens 4",
+        "--op hc-pre --preset tiny-mhc --tokens 4", "--op hc-post --preset tiny-mhc --tokens 4",
+        "--op hc-head --preset tiny-mhc --tokens 4", "--op hc-expand --preset tiny-mhc --tokens 4",
+        "--op hc-lowrank --preset tiny-mhc-lowrank --tokens 4",
+        "--op gdn --preset tiny-gdn --tokens 4", "--op ssd --preset tiny-mamba --tokens 4"}) {
+    const CompareRun r = run_compare(args);
+    EXPECT_EQ(last_line(r.out), "AGREE\n") << args << "\n" << r.out;
+  }
+  const CompareRun b13 = run_compare("--op hc-post --preset tiny-mhc --tokens 4 --mutant B13");
+  EXPECT_EQ(last_line(b13.out), "DISAGREE (seed 1)\n") << b13.out;
 }
 
 TEST_F(CliCompare, KernelMutantsAreCaughtWithTheirFinding) {

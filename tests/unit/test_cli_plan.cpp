@@ -18,6 +18,7 @@
 
 #include "cli_runner.h"
 #include "spec_fields.h"
+#include "svg_checks.h"
 
 namespace {
 
@@ -289,12 +290,17 @@ TEST_F(CliTest, BadModelInputExitsTwoWithAnErrorMessage) {
 
 TEST_F(CliTest, SizesOverflowing64BitsAreErrorsNamingTheField) {
   // hidden_size = vocab_size = 2^40 still fits at the default m = 8192 (hidden_states is
-  // 2^13 · 2^40 · 2 = 2^54 bytes): no false alarm ...
+  // 2^13 · 2^40 · 2 = 2^54 bytes): no false alarm about 64 bits (the arena does not fit an
+  // H200, a capacity finding: exit 1 with the plan printed) ...
   json huge = small_hf_config();
   huge["hidden_size"] = uint64_t{1} << 40;
   huge["vocab_size"] = uint64_t{1} << 40;
   const fs::path huge_path = file("huge.json", huge.dump());
-  const json plan = run_json({"plan", "--config", huge_path.string(), "--json"});
+  const RunResult huge_run = run({"plan", "--config", huge_path.string(), "--json"});
+  EXPECT_EQ(huge_run.exit_code, 1) << huge_run.err;
+  EXPECT_NE(huge_run.err.find("capacity: the arena does not fit the target"), std::string::npos)
+      << huge_run.err;
+  const json plan = json::parse(huge_run.out);
   EXPECT_EQ(bytes_of(plan, "hidden_states"), uint64_t{1} << 54);
   // ... but m = 2^24 makes it 2^65, and Q2 dequant needs max(..., nq·hd)·h·2 = 2^81.
   expect_error({"plan", "--config", huge_path.string(), "--max-batch-tokens", "16777216"},
@@ -325,7 +331,8 @@ TEST_F(CliTest, BadOptionsExitTwoWithAnErrorMessage) {
   expect_error(cat(base, {"--max-batch-tokens=-5"}), "--max-batch-tokens");
   expect_error(cat(base, {"--max-batch-tokens", "12abc"}), "--max-batch-tokens");
   expect_error(cat(base, {"--max-seq-len", "99999999999999999999999"}), "--max-seq-len");
-  expect_error(cat(base, {"--max-batch-size", "0"}));
+  expect_error(cat(base, {"--max-batch-size", "0"}), "max_batch_size");
+  expect_error(cat(base, {"--max-seq-len", "0"}), "max_seq_len");
   expect_error(cat(base, {"--alignment", "3"}), "alignment");
   expect_error(cat(base, {"--alignment", "0"}), "alignment");
   expect_error(cat(base, {"--mutant", "B8", "--sizing", "spec"}), "B8");
@@ -453,6 +460,8 @@ TEST_F(CliTest, SweepSvgIsWellFormed) {
   EXPECT_TRUE(tags_balanced(text, &why)) << why;
   EXPECT_NE(text.find("total_bytes"), std::string::npos);
   EXPECT_NE(text.find("arena_bytes"), std::string::npos);
+  // The first and last points' markers lie inside the plot, not on its frame.
+  EXPECT_EQ(bufferlab::testing::expect_markers_inside_frame(text), 13u);  // 1, 2, 4 ... 4096
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "svg_checks.h"
 
 namespace {
 
@@ -68,6 +69,25 @@ TEST_F(CliSinkhorn, SvgIsWritten) {
   EXPECT_NE(text.find("<polyline"), std::string::npos);
   EXPECT_NE(text.find("case 2 bound"), std::string::npos);
   EXPECT_NE(r.out.find("wrote " + svg.string()), std::string::npos) << r.out;
+}
+
+TEST_F(CliSinkhorn, SvgLabelsStayOffTheCurvesAndMarkersInsideThePlot) {
+  const fs::path clean = dir_ / "clean.svg";
+  ASSERT_EQ(
+      run({"--range", "60", "--iters", "100", "--cases", "3", "--svg", clean.string()}).exit_code,
+      0);
+  const std::string clean_svg = bufferlab::testing::read_file(clean);
+  EXPECT_GT(bufferlab::testing::expect_labels_outside_frame(clean_svg), 20u);
+  bufferlab::testing::expect_markers_inside_frame(clean_svg);
+  // Violations at the first and last iteration, with errors above the axis: the red circles.
+  const fs::path nan = dir_ / "nan.svg";
+  ASSERT_EQ(
+      run({"--range", "1e300", "--eps", "0", "--iters", "3", "--cases", "2", "--svg", nan.string()})
+          .exit_code,
+      1);
+  const std::string nan_svg = bufferlab::testing::read_file(nan);
+  bufferlab::testing::expect_labels_outside_frame(nan_svg);
+  EXPECT_EQ(bufferlab::testing::expect_markers_inside_frame(nan_svg), 2u);  // one per case
 }
 
 // eps = 0 and logits so far apart that exp underflows: whole columns of K are 0 and the

@@ -9,12 +9,15 @@ namespace bufferlab::cli {
 
 void ModelSource::add_options(CLI::App& command) {
   preset_option_ =
-      command.add_option("--preset", preset_, "built-in model (see `bufferlab presets`)")
+      command
+          .add_option("--preset", preset_,
+                      "built-in model (see `bufferlab presets`); REQUIRED unless --config")
           ->type_name("NAME");
   config_option_ =
       command
           .add_option("--config", config_path_,
-                      "model config file: a Hugging Face config.json or `config --json` output")
+                      "model config file: a Hugging Face config.json or `config --json` "
+                      "output; REQUIRED unless --preset")
           ->type_name("FILE");
   preset_option_->excludes(config_option_);
 }

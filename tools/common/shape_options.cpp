@@ -11,7 +11,7 @@ void ShapeOptions::add_options(CLI::App& command) {
   };
   max_batch_tokens_option_ =
       add("--max-batch-tokens", max_batch_tokens_, "m: tokens per pass (>= 1)");
-  add("--max-seq-len", max_seq_len_, "longest sequence");
+  add("--max-seq-len", max_seq_len_, "longest sequence (>= 1)");
   add("--kv-block-size", kv_block_size_, "paged-KV block size (0 = not paged)");
   add("--max-batch-size", max_batch_size_, "decode sequences per step (>= 1)");
 }

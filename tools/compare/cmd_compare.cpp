@@ -74,8 +74,7 @@ variants (--variant, rmsnorm):
   unit      as add, with the unit weight norm_unit_w (zeros: scale 1 + 0)
   norm      RMSNorm of residual alone, no add (residual is read only)
 checks: the stored residual exactly; norm_output and moe_router_in_f32 against the FP64
-oracle fed the backend's stored residual, under the derived bounds printed with the report.
-exit codes: 0 agree, 1 disagree, 2 error, 77 skipped (backend unavailable here).)";
+oracle fed the backend's stored residual, under the derived bounds printed with the report.)";
 
 struct CompareCommand {
   ModelSource model;
@@ -194,15 +193,19 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
       fmt::print("sizing mutant B15: the arena is laid out by the sizing corrected+B15\n");
     else if (c.mutant != "none")
       fmt::print("kernel mutant {} is active on the backend\n", c.mutant);
-    if (r.findings.empty()) {
-      fmt::print("{}", oracle::format_report(r.report));
-    } else {
+    if (r.findings.empty())
+      fmt::print("{}", oracle::format_report_body(r.report));
+    else
       for (const std::string& f : r.findings) fmt::print("finding: {}\n", f);
-      fmt::print("DISAGREE: the workspace cannot hold the op ({} verifier finding{}); not run\n",
-                 r.findings.size(), r.findings.size() == 1 ? "" : "s");
-    }
+    // The lines that explain the result (tie checks, the first differing token, notes)
+    // come before the verdict, which is the last line.
     fmt::print("{}", r.details);
     fmt::print("re-run: {}\n", rerun_line(c, op, s.seed));
+    if (r.findings.empty())
+      fmt::print("{}", oracle::format_outcome(r.report));
+    else
+      fmt::print("DISAGREE: the workspace cannot hold the op ({} verifier finding{}); not run\n",
+                 r.findings.size(), r.findings.size() == 1 ? "" : "s");
   }
   exit_code() = agree ? kExitAgree : kExitDisagree;
 }
@@ -246,8 +249,9 @@ void run_rmsnorm_compare(const CompareCommand& c, const CompareOpEntry& entry) {
     fmt::print("compare {} (variant {}) on {}, {} tokens: arena {}, weight pool {}\n", c.op,
                c.variant, c.model.label(), tokens, human_bytes(layout.arena_bytes()),
                human_bytes(op.weight_pool_bytes()));
-    fmt::print("{}", oracle::format_report(report));
+    fmt::print("{}", oracle::format_report_body(report));
     fmt::print("re-run: {}\n", rerun_line(c, entry, seed));
+    fmt::print("{}", oracle::format_outcome(report));
   }
   exit_code() = report.passed() ? kExitAgree : kExitDisagree;
 }

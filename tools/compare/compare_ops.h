@@ -96,7 +96,7 @@ struct CompareSetup {
 struct CompareResult {
   oracle::AgreementReport report;
   std::string header;         // one line: what ran, arena and pool sizes
-  std::string details;        // printed after the report (may be empty)
+  std::string details;        // printed after the report's table, before its verdict (may be empty)
   nlohmann::json extra_json;  // merged into --json output
   uint64_t weight_pool_bytes = 0;
   // Verifier findings on the workspace that stopped the run before the op ran (gdn, ssd: a

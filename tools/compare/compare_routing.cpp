@@ -182,13 +182,8 @@ CompareResult compare_topk(Backend& backend, const CompareSetup& s) {
   res.weight_pool_bytes = r.ops.pool_bytes;
   res.extra_json = {
       {"path", s.path}, {"pattern", s.pattern}, {"nan_keys", out.topk.diagnostics.nan_keys}};
-  // format_verdict repeats the report; print only what it adds.
-  const std::string verdict = oracle::format_verdict(v);
-  const std::string report_text = oracle::format_report(v.report);
-  res.details = verdict.size() > report_text.size() &&
-                        verdict.compare(0, report_text.size(), report_text) == 0
-                    ? verdict.substr(report_text.size())
-                    : std::string();
+  // What the verdict adds to the report; cmd_compare prints it before the verdict line.
+  res.details = oracle::format_tie_checks(v);
   if (!r.c.hash) res.details += first_difference(r, out, res.extra_json);
   if (!s.dump_dir.empty())
     write_routing_dump(s.dump_dir, r.ops, r.router_in, r.topk_in, out.logits, &out.topk, res.report,

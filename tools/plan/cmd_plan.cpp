@@ -1,12 +1,15 @@
 // `bufferlab plan`: size and lay out the arena for one model and run shape, printed as a
-// table, as JSON (exactly plan_json), as an SVG, or swept over max_batch_tokens.
+// table, as JSON (exactly plan_json), as an SVG, or swept over max_batch_tokens. Exit 1 when
+// the arena does not fit the target's memory (a `capacity` finding), 2 on errors.
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "bufferlab/core/error.h"
+#include "common/capacity_text.h"
 #include "common/commands.h"
 #include "plan/plan_options.h"
 #include "plan/plan_table.h"
@@ -26,16 +29,32 @@ struct PlanCommand {
   CLI::Option* sweep_option = nullptr;
 };
 
-void run_single(const PlanCommand& cmd, const PlanRequest& request) {
+// An arena larger than the target's memory is a `capacity` finding: printed after the plan
+// (on stderr with --json, which keeps stdout one JSON document) and exit 1. Returns the code.
+int report_capacity(const PlanCommand& cmd, const std::vector<const PlanResult*>& plans) {
+  int code = 0;
+  for (const PlanResult* p : plans) {
+    if (p->capacity.fits()) continue;
+    std::string line = capacity_finding(p->capacity, p->context.target);
+    if (plans.size() > 1)
+      line += fmt::format(" (max_batch_tokens {})", p->context.shape.max_batch_tokens);
+    fmt::print(cmd.json ? stderr : stdout, "{}\n", line);
+    code = 1;
+  }
+  return code;
+}
+
+int run_single(const PlanCommand& cmd, const PlanRequest& request) {
   const PlanResult plan = evaluate(request);
   if (cmd.json)
     fmt::print("{}\n", plan.json.dump(2));
   else
     print_plan_table(stdout, plan);
   if (!cmd.svg_path.empty()) write_text_file(cmd.svg_path, arena_svg(plan));
+  return report_capacity(cmd, {&plan});
 }
 
-void run_sweep_command(const PlanCommand& cmd, const PlanRequest& request) {
+int run_sweep_command(const PlanCommand& cmd, const PlanRequest& request) {
   if (cmd.options.max_batch_tokens_given())
     throw Error("--sweep max-batch-tokens=A:B and --max-batch-tokens exclude each other");
   const std::vector<PlanResult> sweep = run_sweep(request, sweep_points(parse_sweep(cmd.sweep)));
@@ -47,6 +66,9 @@ void run_sweep_command(const PlanCommand& cmd, const PlanRequest& request) {
     print_sweep_table(stdout, sweep);
   }
   if (!cmd.svg_path.empty()) write_text_file(cmd.svg_path, sweep_svg(sweep));
+  std::vector<const PlanResult*> plans;
+  for (const auto& p : sweep) plans.push_back(&p);
+  return report_capacity(cmd, plans);
 }
 
 }  // namespace
@@ -65,11 +87,8 @@ void register_plan_command(CLI::App& app) {
           ->type_name("max-batch-tokens=A:B");
   sub->callback([cmd] {
     const PlanRequest request = cmd->options.request();
-    if (cmd->sweep_option->count() > 0)
-      run_sweep_command(*cmd, request);
-    else
-      run_single(*cmd, request);
-    exit_code() = 0;
+    exit_code() = cmd->sweep_option->count() > 0 ? run_sweep_command(*cmd, request)
+                                                 : run_single(*cmd, request);
   });
 }
 

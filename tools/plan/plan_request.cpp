@@ -1,4 +1,5 @@
-// evaluate(): BufferSizes::from_config (or verify::tight_sizing) → Layout::build → plan_json.
+// evaluate(): BufferSizes::from_config (or verify::tight_sizing) → Layout::build → plan_json,
+// capacity_of.
 #include "plan/plan_request.h"
 
 #include "bufferlab/core/verify/high_water.h"
@@ -11,7 +12,7 @@ const char* const kTightNote =
     "construction, and any buffer cut below its mark is a `verify --sizes` finding";
 
 PlanResult evaluate(const PlanRequest& request) {
-  PlanResult result{request.context, {}, {}, {}, request.sizing.to_string(), 0};
+  PlanResult result{request.context, {}, {}, {}, request.sizing.to_string(), 0, {}};
   const PlanContext& c = request.context;
   if (request.tight) {
     result.sizes = verify::tight_sizing(request.config, c.shape, c.target, &result.tight_plans);
@@ -27,6 +28,7 @@ PlanResult evaluate(const PlanRequest& request) {
                             {"plans", result.tight_plans},
                             {"note", kTightNote}};
   }
+  result.capacity = capacity_of(result.layout.arena_bytes(), c.target);
   return result;
 }
 

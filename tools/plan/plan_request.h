@@ -1,5 +1,6 @@
 // One `plan` evaluation: the inputs the command line chose (model, run shape, target,
-// sizing, layout parameters) and what they produce (BufferSizes, Layout, the plan JSON).
+// sizing, layout parameters) and what they produce (BufferSizes, Layout, the plan JSON, the
+// arena's share of the target's memory).
 // Shared by the table, the sweep and the SVG writers so they all see the same numbers.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bufferlab/core/buffer_sizes.h"
+#include "bufferlab/core/capacity.h"
 #include "bufferlab/core/layout.h"
 #include "bufferlab/core/model_config.h"
 #include "bufferlab/core/plan_report.h"
@@ -35,6 +37,7 @@ struct PlanResult {
   nlohmann::json json;
   std::string sizing;        // "spec", "corrected+B8", "tight"
   uint64_t tight_plans = 0;  // tight: the plans the high-water marks came from
+  Capacity capacity;         // the arena against the target's device memory
 };
 
 // What `plan --sizing tight` promises, said in the table and the JSON.

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bufferlab/core/buffer_registry.h"
+#include "common/capacity_text.h"
 #include "common/human_bytes.h"
 #include "common/report_header.h"
 
@@ -74,6 +75,7 @@ void print_plan_table(std::FILE* out, const PlanResult& plan) {
   const uint64_t padding = arena - plan.layout.allocated_bytes();
   fmt::print(out, "padding      {:>{}}  {:>9}  (alignment gaps and redzones)\n", padding, num_w,
              human_bytes(padding));
+  fmt::print(out, "capacity     {}\n", capacity_share(plan.capacity, plan.context.target));
   // A mutant such as B12 breaks the ledger on purpose; say so instead of hiding it.
   for (const auto& gap : registry_gaps(plan.sizes, plan.layout, plan.json))
     fmt::print(out, "ledger gap:  {}\n", gap);

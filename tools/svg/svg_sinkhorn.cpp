@@ -30,6 +30,12 @@ constexpr const char* kLineColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd
 
 std::string fmt_exp(int e) { return e == 0 ? "1" : fmt::format("1e{}", e); }
 
+// A violation marker's centre, moved in from the frame so the whole circle (r = 5) is inside
+// the plot: a violation at the first or last iteration, or above the axis, sits on an edge.
+double inside(double at, double start, double length) {
+  return std::clamp(at, start + 6, start + length - 6);
+}
+
 }  // namespace
 
 std::string sinkhorn_svg(const SinkhornTrace& trace) {
@@ -108,27 +114,30 @@ std::string sinkhorn_svg(const SinkhornTrace& trace) {
   out += line_plot_axis_titles("iterations (hc_sinkhorn_iters)",
                                "max_i |row sum_i − 1| (log10 scale)");
 
-  // The frontier's targets.
-  for (double target : {1e-3, 1e-6}) {
-    if (std::log10(target) < e_lo || std::log10(target) > e_hi) continue;
-    const double y = py(target);
+  // The frontier's targets, labelled in the margin right of the plot (inside, the label would
+  // sit on the curves that cross the line).
+  for (int target_exp : {-3, -6}) {
+    if (target_exp < e_lo || target_exp > e_hi) continue;
+    const double y = py(std::pow(10.0, target_exp));
     out += fmt::format(
         "<line x1=\"{}\" y1=\"{:.2f}\" x2=\"{}\" y2=\"{:.2f}\" stroke=\"#555\" "
         "stroke-width=\"1\" stroke-dasharray=\"2 4\"/>\n"
-        "<text x=\"{}\" y=\"{:.2f}\" font-size=\"11\" fill=\"#555\" text-anchor=\"end\" "
-        "class=\"mono\">{:g}</text>\n",
-        kPlotX, y, kPlotX + kPlotW, y, kPlotX + kPlotW - 4, y - 4, target);
+        "<text x=\"{}\" y=\"{:.2f}\" font-size=\"11\" fill=\"#555\" class=\"mono\">{}</text>\n",
+        kPlotX, y, kPlotX + kPlotW, y, kPlotX + kPlotW + 4, y + 4, fmt_exp(target_exp));
   }
 
-  // The real models' hc_sinkhorn_iters.
+  // The real models' hc_sinkhorn_iters, labelled above the plot (inside, the label would sit
+  // on the bounds that start near the top).
   if (n >= 20) {
     const double x = px(20.0);
     out += fmt::format(
         "<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#555\" "
         "stroke-width=\"1\" stroke-dasharray=\"2 4\"/>\n"
-        "<text x=\"{3:.2f}\" y=\"{4}\" font-size=\"11\" fill=\"#555\" class=\"mono\">20 "
-        "(models)</text>\n",
-        x, kPlotY, kPlotY + kPlotH, x + 4, kPlotY + 14);
+        "<text x=\"{0:.2f}\" y=\"{3}\" font-size=\"11\" fill=\"#555\" text-anchor=\"{4}\" "
+        "class=\"mono\">20 (models)</text>\n",
+        x, kPlotY, kPlotY + kPlotH, kPlotY - 6,
+        // Right of the line, clear of the top y label; left of it near the legend.
+        x > kPlotX + kPlotW / 2 ? "end" : "start");
   }
 
   // Lines: for each case its bound (dashed) and its error (solid), in the case's colour.
@@ -159,13 +168,14 @@ std::string sinkhorn_svg(const SinkhornTrace& trace) {
           "<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"5\" fill=\"none\" stroke=\"#c00\" "
           "stroke-width=\"2\"><title>case {} iteration {}: error {:.3g} &gt; bound {:.3g}"
           "</title></circle>\n",
-          px(static_cast<double>(v.iter)), py(v.error), v.case_index, v.iter, v.error, v.bound);
+          inside(px(static_cast<double>(v.iter)), kPlotX, kPlotW),
+          inside(py(v.error), kPlotY, kPlotH), v.case_index, v.iter, v.error, v.bound);
     }
   }
 
-  // Legend to the right of the plot.
+  // Legend to the right of the plot, past the target labels.
   double ly = kPlotY + 10;
-  const double lx = kPlotX + kPlotW + 24;
+  const double lx = kPlotX + kPlotW + 48;
   out += fmt::format(
       "<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">Legend</text>\n", lx, ly);
   ly += 22;

@@ -16,6 +16,7 @@ namespace bufferlab::cli {
 namespace {
 
 constexpr size_t kMaxBufferLines = 5;
+constexpr double kMarkerInset = 12;  // px between the frame and the first / last point
 
 struct Series {
   std::string name;
@@ -86,7 +87,10 @@ std::string sweep_svg(const std::vector<PlanResult>& sweep) {
   const int y_step = std::max(1, (raw_hi - raw_lo + 9) / 10);
   const int e_lo = raw_lo / y_step * y_step;
   const int e_hi = std::max(e_lo + y_step, (raw_hi + y_step - 1) / y_step * y_step);
-  auto px = [&](double lx) { return kPlotX + (lx - x_lo) / (x_hi - x_lo) * kPlotW; };
+  // The first and last points sit kMarkerInset inside the frame, so their markers do too.
+  auto px = [&](double lx) {
+    return kPlotX + kMarkerInset + (lx - x_lo) / (x_hi - x_lo) * (kPlotW - 2 * kMarkerInset);
+  };
   auto py = [&](double ly) { return kPlotY + kPlotH - (ly - e_lo) / (e_hi - e_lo) * kPlotH; };
 
   const PlanContext& c = sweep.front().context;

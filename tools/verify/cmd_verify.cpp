@@ -130,6 +130,8 @@ int run_verify(const VerifyCommand& cmd) {
     o.sizes_file = apply_sizes_file(cmd.sizes_path, o.shape, o.target, sizes);
   }
 
+  o.capacity = capacity_of(Layout::build(sizes).arena_bytes(), o.target);
+
   if (!cmd.pass.empty()) return run_one_plan(cmd, config, sizes, o);
   if (!cmd.paths.empty()) throw Error("--paths needs --pass (verify checks every combination)");
 
@@ -162,7 +164,7 @@ int run_verify(const VerifyCommand& cmd) {
     fmt::print("{}\n", verify_json(o).dump(2));
   else
     print_verify_report(stdout, o, show);
-  return o.report.clean() ? 0 : 1;
+  return o.clean() ? 0 : 1;
 }
 
 }  // namespace

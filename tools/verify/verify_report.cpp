@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/capacity_text.h"
 #include "common/human_bytes.h"
 #include "common/report_header.h"
 #include "verify/slack_table.h"
@@ -38,6 +39,7 @@ std::string byte_range(const Finding& f) {
 void print_header(std::FILE* out, const VerifyOutcome& o) {
   print_model_and_shape(out, o.model, o.shape);
   fmt::print(out, "target:     {}\n", describe_target(o.target));
+  fmt::print(out, "capacity:   {}\n", capacity_share(o.capacity, o.target));
   if (o.sizes_file) {
     fmt::print(out, "sizes:      {} (the file's sizing: {}; sub-layout parameters: {})\n",
                o.sizes_file->path, o.sizes_file->sizing, o.sizing);
@@ -171,14 +173,17 @@ void print_findings(std::FILE* out, const VerifyOutcome& o, size_t show) {
 
 void print_result(std::FILE* out, const VerifyOutcome& o) {
   const verify::KindSummary t = totals(o);
-  if (o.report.clean())
+  // The capacity finding is about the arena, not a plan: counted here, printed above.
+  const uint64_t findings = t.findings + (o.capacity.fits() ? 0 : 1);
+  if (o.clean())
     fmt::print(out, "CLEAN: no findings in {} checks of {} distinct plans ({:.1f} s)\n", t.plans,
                o.report.plans, o.elapsed_s);
   else
     fmt::print(out,
-               "FINDINGS: {} in {} checks of {} distinct plans, {} short buffer{} ({:.1f} s)\n",
-               t.findings, t.plans, o.report.plans, o.short_buffers.size(),
-               o.short_buffers.size() == 1 ? "" : "s", o.elapsed_s);
+               "FINDINGS: {} in {} checks of {} distinct plans, {} short buffer{}{} ({:.1f} s)\n",
+               findings, t.plans, o.report.plans, o.short_buffers.size(),
+               o.short_buffers.size() == 1 ? "" : "s",
+               o.capacity.fits() ? "" : ", the arena does not fit the target", o.elapsed_s);
 }
 
 // Suggested commands, each asking about the same model, run shape and target (and, where it
@@ -288,6 +293,7 @@ void print_verify_report(std::FILE* out, const VerifyOutcome& o, size_t show) {
   print_summary(out, o);
   print_short_buffers(out, o);
   print_findings(out, o, show);
+  if (!o.capacity.fits()) fmt::print(out, "{}\n\n", capacity_finding(o.capacity, o.target));
   print_result(out, o);
   fmt::print(out, "\n");
   print_slack_table(out, o.slack, o.sizes_file ? "the file " + o.sizes_file->path : o.sizing);
@@ -356,7 +362,12 @@ nlohmann::json verify_json(const VerifyOutcome& o) {
           {"checks", totals(o).plans},
           {"plans", o.report.plans},
           {"kinds", kinds},
-          {"clean", o.report.clean()},
+          {"capacity",
+           {{"arena_bytes", o.capacity.arena_bytes},
+            {"memory_bytes", o.capacity.memory_bytes},
+            {"percent", o.capacity.percent()},
+            {"fits", o.capacity.fits()}}},
+          {"clean", o.clean()},
           {"short_buffers", shorts},
           {"findings", findings},
           {"slack", slack_json(o.slack)},

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bufferlab/core/capacity.h"
 #include "bufferlab/core/run_shape.h"
 #include "bufferlab/core/target.h"
 #include "bufferlab/core/verify/driver.h"
@@ -54,6 +55,9 @@ struct VerifyOutcome {
   std::string shape_and_target_options;
   std::string sizing_options;
   double elapsed_s = 0;
+  Capacity capacity;  // the arena against the target's memory: a finding when it does not fit
+
+  bool clean() const { return report.clean() && capacity.fits(); }
 };
 
 // Sorts report.findings (stable) and fills short_buffers; call once the report is complete.

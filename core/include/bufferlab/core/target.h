@@ -17,8 +17,13 @@ struct Target {
   uint64_t splitk_pinned = 0;  // the n of "pinned n"; used only with SplitKPolicy::pinned
   bool q2_dequant = false;     // opt-in Q2 dequant path (q2_dequant_scratch)
   bool q2_mmq = false;         // opt-in Q2 MMQ path (q2_act_q8)
+  // Device memory in bytes, decimal as the vendor states it (141 GB = 141·10^9 B): the most
+  // an arena can take (capacity.h). A shared-memory target (GB10) shares it with the CPU.
+  uint64_t memory_bytes = 141'000'000'000;
+  bool memory_shared = false;
 
-  // Named targets: h200 (default), h100, b200, gb10. Throws Error on an unknown name.
+  // Named targets: h200 (default; 141 GB), h100 (80 GB), b200 (180 GB), gb10 (128 GB shared
+  // with the CPU). Throws Error on an unknown name.
   static Target named(const std::string& name);
   static std::vector<std::string> names();
 

@@ -26,7 +26,13 @@ struct AgreementReport {
 };
 
 // A human-readable table, one line per comparison, then the first bad element of each failing
-// one with its coordinates, both values and the reason, and a last line AGREE / DISAGREE.
+// one with its coordinates, both values and the reason, and a last line AGREE / DISAGREE:
+// format_report_body(report) + format_outcome(report).
 std::string format_report(const AgreementReport& report);
+// The table and the first bad elements, without the verdict line: a caller that explains the
+// result further (tie checks, the first differing token) prints those lines, then the verdict.
+std::string format_report_body(const AgreementReport& report);
+// The verdict line: "AGREE" or "DISAGREE (seed N)", with its newline.
+std::string format_outcome(const AgreementReport& report);
 
 }  // namespace bufferlab::oracle

@@ -43,8 +43,11 @@ struct RoutingVerdict {
   bool passed() const { return report.passed(); }
 };
 
-// format_report(report) followed by the tie-check summaries.
+// The report's table, the tie-check summaries that explain it, then the verdict line:
+// format_report_body + format_tie_checks + format_outcome.
 std::string format_verdict(const RoutingVerdict& v);
+// The tie-check summaries alone (one line each; empty when there are none).
+std::string format_tie_checks(const RoutingVerdict& v);
 
 // ---- Router ----
 
