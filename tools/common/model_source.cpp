@@ -32,4 +32,8 @@ std::string ModelSource::label() const {
   return preset_option_ && preset_option_->count() > 0 ? preset_ : config_path_;
 }
 
+std::string ModelSource::config_path() const {
+  return config_option_ && config_option_->count() > 0 ? config_path_ : "";
+}
+
 }  // namespace bufferlab::cli

@@ -23,6 +23,9 @@ class ModelSource {
   // The preset name or the config path, as the user wrote it.
   std::string label() const;
 
+  // The --config path, or "" when --config was not given.
+  std::string config_path() const;
+
  private:
   std::string preset_;
   std::string config_path_;
