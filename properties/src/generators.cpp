@@ -97,7 +97,10 @@ void mla(ModelConfig& c) {
   c.qk_rope_head_dim = dim(1, 96);
   c.qk_nope_head_dim = dim(1, 200);
   c.v_head_dim = dim(1, 200);
-  c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  // head_dim is a field of its own: docs/spec/buffers.md §1.1 takes a given head_dim as given,
+  // MLA included (GLM-5: 64 with nope + rope = 256), and validation does not tie it. Either
+  // attention()'s independent draw stays (what shrinking reaches) or the §1.1 default.
+  if (flag()) c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
 }
 
 void index_selection(ModelConfig& c) {
