@@ -315,9 +315,11 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
     // F7: the Q2 projections whose weight is not [N, h] or [h, N] with N in the list above:
     // the grouped O (o_a: o_lora_rank × the attention output width nq·hd, MLA nq·v_head_dim, o_b: h
     // × o_groups·o_lora_rank) and MLA's q_b (nq·hd × q_lora_rank) and O (h × nq·v_head_dim).
+    // F9: MLA's q weight is nq·(nope + rope) × (q_lora_rank, or h without q compression).
     return max(spec_bytes, Size(c.o_lora_rank) * nq * max(Size(hd), Size(c.v_head_dim)) * 2,
                Size(c.o_groups) * c.o_lora_rank * h * 2, Size(nq) * hd * c.q_lora_rank * 2,
-               Size(nq) * c.v_head_dim * h * 2);
+               Size(nq) * c.v_head_dim * h * 2,
+               mla_q_width() * (c.q_lora_rank > 0 ? c.q_lora_rank : h) * 2);
   });
   s.q2_act_q8 = field("q2_act_q8", [&] {
     if (!target.q2_mmq) return Size(0);

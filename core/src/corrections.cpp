@@ -56,6 +56,12 @@ const std::vector<Correction>& corrections() {
        "lora_delta's width also covers nq·(qk_nope_head_dim + qk_rope_head_dim) (MLA)",
        "as qkv_output: the LoRA adapter of MLA's q projection expands to its N = nq·(nope + "
        "rope) columns, and lora_delta is sized for max(h, intermediate, q_proj_mul·nq·hd)"},
+      {"F9-mla-q-width", BufferId::q2_dequant_scratch,
+       "q2_dequant_scratch also ≥ nq·(qk_nope_head_dim + qk_rope_head_dim) × (q_lora_rank, or h "
+       "without it) elements·2 (MLA)",
+       "as qkv_output: the Q2 dequant of MLA's q weight (q_b, or q_proj without q_lora_rank) "
+       "has N = nq·(nope + rope); spec's nq·q_proj_mul·hd·h and F7's nq·hd·q_lora_rank assume "
+       "head_dim ≥ nope + rope"},
   };
   return list;
 }
