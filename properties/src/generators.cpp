@@ -59,8 +59,9 @@ void moe(ModelConfig& c) {
   if (flag()) c.first_k_dense = dim(1, c.num_hidden_layers);
   if (flag()) c.num_hash_layers = dim(1, 4);
   if (flag()) c.moe_layer_freq = dim(1, 3);
-  if (flag()) c.intermediate_size = 0;  // a pure-MoE model without a dense FFN width
-  if (c.intermediate_size == 0) c.first_k_dense = 0;
+  // A pure-MoE model without a dense FFN width; its first_k_dense / moe_layer_freq dense
+  // layers stay (validation allows them, as it allows dense layers from moe_layer_freq).
+  if (flag()) c.intermediate_size = 0;
 }
 
 void gdn(ModelConfig& c) {

@@ -210,8 +210,8 @@ TEST(GeneratorTies, TheScanSeesThePlantedMlaHeadDimTie) {
   for (auto& d : draws)
     if (d[kvl] > 0) d[hd] = d[nope] + d[rope];
   const std::set<std::string> found = relations_found(draws);
-  EXPECT_EQ(found.count("head_dim = qk_nope_head_dim + qk_rope_head_dim"), 1u);
-  EXPECT_EQ(relations_found(sample(3000)).count("head_dim = qk_nope_head_dim + qk_rope_head_dim"),
+  EXPECT_EQ(found.count("head_dim = qk_rope_head_dim + qk_nope_head_dim"), 1u);
+  EXPECT_EQ(relations_found(sample(3000)).count("head_dim = qk_rope_head_dim + qk_nope_head_dim"),
             0u);
 }
 
