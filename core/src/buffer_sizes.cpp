@@ -181,9 +181,16 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
   s.hidden_states = field("hidden_states", [&] { return Size(m) * h * 2; });
   s.residual = field("residual", [&] { return Size(m) * h * 2; });
   s.norm_output = field("norm_output", [&] { return Size(m) * q.max_dim * 2; });
-  s.qkv_output = field("qkv_output", [&] { return Size(gemm_rows) * c.qkv_dim() * 2; });
   // `corrected` (corrections.h): the named fixes of the verifier's findings.
   const bool fix = sizing.kind == SizingKind::corrected;
+  // F9: MLA's q projection writes nq·(nope + rope) columns whatever head_dim the config gives
+  // (GLM-5: head_dim 64, nope + rope = 256). A lambda: its overflow is the calling field's.
+  const auto mla_q_width = [&] {
+    return fix && kvl > 0 ? Size(nq) * (Size(c.qk_nope_head_dim) + rope) : Size(0);
+  };
+  s.qkv_output = field("qkv_output", [&] {
+    return max(Size(gemm_rows) * c.qkv_dim() * 2, Size(gemm_rows) * mla_q_width() * 2);  // F9
+  });
   s.attn_output = field("attn_output", [&] {
     return max(Size(m) * nq * hd * 2, Size(m) * c.mamba2_d_inner() * 2,
                kvl > 0 ? Size(m) * nq * (Size(kvl) + rope) * 2 : Size(0),
@@ -294,7 +301,8 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
   s.lora_xa = field("lora_xa", [&] { return rank > 0 ? Size(m) * rank * 2 : Size(0); });
   s.lora_delta = field("lora_delta", [&] {
     if (rank == 0) return Size(0);
-    return Size(m) * max(Size(h), Size(inter), Size(c.q_proj_mul()) * nq * hd) * 2;
+    return Size(m) * max(Size(h), Size(inter), Size(c.q_proj_mul()) * nq * hd, mla_q_width()) *
+           2;  // F9: MLA's q adapter expands to nq·(nope + rope)
   });
   s.lora_hact = field("lora_hact", [&] { return rank > 0 ? Size(m) * inter * 2 : Size(0); });
   s.lora_seq_slot = field("lora_seq_slot", [&] { return rank > 0 ? Size(4) * m : Size(0); });
@@ -307,9 +315,11 @@ BufferSizes BufferSizes::from_config(const ModelConfig& c, const RunShape& shape
     // F7: the Q2 projections whose weight is not [N, h] or [h, N] with N in the list above:
     // the grouped O (o_a: o_lora_rank × the attention output width nq·hd, MLA nq·v_head_dim, o_b: h
     // × o_groups·o_lora_rank) and MLA's q_b (nq·hd × q_lora_rank) and O (h × nq·v_head_dim).
+    // F9: MLA's q weight is nq·(nope + rope) × (q_lora_rank, or h without q compression).
     return max(spec_bytes, Size(c.o_lora_rank) * nq * max(Size(hd), Size(c.v_head_dim)) * 2,
                Size(c.o_groups) * c.o_lora_rank * h * 2, Size(nq) * hd * c.q_lora_rank * 2,
-               Size(nq) * c.v_head_dim * h * 2);
+               Size(nq) * c.v_head_dim * h * 2,
+               mla_q_width() * (c.q_lora_rank > 0 ? c.q_lora_rank : h) * 2);
   });
   s.q2_act_q8 = field("q2_act_q8", [&] {
     if (!target.q2_mmq) return Size(0);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -130,6 +131,15 @@ json float_to_json(double value) {
   if (std::isnan(value)) return "NaN";
   if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
   return value;
+}
+
+void append_defaulted(const ModelConfig& c, std::vector<ConfigKeyUse>& uses) {
+  std::set<std::string> named;
+  for (const ConfigKeyUse& u : uses) named.insert(u.field);
+  const json normalized = to_normalized_json(c);  // outlives the loop (C++20 range-for)
+  for (const auto& [field, value] : normalized.at("config").items())
+    if (named.count(field) == 0)
+      uses.push_back({ConfigKeyUse::Kind::defaulted, "", field, value.dump()});
 }
 
 }  // namespace config_json_detail
@@ -299,7 +309,7 @@ void check_normalized_version(const json& root) {
               std::to_string(kNormalizedConfigVersion) + ")");
 }
 
-ModelConfig config_from_normalized_json(const json& root) {
+ModelConfig config_from_normalized_json(const json& root, std::vector<ConfigKeyUse>& uses) {
   check_normalized_version(root);
   for (const auto& [key, value] : root.items())
     if (key != kVersionKey && key != kConfigKey)
@@ -312,7 +322,10 @@ ModelConfig config_from_normalized_json(const json& root) {
   for (const auto& [key, value] : config->items()) {
     if (!is_normalized_key(key))
       throw Error("unknown key \"" + key + "\" in the normalized config (a typo?)");
-    if (!value.is_null()) set_normalized_field(c, key, value);  // null = the default
+    if (value.is_null()) continue;  // null = the default
+    set_normalized_field(c, key, value);
+    uses.push_back({ConfigKeyUse::Kind::read, std::string(kConfigKey) + "." + key, key,
+                    config_json_detail::show(value)});
   }
   return c;
 }
@@ -323,13 +336,29 @@ std::string with_source(const std::string& source, const std::string& message) {
 
 }  // namespace
 
-ModelConfig config_from_json_text(const std::string& text, const std::string& source) {
+const char* to_string(ConfigKeyUse::Kind kind) {
+  switch (kind) {
+    case ConfigKeyUse::Kind::read:
+      return "read";
+    case ConfigKeyUse::Kind::derived:
+      return "derived";
+    case ConfigKeyUse::Kind::defaulted:
+      return "default";
+    case ConfigKeyUse::Kind::ignored:
+      return "ignored";
+  }
+  return "?";
+}
+
+ExplainedConfig explain_config_json_text(const std::string& text, const std::string& source) {
   try {
     const json root = parse_json_object(text);
-    ModelConfig c = root.contains(kVersionKey) ? config_from_normalized_json(root)
-                                               : config_json_detail::config_from_hf_json(root);
-    c.validate();
-    return c;
+    ExplainedConfig e;
+    e.config = root.contains(kVersionKey) ? config_from_normalized_json(root, e.uses)
+                                          : config_json_detail::config_from_hf_json(root, e.uses);
+    e.config.validate();
+    config_json_detail::append_defaulted(e.config, e.uses);
+    return e;
   } catch (const Error& e) {
     throw Error(with_source(source, e.what()));
   } catch (const json::exception& e) {
@@ -337,7 +366,11 @@ ModelConfig config_from_json_text(const std::string& text, const std::string& so
   }
 }
 
-ModelConfig load_config_file(const std::string& path) {
+ModelConfig config_from_json_text(const std::string& text, const std::string& source) {
+  return explain_config_json_text(text, source).config;
+}
+
+ExplainedConfig explain_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(path + ": cannot read config file: is a directory");
@@ -346,8 +379,10 @@ ModelConfig load_config_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error(path + ": error while reading config file");
-  return config_from_json_text(text.str(), path);
+  return explain_config_json_text(text.str(), path);
 }
+
+ModelConfig load_config_file(const std::string& path) { return explain_config_file(path).config; }
 
 json to_normalized_json(const ModelConfig& c) {
   json config = json::object();

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bufferlab/core/config_json.h"
 #include "bufferlab/core/model_config.h"
 
 namespace bufferlab::config_json_detail {
@@ -35,7 +36,11 @@ std::array<uint64_t, 3> read_mrope_section(const nlohmann::json& value, const st
 // A float as the normalized form writes it: a number, or "Infinity" / "-Infinity" / "NaN".
 nlohmann::json float_to_json(double value);
 
-// The Hugging Face mapping of spec §1.1 (not validated).
-ModelConfig config_from_hf_json(const nlohmann::json& root);
+// The Hugging Face mapping of spec §1.1 (not validated), with every key read, field derived
+// and key ignored appended to `uses`.
+ModelConfig config_from_hf_json(const nlohmann::json& root, std::vector<ConfigKeyUse>& uses);
+
+// Appends a `defaulted` row for every §1 field of `c` that no row of `uses` names.
+void append_defaulted(const ModelConfig& c, std::vector<ConfigKeyUse>& uses);
 
 }  // namespace bufferlab::config_json_detail

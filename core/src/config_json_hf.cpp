@@ -1,16 +1,22 @@
-// The Hugging Face config.json → ModelConfig mapping of spec/buffers.md §1.1.
+// The Hugging Face config.json → ModelConfig mapping of docs/spec/buffers.md §1.1, recording
+// for `config --explain` every key it read, every field it derived and every key it ignored.
 //
 // Choices beyond the table:
 //   - every §1 field may also be given by its own name (hc_mult, index_topk, zero_expert_num,
 //     ...); where the table lists spellings, all of them are read;
 //   - two spellings of one field with different values (e.g. num_experts_per_tok = 4 and
-//     experts_per_token = 2) are an Error rather than a silent pick;
+//     experts_per_token = 2) are an Error rather than a silent pick — except the shared
+//     expert's width, where §1.1 says the first present spelling wins;
 //   - DeepSeek's `moe_layer_freq` (MoE iff i >= first_k_dense_replace and i % freq == 0)
 //     differs from Qwen's decoder_sparse_step ((i+1) % step == 0): a value > 1 is expressed
 //     exactly as moe_layer_freq = 1 plus the skipped layers in mlp_only_layers; both keys
 //     at once (unless both are 1) is an Error;
 //   - layer_types and hybrid_override_pattern together are an Error;
-//   - a text_config key wins over the top-level key even when its value is null.
+//   - a text_config key wins over the top-level key even when its value is null;
+//   - a mechanism's sizing keys have no silent default (kMechanismKeys below): a MoE model
+//     without a top-k key, an MLA model without v_head_dim, ... is an Error listing the
+//     spellings the loader knows. The defaults §1.1 documents (head_dim, num_key_value_heads,
+//     moe_intermediate_size, the shared expert's width) stay.
 #include <optional>
 #include <set>
 #include <string>
@@ -25,15 +31,36 @@ namespace bufferlab::config_json_detail {
 namespace {
 
 using nlohmann::json;
+using Kind = ConfigKeyUse::Kind;
 
-// One place a value may come from: its path for messages and the value (never null).
+// One place a value may come from: the top-level key it sits under, its path for messages
+// and the value (never null).
 struct Candidate {
+  std::string key;
   std::string path;
   const json* value;
 };
 
+// Why a key that looks like it could size something sets no field.
+std::string why_ignored(const std::string& key) {
+  static const std::vector<std::pair<const char*, const char*>> kKnown = {
+      {"n_group",
+       "router groups (docs/spec/numerics.md §2): no effect on sizing; not Mamba's n_groups"},
+      {"topk_group", "router groups (docs/spec/numerics.md §2): no effect on sizing"},
+      {"qk_head_dim", "MLA's q head is qk_nope_head_dim + qk_rope_head_dim (both read)"},
+      {"model_type", "sets attn_gated only for qwen3_next"},
+      {"rope_scaling", "no mrope_section / mrope_interleaved in it"},
+      {"rope_parameters", "no mrope_section / mrope_interleaved in it"},
+      {"max_position_embeddings", "the run shape's max_seq_len is a command-line option"},
+  };
+  for (const auto& [known, why] : kKnown)
+    if (key == known) return why;
+  return "not a key of docs/spec/buffers.md §1.1";
+}
+
 // The top-level object with text_config's keys laid over it, remembering which keys came
-// from text_config so that messages name the key where the user wrote it.
+// from text_config so that messages name the key where the user wrote it, and recording what
+// became of every key.
 class HfConfig {
  public:
   explicit HfConfig(const json& root) : merged_(root) {
@@ -41,6 +68,7 @@ class HfConfig {
     if (text == root.end() || text->is_null()) return;
     if (!text->is_object()) bad_value("text_config", *text, "an object");
     for (const auto& [key, value] : text->items()) {
+      if (root.contains(key)) shadowed_.push_back(key);
       merged_[key] = value;
       from_text_config_.insert(key);
     }
@@ -59,7 +87,7 @@ class HfConfig {
   std::vector<Candidate> candidates(std::initializer_list<const char*> keys) const {
     std::vector<Candidate> out;
     for (const char* key : keys)
-      if (const json* v = find(key)) out.push_back({path(key), v});
+      if (const json* v = find(key)) out.push_back({key, path(key), v});
     return out;
   }
 
@@ -71,23 +99,52 @@ class HfConfig {
     const json* v = find(key);
     return v ? std::optional(read_bool(*v, path(key))) : std::nullopt;
   }
-  std::optional<double> float_of(const std::string& key) const {
-    const json* v = find(key);
-    return v ? std::optional(read_float(*v, path(key))) : std::nullopt;
-  }
   std::optional<std::string> string_of(const std::string& key) const {
     const json* v = find(key);
     return v ? std::optional(read_string(*v, path(key))) : std::nullopt;
   }
 
+  // ---- the record of what became of each key ----
+
+  void note_read(const Candidate& c, const std::string& field) {
+    used_.insert(c.key);
+    uses_.push_back({Kind::read, c.path, field, show(*c.value)});
+  }
+  void note_read(const std::string& key, const std::string& field) {
+    if (const json* v = find(key)) note_read(Candidate{key, path(key), v}, field);
+  }
+  void note_derived(const std::string& field, const std::string& how) {
+    uses_.push_back({Kind::derived, "", field, how});
+  }
+  void note_ignored(const std::string& key, const std::string& why) {
+    used_.insert(key);
+    uses_.push_back({Kind::ignored, path(key), "", why});
+  }
+
+  // The record, with every key nothing read listed as ignored.
+  std::vector<ConfigKeyUse> uses() const {
+    std::vector<ConfigKeyUse> out = uses_;
+    for (const std::string& key : shadowed_)
+      out.push_back({Kind::ignored, key, "", "text_config." + key + " takes precedence"});
+    for (const auto& [key, value] : merged_.items()) {
+      if (used_.count(key) != 0 || key == "text_config") continue;
+      out.push_back({Kind::ignored, path(key), "", value.is_null() ? "null" : why_ignored(key)});
+    }
+    return out;
+  }
+
  private:
   json merged_;
   std::set<std::string> from_text_config_;
+  std::vector<std::string> shadowed_;  // top-level keys text_config overrides
+  std::vector<ConfigKeyUse> uses_;
+  std::set<std::string> used_;
 };
 
-// The value given by one or more spellings; an Error when two spellings disagree.
+// The value given by one or more spellings of `field`; an Error when two spellings disagree.
 template <class T, class Read>
-std::optional<T> resolve(const std::vector<Candidate>& candidates, Read read) {
+std::optional<T> resolve(HfConfig& hf, const std::string& field,
+                         const std::vector<Candidate>& candidates, Read read) {
   std::optional<T> result;
   const Candidate* first = nullptr;
   for (const Candidate& c : candidates) {
@@ -100,11 +157,13 @@ std::optional<T> resolve(const std::vector<Candidate>& candidates, Read read) {
                   c.path + " = " + show(*c.value));
     }
   }
+  for (const Candidate& c : candidates) hf.note_read(c, field);
   return result;
 }
 
-std::optional<uint64_t> uint_alias(const HfConfig& hf, std::initializer_list<const char*> keys) {
-  return resolve<uint64_t>(hf.candidates(keys), read_uint);
+std::optional<uint64_t> uint_alias(HfConfig& hf, const std::string& field,
+                                   std::initializer_list<const char*> keys) {
+  return resolve<uint64_t>(hf, field, hf.candidates(keys), read_uint);
 }
 
 // Fields with their own rule below; every other §1 field is read by its own name.
@@ -124,23 +183,24 @@ bool has_own_rule(const std::string& field) {
   return kOwnRule.count(field) != 0;
 }
 
-void read_same_name_fields(const HfConfig& hf, ModelConfig& c) {
-#define BUFFERLAB_READ_SAME(name, def, getter) \
-  if (!has_own_rule(#name))                    \
-    if (const auto v = hf.getter(#name)) c.name = *v;
-#define BUFFERLAB_READ_INT(name, def) BUFFERLAB_READ_SAME(name, def, uint_of)
-#define BUFFERLAB_READ_BOOL(name, def) BUFFERLAB_READ_SAME(name, def, bool_of)
-#define BUFFERLAB_READ_FLOAT(name, def) BUFFERLAB_READ_SAME(name, def, float_of)
+template <class T, class Read>
+void read_same_name(HfConfig& hf, const char* field, T& into, Read read) {
+  if (has_own_rule(field)) return;
+  if (const auto v = resolve<T>(hf, field, hf.candidates({field}), read)) into = *v;
+}
+
+void read_same_name_fields(HfConfig& hf, ModelConfig& c) {
+#define BUFFERLAB_READ_INT(name, def) read_same_name(hf, #name, c.name, read_uint);
+#define BUFFERLAB_READ_BOOL(name, def) read_same_name(hf, #name, c.name, read_bool);
+#define BUFFERLAB_READ_FLOAT(name, def) read_same_name(hf, #name, c.name, read_float);
   BUFFERLAB_CONFIG_INT_FIELDS(BUFFERLAB_READ_INT)
   BUFFERLAB_CONFIG_BOOL_FIELDS(BUFFERLAB_READ_BOOL)
   BUFFERLAB_CONFIG_FLOAT_FIELDS(BUFFERLAB_READ_FLOAT)
 #undef BUFFERLAB_READ_FLOAT
 #undef BUFFERLAB_READ_BOOL
 #undef BUFFERLAB_READ_INT
-#undef BUFFERLAB_READ_SAME
-  if (const auto f = hf.string_of("scoring_func")) c.scoring_func = *f;
-  if (const json* v = hf.find("mlp_only_layers"))
-    c.mlp_only_layers = read_uint_list(*v, hf.path("mlp_only_layers"));
+  read_same_name(hf, "scoring_func", c.scoring_func, read_string);
+  read_same_name(hf, "mlp_only_layers", c.mlp_only_layers, read_uint_list);
 }
 
 void require_keys(const HfConfig& hf) {
@@ -159,43 +219,68 @@ uint64_t mla_head_dim(const HfConfig& hf, const ModelConfig& c) {
   }
 }
 
-void read_attention(const HfConfig& hf, ModelConfig& c) {
+void read_attention(HfConfig& hf, ModelConfig& c) {
   const uint64_t nq = c.num_attention_heads;
-  c.num_key_value_heads = hf.uint_of("num_key_value_heads").value_or(nq);
-  if (const auto hd = uint_alias(hf, {"head_dim", "attention_head_dim"}))
+  if (const auto nkv = uint_alias(hf, "num_key_value_heads", {"num_key_value_heads"})) {
+    c.num_key_value_heads = *nkv;
+  } else {
+    c.num_key_value_heads = nq;
+    hf.note_derived("num_key_value_heads",
+                    "= num_attention_heads = " + std::to_string(nq) + " (key absent)");
+  }
+  // An explicit head_dim is taken as given, MLA included (§1.1: GLM-5 gives 64 with nope +
+  // rope = 256; the sizing, not the loader, must hold MLA's q_b output).
+  if (const auto hd = uint_alias(hf, "head_dim", {"head_dim", "attention_head_dim"})) {
     c.head_dim = *hd;
-  else if (c.kv_lora_rank > 0)
+  } else if (c.kv_lora_rank > 0) {
     c.head_dim = mla_head_dim(hf, c);
-  else
+    hf.note_derived("head_dim", "= qk_nope_head_dim + qk_rope_head_dim = " +
+                                    std::to_string(c.head_dim) + " (MLA, key absent)");
+  } else {
     c.head_dim = nq > 0 ? c.hidden_size / nq : 0;  // validate() reports nq = 0
-  if (const auto gated =
-          resolve<bool>(hf.candidates({"attn_output_gate", "attn_gated"}), read_bool))
+    hf.note_derived("head_dim", "= hidden_size / num_attention_heads = " +
+                                    std::to_string(c.head_dim) + " (key absent)");
+  }
+  if (const auto gated = resolve<bool>(
+          hf, "attn_gated", hf.candidates({"attn_output_gate", "attn_gated"}), read_bool))
     c.attn_gated = *gated;
-  else
-    c.attn_gated = hf.string_of("model_type") == "qwen3_next";
+  else if (hf.string_of("model_type") == "qwen3_next") {
+    c.attn_gated = true;
+    hf.note_read("model_type", "attn_gated");
+    hf.note_derived("attn_gated", "= true (model_type qwen3_next without attn_output_gate)");
+  }
 }
 
-void read_shared_expert(const HfConfig& hf, ModelConfig& c) {
-  const auto direct =
-      uint_alias(hf, {"shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"});
-  const auto count = hf.uint_of("n_shared_experts");
-  if (!count) {
-    c.shared_expert_intermediate_size = direct.value_or(0);
+// §1.1: the first present explicit width wins; else n_shared_experts × moe_intermediate_size.
+void read_shared_expert(HfConfig& hf, ModelConfig& c) {
+  const char* kField = "shared_expert_intermediate_size";
+  const auto widths =
+      hf.candidates({"shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"});
+  if (!widths.empty()) {
+    c.shared_expert_intermediate_size = read_uint(*widths.front().value, widths.front().path);
+    hf.note_read(widths.front(), kField);
+    for (size_t i = 1; i < widths.size(); ++i)
+      hf.note_ignored(widths[i].key, widths.front().path + " is the first present width");
+    if (hf.find("n_shared_experts") != nullptr)
+      hf.note_ignored("n_shared_experts",
+                      "an explicit shared-expert width wins (" + widths.front().path + ")");
     return;
   }
+  const auto count = hf.uint_of("n_shared_experts");
+  if (!count) return;
   uint64_t product = 0;
   if (__builtin_mul_overflow(*count, c.moe_intermediate_size, &product))
     throw Error(hf.path("n_shared_experts") + " = " + std::to_string(*count) +
                 " times moe_intermediate_size = " + std::to_string(c.moe_intermediate_size) +
                 " overflows 64 bits");
-  if (direct && *direct != product)
-    throw Error("conflicting values: shared_expert_intermediate_size = " + std::to_string(*direct) +
-                " but n_shared_experts × moe_intermediate_size = " + std::to_string(product));
   c.shared_expert_intermediate_size = product;
+  hf.note_read("n_shared_experts", kField);
+  hf.note_derived(kField,
+                  "= n_shared_experts × moe_intermediate_size = " + std::to_string(product));
 }
 
 // decoder_sparse_step (Qwen) maps directly; DeepSeek's moe_layer_freq has another rule.
-void read_moe_layer_freq(const HfConfig& hf, ModelConfig& c) {
+void read_moe_layer_freq(HfConfig& hf, ModelConfig& c) {
   const auto step = hf.uint_of("decoder_sparse_step");
   const auto freq = hf.uint_of("moe_layer_freq");
   if (step && freq && !(*step == 1 && *freq == 1))
@@ -204,8 +289,11 @@ void read_moe_layer_freq(const HfConfig& hf, ModelConfig& c) {
                 " are both given and their layer rules differ");
   if (step) {
     c.moe_layer_freq = *step;
+    hf.note_read("decoder_sparse_step", "moe_layer_freq");
+    if (freq) hf.note_read("moe_layer_freq", "moe_layer_freq");
     return;
   }
+  hf.note_read("moe_layer_freq", "moe_layer_freq");
   if (!freq || *freq <= 1) {
     c.moe_layer_freq = freq.value_or(1);  // 0 is left for validate() to report
     return;
@@ -215,25 +303,47 @@ void read_moe_layer_freq(const HfConfig& hf, ModelConfig& c) {
   std::set<uint64_t> unique(c.mlp_only_layers.begin(), c.mlp_only_layers.end());
   c.mlp_only_layers.assign(unique.begin(), unique.end());
   c.moe_layer_freq = 1;
+  hf.note_derived("moe_layer_freq", "= 1 (DeepSeek's moe_layer_freq = " + std::to_string(*freq) +
+                                        " becomes dense layers)");
+  hf.note_derived("mlp_only_layers",
+                  "+= the layers i >= first_k_dense with i % " + std::to_string(*freq) + " != 0");
 }
 
-bool routing_bias(const HfConfig& hf) {
-  if (hf.string_of("topk_method") == "noaux_tc") return true;
-  if (hf.find("e_score_correction_bias") != nullptr) return true;
-  return hf.bool_of("use_routing_bias").value_or(false);
+void read_routing_bias(HfConfig& hf, ModelConfig& c) {
+  const char* kField = "use_routing_bias";
+  hf.note_read("topk_method", kField);
+  hf.note_read("e_score_correction_bias", kField);
+  if (hf.string_of("topk_method") == "noaux_tc" || hf.find("e_score_correction_bias") != nullptr) {
+    c.use_routing_bias = true;
+    hf.note_derived(kField, "= true (topk_method noaux_tc or an e_score_correction_bias)");
+    return;
+  }
+  if (const auto b = resolve<bool>(hf, kField, hf.candidates({kField}), read_bool))
+    c.use_routing_bias = *b;
 }
 
-void read_moe(const HfConfig& hf, ModelConfig& c) {
+void read_moe(HfConfig& hf, ModelConfig& c) {
   c.num_experts =
-      uint_alias(hf, {"num_experts", "n_routed_experts", "num_local_experts"}).value_or(0);
-  c.num_experts_per_tok =
-      uint_alias(hf, {"num_experts_per_tok", "moe_topk", "experts_per_token"}).value_or(1);
-  const auto moe_width = uint_alias(hf, {"moe_intermediate_size", "expert_ffn_hidden_size"});
-  c.moe_intermediate_size = moe_width.value_or(c.num_experts > 0 ? c.intermediate_size : 0);
+      uint_alias(hf, "num_experts", {"num_experts", "n_routed_experts", "num_local_experts"})
+          .value_or(0);
+  // A MoE model without a top-k key is refused by require_mechanism_keys (no silent 1).
+  if (const auto k = uint_alias(hf, "num_experts_per_tok",
+                                {"num_experts_per_tok", "moe_topk", "experts_per_token"}))
+    c.num_experts_per_tok = *k;
+  if (const auto w = uint_alias(hf, "moe_intermediate_size",
+                                {"moe_intermediate_size", "expert_ffn_hidden_size"}))
+    c.moe_intermediate_size = *w;
+  else if (c.num_experts > 0) {
+    c.moe_intermediate_size = c.intermediate_size;
+    hf.note_derived("moe_intermediate_size",
+                    "= intermediate_size = " + std::to_string(c.intermediate_size) +
+                        " (MoE model, key absent)");
+  }
   read_shared_expert(hf, c);
-  c.first_k_dense = uint_alias(hf, {"first_k_dense_replace", "first_k_dense"}).value_or(0);
+  if (const auto k = uint_alias(hf, "first_k_dense", {"first_k_dense_replace", "first_k_dense"}))
+    c.first_k_dense = *k;
   read_moe_layer_freq(hf, c);
-  c.use_routing_bias = routing_bias(hf);
+  read_routing_bias(hf, c);
 }
 
 std::vector<LayerType> parse_hybrid_pattern(const std::string& pattern, const std::string& path) {
@@ -260,20 +370,25 @@ std::vector<LayerType> parse_hybrid_pattern(const std::string& pattern, const st
   return types;
 }
 
-void read_layer_pattern(const HfConfig& hf, ModelConfig& c) {
+void read_layer_pattern(HfConfig& hf, ModelConfig& c) {
   const json* types = hf.find("layer_types");
   const json* pattern = hf.find("hybrid_override_pattern");
   if (types && pattern)
     throw Error("both layer_types and hybrid_override_pattern are given; give one");
-  if (types) c.layer_types = read_layer_types(*types, hf.path("layer_types"));
+  if (types) {
+    c.layer_types = read_layer_types(*types, hf.path("layer_types"));
+    hf.note_read("layer_types", "layer_types");
+  }
   if (!pattern) return;
   const std::string path = hf.path("hybrid_override_pattern");
   c.layer_types = parse_hybrid_pattern(read_string(*pattern, path), path);
+  hf.note_read("hybrid_override_pattern", "layer_types");
 }
 
-void read_norm_eps(const HfConfig& hf, ModelConfig& c) {
+void read_norm_eps(HfConfig& hf, ModelConfig& c) {
   const auto eps = resolve<double>(
-      hf.candidates({"rms_norm_eps", "layer_norm_epsilon", "norm_eps"}), read_float);
+      hf, "rms_norm_eps", hf.candidates({"rms_norm_eps", "layer_norm_epsilon", "norm_eps"}),
+      read_float);
   if (eps) c.rms_norm_eps = *eps;
 }
 
@@ -286,23 +401,98 @@ std::vector<Candidate> mrope_candidates(const HfConfig& hf, const char* field) {
     if (rope == nullptr) continue;
     if (!rope->is_object()) bad_value(hf.path(rope_key), *rope, "an object");
     const auto it = rope->find(field);
-    if (it != rope->end() && !it->is_null()) out.push_back({hf.path(rope_key) + "." + field, &*it});
+    if (it != rope->end() && !it->is_null())
+      out.push_back({rope_key, hf.path(rope_key) + "." + field, &*it});
   }
   return out;
 }
 
-void read_mrope(const HfConfig& hf, ModelConfig& c) {
+void read_mrope(HfConfig& hf, ModelConfig& c) {
   using Section = std::array<uint64_t, 3>;
-  if (const auto s = resolve<Section>(mrope_candidates(hf, "mrope_section"), read_mrope_section))
+  if (const auto s = resolve<Section>(hf, "mrope_section", mrope_candidates(hf, "mrope_section"),
+                                      read_mrope_section))
     c.mrope_section = *s;
-  if (const auto i = resolve<bool>(mrope_candidates(hf, "mrope_interleaved"), read_bool))
+  if (const auto i = resolve<bool>(hf, "mrope_interleaved",
+                                   mrope_candidates(hf, "mrope_interleaved"), read_bool))
     c.mrope_interleaved = *i;
+}
+
+// ---- keys without a silent default ----
+
+// A key some buffer's size depends on, given under any of `spellings`.
+struct SizingKey {
+  const char* field;
+  std::vector<const char*> spellings;
+};
+
+// The keys a mechanism needs once the config has it: a default would size its buffers for
+// a model the file does not describe (a top-k of 1 undersizes every expert buffer; n_groups 0
+// shrinks Mamba-2's xBC; a missing full_attention_interval makes every GDN layer attention).
+struct Mechanism {
+  const char* name;
+  const char* trigger;  // the field whose value > 0 means the model has the mechanism
+  std::vector<SizingKey> keys;
+};
+
+const std::vector<Mechanism>& mechanisms() {
+  static const std::vector<Mechanism> list = {
+      {"MoE",
+       "num_experts",
+       {{"num_experts_per_tok", {"num_experts_per_tok", "moe_topk", "experts_per_token"}}}},
+      {"Mamba-2",
+       "mamba_num_heads",
+       {{"mamba_head_dim", {"mamba_head_dim"}},
+        {"ssm_state_size", {"ssm_state_size"}},
+        {"n_groups", {"n_groups"}},
+        {"conv_kernel", {"conv_kernel"}}}},
+      {"GDN (linear attention)",
+       "linear_num_value_heads",
+       {{"linear_conv_kernel_dim", {"linear_conv_kernel_dim"}},
+        {"the layer pattern",
+         {"full_attention_interval", "layer_types", "hybrid_override_pattern"}}}},
+      {"MLA",
+       "kv_lora_rank",
+       {{"qk_nope_head_dim", {"qk_nope_head_dim"}},
+        {"qk_rope_head_dim", {"qk_rope_head_dim"}},
+        {"v_head_dim", {"v_head_dim"}}}},
+      {"sparse-attention indexer",
+       "index_n_heads",
+       {{"index_head_dim", {"index_head_dim"}}, {"index_topk", {"index_topk"}}}},
+      {"grouped O projection", "o_groups", {{"o_lora_rank", {"o_lora_rank"}}}},
+  };
+  return list;
+}
+
+uint64_t trigger_value(const ModelConfig& c, const std::string& trigger) {
+#define BUFFERLAB_TRIGGER(name, def) \
+  if (trigger == #name) return c.name;
+  BUFFERLAB_CONFIG_INT_FIELDS(BUFFERLAB_TRIGGER)
+#undef BUFFERLAB_TRIGGER
+  throw Error("internal: unknown trigger field " + trigger);
+}
+
+void require_mechanism_keys(const HfConfig& hf, const ModelConfig& c) {
+  for (const Mechanism& m : mechanisms()) {
+    const uint64_t trigger = trigger_value(c, m.trigger);
+    if (trigger == 0) continue;
+    for (const SizingKey& k : m.keys) {
+      bool given = false;
+      for (const char* spelling : k.spellings) given = given || hf.find(spelling) != nullptr;
+      if (given) continue;
+      std::string known;
+      for (const char* spelling : k.spellings)
+        known += (known.empty() ? "" : ", ") + std::string(spelling);
+      throw Error(std::string(m.trigger) + " = " + std::to_string(trigger) + " makes this a " +
+                  m.name + " model, but " + k.field + " is not given (known spellings: " + known +
+                  "); it sizes buffers, so there is no default");
+    }
+  }
 }
 
 }  // namespace
 
-ModelConfig config_from_hf_json(const json& root) {
-  const HfConfig hf(root);
+ModelConfig config_from_hf_json(const json& root, std::vector<ConfigKeyUse>& uses) {
+  HfConfig hf(root);
   require_keys(hf);
   ModelConfig c;
   read_same_name_fields(hf, c);
@@ -311,6 +501,8 @@ ModelConfig config_from_hf_json(const json& root) {
   read_layer_pattern(hf, c);
   read_norm_eps(hf, c);
   read_mrope(hf, c);
+  require_mechanism_keys(hf, c);
+  uses = hf.uses();
   return c;
 }
 

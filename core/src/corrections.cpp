@@ -46,6 +46,22 @@ const std::vector<Correction>& corrections() {
        "the MMQ activation of every Q2 projection lives in q2_act_q8, sized for K = max(h, "
        "intermediate, nq·hd); the grouped O's second GEMM and MLA's q_b and O read wider "
        "activations"},
+      {"F9-mla-q-width", BufferId::qkv_output,
+       "qkv_output also ≥ m_pad·nq·(qk_nope_head_dim + qk_rope_head_dim)·2 (MLA)",
+       "MLA's q projection (q_b, or q_proj without q_lora_rank) writes nq·(nope + rope) "
+       "columns into qkv_output, sized (nq·q_proj_mul + 2·nkv)·head_dim; a config may give "
+       "head_dim below nope + rope (GLM-5: 64 vs 256, docs/spec/buffers.md §1.1 takes it as "
+       "given): short from prefill(t = 6145) at m = 8192"},
+      {"F9-mla-q-width", BufferId::lora_delta,
+       "lora_delta's width also covers nq·(qk_nope_head_dim + qk_rope_head_dim) (MLA)",
+       "as qkv_output: the LoRA adapter of MLA's q projection expands to its N = nq·(nope + "
+       "rope) columns, and lora_delta is sized for max(h, intermediate, q_proj_mul·nq·hd)"},
+      {"F9-mla-q-width", BufferId::q2_dequant_scratch,
+       "q2_dequant_scratch also ≥ nq·(qk_nope_head_dim + qk_rope_head_dim) × (q_lora_rank, or h "
+       "without it) elements·2 (MLA)",
+       "as qkv_output: the Q2 dequant of MLA's q weight (q_b, or q_proj without q_lora_rank) "
+       "has N = nq·(nope + rope); spec's nq·q_proj_mul·hd·h and F7's nq·hd·q_lora_rank assume "
+       "head_dim ≥ nope + rope"},
   };
   return list;
 }

@@ -59,8 +59,9 @@ void moe(ModelConfig& c) {
   if (flag()) c.first_k_dense = dim(1, c.num_hidden_layers);
   if (flag()) c.num_hash_layers = dim(1, 4);
   if (flag()) c.moe_layer_freq = dim(1, 3);
-  if (flag()) c.intermediate_size = 0;  // a pure-MoE model without a dense FFN width
-  if (c.intermediate_size == 0) c.first_k_dense = 0;
+  // A pure-MoE model without a dense FFN width; its first_k_dense / moe_layer_freq dense
+  // layers stay (validation allows them, as it allows dense layers from moe_layer_freq).
+  if (flag()) c.intermediate_size = 0;
 }
 
 void gdn(ModelConfig& c) {
@@ -97,7 +98,10 @@ void mla(ModelConfig& c) {
   c.qk_rope_head_dim = dim(1, 96);
   c.qk_nope_head_dim = dim(1, 200);
   c.v_head_dim = dim(1, 200);
-  c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  // head_dim is a field of its own: docs/spec/buffers.md §1.1 takes a given head_dim as given,
+  // MLA included (GLM-5: 64 with nope + rope = 256), and validation does not tie it. Either
+  // attention()'s independent draw stays (what shrinking reaches) or the §1.1 default.
+  if (flag()) c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
 }
 
 void index_selection(ModelConfig& c) {

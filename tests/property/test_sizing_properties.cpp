@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
+#include <algorithm>
 
 #include <limits>
 
@@ -220,9 +221,16 @@ RC_GTEST_PROP(SizingProperty, SizesOverflowing64BitsGiveAnErrorNeverAWrappedSize
   const u128 m_pad = (m + 15) / 16 * 16;
   const u128 hidden = m * h * 2;
   const u128 router = c.num_experts > 0 ? m * h * 4 : 256;
-  const u128 qkv =
-      m_pad * ((u128)c.num_attention_heads * c.q_proj_mul() + 2 * (u128)c.num_key_value_heads) *
-      c.head_dim * 2;
+  // F9 (corrected): an MLA model's qkv_output also holds nq·(nope + rope) columns.
+  const u128 mla_q = c.kv_lora_rank > 0 ? (u128)c.num_attention_heads *
+                                              ((u128)c.qk_nope_head_dim + c.qk_rope_head_dim)
+                                        : 0;
+  const u128 qkv = m_pad *
+                   std::max<u128>(((u128)c.num_attention_heads * c.q_proj_mul() +
+                                   2 * (u128)c.num_key_value_heads) *
+                                      c.head_dim,
+                                  mla_q) *
+                   2;
   const u128 moe_out = m_pad * h * 2;
   const bool must_fail = hidden > kMax64 || router > kMax64 || qkv > kMax64 || moe_out > kMax64;
   RC_CLASSIFY(must_fail, "overflows");

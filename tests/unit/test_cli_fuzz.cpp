@@ -91,6 +91,29 @@ TEST_F(CliFuzz, MutantB9IsCaughtAndSavedAsAReplayableCase) {
   EXPECT_NO_THROW(bufferlab::fuzz::case_from_json(j.at("original")));
 }
 
+// Finding F9 (docs/findings.md): the fuzzer finds MLA's q width shortfall under `spec` on its
+// own — no family, no hint — in a bounded run (seed 1 stops at case 432, well under a second).
+// With the generator's old tie head_dim = nope + rope, the same run (and 20,000 cases) finds
+// nothing: the untied MLA head_dim is what makes this test pass.
+TEST_F(CliFuzz, SpecSizingFindsTheMlaQWidthShortfallOnItsOwn) {
+  const auto r = run({"--sizing", "spec", "--seed", "1", "--cases", "2000", "--stop-on",
+                      "bounds:qkv_output", "--shard", "0/1", "--out", (dir_ / "out").string()});
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("bounds:qkv_output"), std::string::npos) << r.out;
+  const auto files = written();
+  ASSERT_EQ(files.size(), 1u);
+  const json j = json::parse(bufferlab::testing::read_file(files[0]));
+  EXPECT_EQ(j.at("failure_kind"), "bounds:qkv_output");
+  const json& c = j.at("config").at("config");
+  EXPECT_GT(c.at("kv_lora_rank").get<uint64_t>(), 0u) << "an MLA model";
+  EXPECT_LT(c.at("head_dim").get<uint64_t>(),
+            c.at("qk_nope_head_dim").get<uint64_t>() + c.at("qk_rope_head_dim").get<uint64_t>())
+      << "head_dim below nope + rope";
+  // The shrunk case is clean under corrected (F9-mla-q-width).
+  const bufferlab::fuzz::FuzzCase shrunk = bufferlab::fuzz::case_from_json(j);
+  EXPECT_FALSE(bufferlab::fuzz::check_case(shrunk, bufferlab::Sizing::corrected()).failed());
+}
+
 TEST_F(CliFuzz, ShardOptionErrorsExitTwo) {
   in_process_ = true;
   expect_error({"--cases", "1", "--shard", "2/2"}, "--shard");

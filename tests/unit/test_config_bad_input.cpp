@@ -7,6 +7,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -183,12 +184,94 @@ TEST(ConfigBadJson, ConflictingAliases) {
                    {"conflicting", "num_experts_per_tok = 4", "experts_per_token = 2"});
 }
 
-TEST(ConfigBadJson, ConflictingSharedExpertSpellings) {
-  expect_bad_patch({{"num_experts", 8},
-                    {"moe_intermediate_size", 64},
-                    {"n_shared_experts", 2},
-                    {"shared_expert_intermediate_size", 64}},
-                   {"conflicting", "shared_expert_intermediate_size = 64", "128"});
+// ---- a mechanism's sizing keys have no silent default (issue 15) ----
+
+// Each complete mechanism loads; without any spelling of one of its keys it is an Error naming
+// the trigger, the missing field and every spelling the loader knows.
+struct MechanismCase {
+  const char* name;
+  json keys;                       // dense_json() plus these is a valid model
+  const char* missing;             // the key erased
+  std::vector<std::string> names;  // fragments of the message
+};
+
+std::vector<MechanismCase> mechanism_cases() {
+  const json moe = {{"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 64}};
+  const json mamba = {{"mamba_num_heads", 8},
+                      {"mamba_head_dim", 16},
+                      {"ssm_state_size", 16},
+                      {"n_groups", 2},
+                      {"conv_kernel", 4}};
+  const json gdn = {{"linear_num_key_heads", 2},   {"linear_key_head_dim", 32},
+                    {"linear_num_value_heads", 4}, {"linear_value_head_dim", 32},
+                    {"linear_conv_kernel_dim", 4}, {"full_attention_interval", 2}};
+  const json mla = {
+      {"kv_lora_rank", 64}, {"qk_nope_head_dim", 32}, {"qk_rope_head_dim", 16}, {"v_head_dim", 32}};
+  const json indexer = {{"index_n_heads", 4}, {"index_head_dim", 32}, {"index_topk", 64}};
+  const json grouped_o = {{"o_groups", 2}, {"o_lora_rank", 64}};
+  return {
+      {"MoE top-k",
+       moe,
+       "num_experts_per_tok",
+       {"num_experts = 8", "MoE", "num_experts_per_tok, moe_topk, experts_per_token"}},
+      {"Mamba-2 head dim", mamba, "mamba_head_dim", {"mamba_num_heads = 8", "mamba_head_dim"}},
+      {"Mamba-2 state", mamba, "ssm_state_size", {"Mamba-2", "ssm_state_size"}},
+      {"Mamba-2 groups", mamba, "n_groups", {"Mamba-2", "n_groups"}},
+      {"Mamba-2 conv", mamba, "conv_kernel", {"Mamba-2", "conv_kernel"}},
+      {"GDN conv", gdn, "linear_conv_kernel_dim", {"GDN", "linear_conv_kernel_dim"}},
+      {"GDN layer pattern",
+       gdn,
+       "full_attention_interval",
+       {"GDN", "full_attention_interval, layer_types, hybrid_override_pattern"}},
+      {"MLA nope", mla, "qk_nope_head_dim", {"kv_lora_rank = 64", "MLA", "qk_nope_head_dim"}},
+      {"MLA rope", mla, "qk_rope_head_dim", {"MLA", "qk_rope_head_dim"}},
+      {"MLA v", mla, "v_head_dim", {"MLA", "v_head_dim"}},
+      {"indexer head dim", indexer, "index_head_dim", {"index_n_heads = 4", "index_head_dim"}},
+      {"indexer top-k", indexer, "index_topk", {"indexer", "index_topk"}},
+      {"grouped O rank", grouped_o, "o_lora_rank", {"o_groups = 2", "o_lora_rank"}},
+  };
+}
+
+TEST(ConfigBadJson, MechanismWithoutASizingKeyIsAnError) {
+  for (const MechanismCase& m : mechanism_cases()) {
+    SCOPED_TRACE(m.name);
+    json j = dense_json();
+    j.update(m.keys);
+    ASSERT_NO_THROW(config_from_json_text(j.dump(), "bad.json"));
+    j.erase(m.missing);
+    try {
+      config_from_json_text(j.dump(), "bad.json");
+      ADD_FAILURE() << "no Error without " << m.missing;
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("bad.json: "), std::string::npos) << message;
+      EXPECT_NE(message.find("no default"), std::string::npos) << message;
+      for (const std::string& fragment : m.names)
+        EXPECT_NE(message.find(fragment), std::string::npos)
+            << message << "\nmissing: " << fragment;
+    }
+    j[m.missing] = nullptr;  // null means "the default", and there is none
+    EXPECT_THROW(config_from_json_text(j.dump(), "bad.json"), Error);
+  }
+}
+
+// The issue's case: a MoE model whose top-k key the loader does not know is never top_k 1.
+TEST(ConfigBadJson, UnknownTopKSpellingIsNotASilentOne) {
+  expect_bad_patch({{"num_experts", 64}, {"top_k_experts", 8}},
+                   {"num_experts = 64", "num_experts_per_tok is not given",
+                    "num_experts_per_tok, moe_topk, experts_per_token"});
+}
+
+// The §1.1 defaults stay: head_dim, num_key_value_heads and (on a MoE model)
+// moe_intermediate_size may be absent; q_lora_rank absent is MLA without q compression.
+TEST(ConfigBadJson, DocumentedDefaultsAreNoError) {
+  json j = dense_json();
+  j.update({{"num_experts", 8}, {"num_experts_per_tok", 2}});
+  j.update({{"kv_lora_rank", 64},
+            {"qk_nope_head_dim", 32},
+            {"qk_rope_head_dim", 16},
+            {"v_head_dim", 32}});
+  EXPECT_NO_THROW(config_from_json_text(j.dump(), "ok.json"));
 }
 
 TEST(ConfigBadJson, UnknownLayerType) {

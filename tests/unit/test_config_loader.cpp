@@ -37,7 +37,7 @@ json dense_json_with(const json& patch) {
   return j;
 }
 
-// ---- the ten real files ----
+// ---- the twelve real files ----
 
 TEST(ConfigLoaderFiles, Qwen3_8B) {
   ModelConfig e;
@@ -274,6 +274,141 @@ TEST(ConfigLoaderFiles, GptOss_20B) {
   EXPECT_CONFIG_EQ(load("gpt-oss-20b.json"), e);
 }
 
+// head_dim 64 is taken as given although nope + rope = 256 (docs/spec/buffers.md §1.1):
+// the corrected sizing holds MLA's q_b output (finding F9), the loader does not rewrite it.
+TEST(ConfigLoaderFiles, Glm_5) {
+  ModelConfig e;
+  e.hidden_size = 6144;
+  e.intermediate_size = 12288;
+  e.vocab_size = 154880;
+  e.num_attention_heads = 64;
+  e.num_key_value_heads = 64;
+  e.head_dim = 64;
+  e.num_hidden_layers = 78;
+  e.first_k_dense = 3;
+  e.moe_layer_freq = 1;
+  e.num_experts = 256;  // n_routed_experts
+  e.num_experts_per_tok = 8;
+  e.moe_intermediate_size = 2048;
+  e.shared_expert_intermediate_size = 1 * 2048;  // n_shared_experts × moe_intermediate_size
+  e.norm_topk_prob = true;
+  e.use_routing_bias = true;  // topk_method noaux_tc
+  e.scoring_func = "sigmoid";
+  e.routed_scaling_factor = 2.5;
+  e.kv_lora_rank = 512;
+  e.q_lora_rank = 2048;
+  e.qk_rope_head_dim = 64;
+  e.qk_nope_head_dim = 192;
+  e.v_head_dim = 256;
+  e.index_n_heads = 32;
+  e.index_head_dim = 128;
+  e.index_topk = 2048;
+  e.rms_norm_eps = 1e-5;
+  EXPECT_CONFIG_EQ(load("GLM-5.json"), e);
+}
+
+// The pattern of the file, decomposed by hand: five times "MEMEM*E", "MEMEMEM*E", "MEMEMEME"
+// (35 + 9 + 8 = 52 layers: 23 Mamba-2, 23 MoE, 6 attention).
+std::vector<LayerType> nemotron_3_nano_layer_types() {
+  using enum LayerType;
+  std::vector<LayerType> t;
+  for (int i = 0; i < 5; ++i)
+    t.insert(t.end(), {mamba, moe, mamba, moe, mamba, full_attention, moe});
+  t.insert(t.end(), {mamba, moe, mamba, moe, mamba, moe, mamba, full_attention, moe});
+  t.insert(t.end(), {mamba, moe, mamba, moe, mamba, moe, mamba, moe});
+  return t;
+}
+
+TEST(ConfigLoaderFiles, Nemotron_3_Nano_30B) {
+  ModelConfig e;
+  e.hidden_size = 2688;
+  e.intermediate_size = 1856;
+  e.vocab_size = 131072;
+  e.num_attention_heads = 32;
+  e.num_key_value_heads = 2;
+  e.head_dim = 128;
+  e.num_hidden_layers = 52;
+  e.layer_types = nemotron_3_nano_layer_types();
+  e.num_experts = 128;  // n_routed_experts
+  e.num_experts_per_tok = 6;
+  e.moe_intermediate_size = 1856;
+  // moe_shared_expert_intermediate_size, an explicit width: wins over n_shared_experts 1 ×
+  // moe_intermediate_size 1856 (docs/spec/buffers.md §1.1)
+  e.shared_expert_intermediate_size = 3712;
+  e.norm_topk_prob = true;
+  e.routed_scaling_factor = 2.5;
+  e.mamba_num_heads = 64;
+  e.mamba_head_dim = 64;
+  e.ssm_state_size = 128;
+  e.n_groups = 8;
+  e.conv_kernel = 4;
+  e.rms_norm_eps = 1e-5;  // layer_norm_epsilon and norm_eps, both 1e-05
+  const ModelConfig c = load("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json");
+  EXPECT_CONFIG_EQ(c, e);
+  EXPECT_EQ(std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::moe), 23);
+}
+
+// ---- the table of what was read (config --explain) ----
+
+// The row of `uses` for `field` (or, for an ignored key, `key`) of `kind`; nullptr if none.
+const ConfigKeyUse* row(const std::vector<ConfigKeyUse>& uses, ConfigKeyUse::Kind kind,
+                        const std::string& key, const std::string& field) {
+  for (const ConfigKeyUse& u : uses)
+    if (u.kind == kind && u.key == key && u.field == field) return &u;
+  return nullptr;
+}
+
+TEST(ConfigExplain, ReadDerivedDefaultedAndIgnored) {
+  using Kind = ConfigKeyUse::Kind;
+  json j = dense_json_with({{"n_routed_experts", 8},
+                            {"moe_topk", 2},
+                            {"n_shared_experts", 2},
+                            {"moe_intermediate_size", 64},
+                            {"topk_group", 4},
+                            {"qk_head_dim", 99},
+                            {"text_config", {{"hidden_size", 320}}}});
+  const ExplainedConfig e = explain_config_json_text(j.dump(), "x.json");
+  EXPECT_EQ(e.config, from_json(j));
+  ASSERT_TRUE(row(e.uses, Kind::read, "n_routed_experts", "num_experts"));
+  EXPECT_EQ(row(e.uses, Kind::read, "n_routed_experts", "num_experts")->note, "8");
+  EXPECT_TRUE(row(e.uses, Kind::read, "moe_topk", "num_experts_per_tok"));
+  EXPECT_TRUE(row(e.uses, Kind::read, "text_config.hidden_size", "hidden_size"));
+  EXPECT_TRUE(row(e.uses, Kind::ignored, "hidden_size", ""));  // shadowed by text_config
+  ASSERT_TRUE(row(e.uses, Kind::derived, "", "shared_expert_intermediate_size"));
+  EXPECT_NE(row(e.uses, Kind::derived, "", "shared_expert_intermediate_size")->note.find("= 128"),
+            std::string::npos);
+  ASSERT_TRUE(row(e.uses, Kind::derived, "", "num_key_value_heads"));  // = nq, key absent
+  ASSERT_TRUE(row(e.uses, Kind::derived, "", "head_dim"));             // = h / nq
+  EXPECT_NE(row(e.uses, Kind::derived, "", "head_dim")->note.find("= 40"), std::string::npos);
+  ASSERT_TRUE(row(e.uses, Kind::defaulted, "", "hc_sinkhorn_iters"));
+  EXPECT_EQ(row(e.uses, Kind::defaulted, "", "hc_sinkhorn_iters")->note, "20");
+  EXPECT_TRUE(row(e.uses, Kind::ignored, "topk_group", ""));
+  EXPECT_TRUE(row(e.uses, Kind::ignored, "qk_head_dim", ""));
+  EXPECT_FALSE(row(e.uses, Kind::defaulted, "", "num_experts"));  // read, so not defaulted
+}
+
+// An explicit shared width: n_shared_experts is listed as ignored, with the reason.
+TEST(ConfigExplain, ExplicitSharedWidthShowsTheProductIgnored) {
+  const ExplainedConfig e = explain_config_file(std::string(BUFFERLAB_CONFIGS_DIR) +
+                                                "/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json");
+  const ConfigKeyUse* shared = row(e.uses, ConfigKeyUse::Kind::ignored, "n_shared_experts", "");
+  ASSERT_TRUE(shared);
+  EXPECT_NE(shared->note.find("explicit shared-expert width wins"), std::string::npos);
+  EXPECT_TRUE(row(e.uses, ConfigKeyUse::Kind::read, "moe_shared_expert_intermediate_size",
+                  "shared_expert_intermediate_size"));
+}
+
+// The normalized form: every key is read under its own name, the rest defaulted.
+TEST(ConfigExplain, NormalizedFormReadsEveryKeyByName) {
+  const ExplainedConfig e = explain_config_json_text(
+      R"({"bufferlab_config": 1, "config": {"hidden_size": 64, "vocab_size": 10,
+          "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 8,
+          "num_hidden_layers": 1, "intermediate_size": 32}})");
+  EXPECT_TRUE(row(e.uses, ConfigKeyUse::Kind::read, "config.hidden_size", "hidden_size"));
+  EXPECT_TRUE(row(e.uses, ConfigKeyUse::Kind::defaulted, "", "num_experts"));
+  EXPECT_EQ(e.uses.size(), to_normalized_json(e.config).at("config").size());
+}
+
 // ---- mapping rules ----
 
 TEST(ConfigLoaderMapping, TextConfigTakesPrecedence) {
@@ -307,6 +442,7 @@ TEST(ConfigLoaderMapping, HeadDimOfMlaIsNopePlusRope) {
   j["kv_lora_rank"] = 64;
   j["qk_nope_head_dim"] = 40;
   j["qk_rope_head_dim"] = 24;
+  j["v_head_dim"] = 32;  // an MLA model must give it (no silent default)
   EXPECT_EQ(from_json(j).head_dim, 64u);
   j["head_dim"] = 80;  // an explicit head_dim wins
   EXPECT_EQ(from_json(j).head_dim, 80u);
@@ -354,16 +490,34 @@ TEST(ConfigLoaderMapping, SharedExpertCountTimesExpertWidth) {
   EXPECT_EQ(c.shared_expert_intermediate_size, 192u);
 }
 
+// docs/spec/buffers.md §1.1: the first present explicit width wins over n_shared_experts ×
+// moe_intermediate_size (Nemotron-3-Nano: 3712, not 1 × 1856).
+TEST(ConfigLoaderMapping, ExplicitSharedExpertWidthWinsOverTheProduct) {
+  json j = dense_json_with({{"num_experts", 16},
+                            {"num_experts_per_tok", 2},
+                            {"moe_intermediate_size", 96},
+                            {"n_shared_experts", 2},
+                            {"moe_shared_expert_intermediate_size", 100}});
+  EXPECT_EQ(from_json(j).shared_expert_intermediate_size, 100u);
+  j["shared_expert_intermediate_size"] = 120;  // the first spelling of §1.1 wins
+  EXPECT_EQ(from_json(j).shared_expert_intermediate_size, 120u);
+  j.erase("shared_expert_intermediate_size");
+  j.erase("moe_shared_expert_intermediate_size");
+  EXPECT_EQ(from_json(j).shared_expert_intermediate_size, 192u);  // 2 × 96
+}
+
 TEST(ConfigLoaderMapping, MoeWidthDefaultsToIntermediateOnlyOnMoeModels) {
   json j = dense_json();
   EXPECT_EQ(from_json(j).moe_intermediate_size, 0u);
   j["num_local_experts"] = 4;
+  j["num_experts_per_tok"] = 2;
   EXPECT_EQ(from_json(j).moe_intermediate_size, 512u);
 }
 
 TEST(ConfigLoaderMapping, ExpertLayerKeys) {
   const ModelConfig c = from_json(dense_json_with({{"num_hidden_layers", 8},
                                                    {"num_experts", 4},
+                                                   {"num_experts_per_tok", 2},
                                                    {"first_k_dense_replace", 1},
                                                    {"decoder_sparse_step", 2},
                                                    {"mlp_only_layers", {3}}}));
@@ -376,6 +530,7 @@ TEST(ConfigLoaderMapping, ExpertLayerKeys) {
 TEST(ConfigLoaderMapping, DeepSeekMoeLayerFreqBecomesDenseLayerList) {
   const ModelConfig c = from_json(dense_json_with({{"num_hidden_layers", 7},
                                                    {"n_routed_experts", 4},
+                                                   {"moe_topk", 2},
                                                    {"first_k_dense_replace", 1},
                                                    {"moe_layer_freq", 2}}));
   EXPECT_EQ(c.moe_layer_freq, 1u);
@@ -408,11 +563,13 @@ TEST(ConfigLoaderMapping, HybridOverridePattern) {
   json j = dense_json();
   j["num_hidden_layers"] = 5;
   j["num_experts"] = 4;
+  j["num_experts_per_tok"] = 2;
   j["moe_intermediate_size"] = 64;
   j["mamba_num_heads"] = 8;
   j["mamba_head_dim"] = 16;
   j["ssm_state_size"] = 16;
   j["n_groups"] = 2;
+  j["conv_kernel"] = 4;
   j["hybrid_override_pattern"] = "M*-EM";
   using enum LayerType;
   EXPECT_EQ(from_json(j).layer_types,

@@ -39,4 +39,8 @@ std::string ModelSource::option() const {
   return (preset_option_ && preset_option_->count() > 0 ? "--preset " : "--config ") + label();
 }
 
+std::string ModelSource::config_path() const {
+  return config_option_ && config_option_->count() > 0 ? config_path_ : "";
+}
+
 }  // namespace bufferlab::cli

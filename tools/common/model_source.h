@@ -25,6 +25,9 @@ class ModelSource {
   // The option as the user gave it: "--preset NAME" or "--config FILE" (for suggested commands).
   std::string option() const;
 
+  // The --config path, or "" when --config was not given.
+  std::string config_path() const;
+
  private:
   std::string preset_;
   std::string config_path_;
