@@ -1,4 +1,4 @@
-// The Hugging Face config.json → ModelConfig mapping of spec/buffers.md §1.1.
+// The Hugging Face config.json → ModelConfig mapping of docs/spec/buffers.md §1.1.
 //
 // Choices beyond the table:
 //   - every §1 field may also be given by its own name (hc_mult, index_topk, zero_expert_num,

@@ -1,4 +1,4 @@
-// Named targets and the split-K rule (spec/buffers.md §2).
+// Named targets and the split-K rule (docs/spec/buffers.md §2).
 #include "bufferlab/core/target.h"
 
 #include <algorithm>

@@ -3,9 +3,9 @@
 // inputs (oracle/mhc_inputs.h), run by oracle/mhc_harness.h and judged stage by stage on the
 // backend's own stored inputs by oracle/mhc_judge.h.
 //
-// hc-lowrank runs the path the engine would (numerics §4, buffers.md §4.7): the split path for
-// T <= 64 tokens, the slab GEMM path in slabs of <= 2048 rows above; --path forces one where
-// it is legal (split only for T <= 64).
+// hc-lowrank runs the path the engine would (numerics §4, docs/spec/buffers.md §4.7): the split
+// path for T <= 64 tokens, the slab GEMM path in slabs of <= 2048 rows above; --path forces one
+// where it is legal (split only for T <= 64).
 #include <string>
 #include <vector>
 
