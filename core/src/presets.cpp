@@ -236,7 +236,7 @@ struct BuiltPreset {
 };
 
 constexpr BuiltPreset kBuiltPresets[] = {
-    {"qwen3-next-80b", "gdn", "Qwen3-Next-80B-A3B: the reference of spec §6", false,
+    {"qwen3-next-80b", "gdn", "Qwen3-Next-80B-A3B: the reference of docs/spec/buffers.md §6", false,
      qwen3_next_80b},
     {"tiny-dense", "dense", "tiny dense GQA (Llama / Qwen3)", true, tiny_dense},
     {"tiny-moe", "moe", "tiny MoE with a shared expert (Qwen-MoE)", true, tiny_moe},

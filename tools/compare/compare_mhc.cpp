@@ -214,10 +214,10 @@ CompareResult compare_mhc_lowrank(Backend& backend, const CompareSetup& s) {
       MhcSplitCarve::takes_split_path(s.tokens) ? oracle::MhcLowRankPath::split
                                                 : oracle::MhcLowRankPath::slab);
   if (path == oracle::MhcLowRankPath::split && s.tokens > kSplitMaxRows)
-    throw Error(fmt::format(
-        "--path split: the split path runs T <= {} tokens (numerics §4), not {}: use --path slab "
-        "or at most {} --tokens",
-        kSplitMaxRows, s.tokens, kSplitMaxRows));
+    throw Error(
+        fmt::format("--path split: the split path runs T <= {} tokens (docs/spec/numerics.md §4), "
+                    "not {}: use --path slab or at most {} --tokens",
+                    kSplitMaxRows, s.tokens, kSplitMaxRows));
 
   // m = --tokens: the layout was sized for it, so the slab carve is the engine's.
   const oracle::MhcLowRankPlan plan = oracle::plan_mhc_lowrank(r.config, s.tokens, path, s.tokens);
