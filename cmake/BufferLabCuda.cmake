@@ -1,5 +1,5 @@
 # Decides whether the CUDA backend is built (BUFFERLAB_CUDA = AUTO | ON | OFF) and sets the
-# CUDA defaults of DESIGN.md: architectures 90 (never "native"), static runtime when portable.
+# CUDA defaults of docs/architecture.md: architectures 90 (never "native"), static runtime when portable.
 include(CheckLanguage)
 set(BUFFERLAB_HAVE_CUDA OFF)
 string(TOUPPER "${BUFFERLAB_CUDA}" _bl_cuda)

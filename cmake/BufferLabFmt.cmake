@@ -2,7 +2,7 @@
 # translation unit. FMT_HEADER_ONLY makes each TU that formats anything compile fmt's
 # implementation (format-inl.h: Dragonbox, vformat, the locale helpers) at -O3 — about 4 s
 # of CPU per TU here, in ~70 TUs. Debian ships only a shared libfmt, and the portable build
-# (GPU.md) must not need it at run time, so the implementation is compiled here into a
+# (docs/gpu-runs.md) must not need it at run time, so the implementation is compiled here into a
 # static library, exactly as fmt's own src/format.cc does. Same fmt code, same output.
 # Falls back to fmt::fmt-header-only for an fmt major version this file was not written for.
 set(_bl_fmt_impl ${CMAKE_BINARY_DIR}/generated/bufferlab_fmt.cpp)

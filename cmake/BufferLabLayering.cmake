@@ -1,6 +1,6 @@
 # bufferlab_forbid_dependencies(target dep...): fails the configure step if `target` links
 # (directly or through its link interface) any of the listed targets. This is how the
-# layering of DESIGN.md (core → nothing; oracle ↛ backends) is enforced on the target graph.
+# layering of docs/architecture.md (core → nothing; oracle ↛ backends) is enforced on the target graph.
 function(_bufferlab_collect_links target out visited)
   set(seen ${${visited}})
   if(NOT TARGET ${target} OR ${target} IN_LIST seen)
@@ -37,7 +37,7 @@ function(bufferlab_forbid_dependencies target)
   _bufferlab_collect_links(${target} _links _visited)
   foreach(_forbidden IN LISTS ARGN)
     if(_forbidden IN_LIST _links)
-      message(FATAL_ERROR "layering violation: ${target} depends on ${_forbidden} (DESIGN.md)")
+      message(FATAL_ERROR "layering violation: ${target} depends on ${_forbidden} (docs/architecture.md)")
     endif()
   endforeach()
 endfunction()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check.sh — the CUDA check of /work/shared/GPU.md, in two halves:
+# gpu-check.sh — the CUDA check of docs/gpu-runs.md ("The GPU check recipe"), in two halves:
 #
 #   scripts/gpu-check.sh build [BUILD_DIR]   on the build machine: a portable CUDA build
 #                                            (sm_90, static CUDA runtime, libstdc++, libgcc,
@@ -46,7 +46,7 @@ build() {
   for lib in $(ldd "$TEST_BIN" "$BENCH_BIN" | awk '/=> \// {print $3}' | sort -u); do
     case "$(basename "$lib")" in
       libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux*) ;;
-      libcublas* | libcuda.so*) ;;  # from the GPU machine's own CUDA 13 (GPU.md)
+      libcublas* | libcuda.so*) ;;  # from the GPU machine's own CUDA 13 (docs/gpu-runs.md)
       *) cp -L "$lib" "$BUILD/lib/" ;;
     esac
   done

@@ -1,6 +1,6 @@
 // Google Benchmark: the CUDA mHC hyper-connection ops (ops/mhc.h) through the Backend
-// interface, timed with CUDA events (manual time) against the H200 roofline of GPU.md (about
-// 4.3 TB/s device copy) and the H200's FP32 peak (the mHC math is FP32 on CUDA cores; the
+// interface, timed with CUDA events (manual time) against the H200 roofline of docs/gpu-runs.md
+// (about 4.3 TB/s device copy) and the H200's FP32 peak (the mHC math is FP32 on CUDA cores; the
 // slab GEMMs are BF16 on tensor cores, about 790 TFLOP/s). Not pass/fail.
 //
 //   BM_CudaMhcPre          the Sinkhorn-form pre step (flattened RMS + mix GEMV + Sinkhorn +

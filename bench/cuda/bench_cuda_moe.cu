@@ -1,5 +1,5 @@
 // Google Benchmark: the CUDA MoE routing and FFN ops (issue 4) through the Backend interface,
-// timed with CUDA events (manual time) and reported against the H200 roofline of GPU.md:
+// timed with CUDA events (manual time) and reported against the H200 roofline of docs/gpu-runs.md:
 // about 4.3 TB/s device copy and about 790 TFLOP/s dense BF16. Not pass/fail.
 //
 //   BM_CudaMoeRouter       the router GEMM on its three precision paths

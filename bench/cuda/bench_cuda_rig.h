@@ -1,6 +1,6 @@
 // The CUDA benchmarks' shared rig (bench_cuda_moe.cu, bench_cuda_mhc.cu): the H200 roofline of
-// GPU.md, seeded tiled inputs, the one device state of the run (backend, CUDA events, the live
-// workspace) and CUDA-event timing. Header-only; included by the .cu benchmarks alone.
+// docs/gpu-runs.md, seeded tiled inputs, the one device state of the run (backend, CUDA events, the
+// live workspace) and CUDA-event timing. Header-only; included by the .cu benchmarks alone.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -23,9 +23,10 @@
 
 namespace bufferlab::bench {
 
-inline constexpr double kCopyBytesPerS = 4.3e12;  // H200, measured (GPU.md)
-inline constexpr double kBf16FlopsPerS = 790e12;  // H200 dense BF16 matrix product (GPU.md)
-inline constexpr double kFp32FlopsPerS = 67e12;   // H100/H200 SXM FP32 (CUDA cores), datasheet
+inline constexpr double kCopyBytesPerS = 4.3e12;  // H200, measured (docs/gpu-runs.md)
+inline constexpr double kBf16FlopsPerS =
+    790e12;  // H200 dense BF16 matrix product (docs/gpu-runs.md)
+inline constexpr double kFp32FlopsPerS = 67e12;  // H100/H200 SXM FP32 (CUDA cores), datasheet
 
 // ---------------------------------------------------------------- inputs
 

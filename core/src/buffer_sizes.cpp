@@ -1,5 +1,5 @@
-// BufferSizes::from_config — the 41 formulas of spec/buffers.md §3, the intermediate
-// quantities of §2, and the catalogued mutants (bug-catalogue.md) that change a sizing.
+// BufferSizes::from_config — the 41 formulas of docs/spec/buffers.md §3, the intermediate
+// quantities of §2, and the catalogued mutants (docs/spec/bug-catalogue.md) that change a sizing.
 // Every product is checked: an overflow is an Error naming the field.
 #include "bufferlab/core/buffer_sizes.h"
 

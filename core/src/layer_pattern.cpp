@@ -1,4 +1,4 @@
-// The layer pattern of a ModelConfig (spec/buffers.md §1 "layer pattern", "which layers are
+// The layer pattern of a ModelConfig (docs/spec/buffers.md §1 "layer pattern", "which layers are
 // MoE"): names of the layer kinds, and the mixer and FFN kind of each decoder layer.
 #include <algorithm>
 #include <array>

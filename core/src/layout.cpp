@@ -1,5 +1,5 @@
 // Layout::build: buffers in registry order, each non-null one at an aligned offset, with an
-// optional redzone after each (spec/buffers.md §3 "Layout").
+// optional redzone after each (docs/spec/buffers.md §3 "Layout").
 #include "bufferlab/core/layout.h"
 
 #include <string>

@@ -1,4 +1,4 @@
-// Derived quantities of ModelConfig (spec/buffers.md §1), all overflow-checked.
+// Derived quantities of ModelConfig (docs/spec/buffers.md §1), all overflow-checked.
 #include "bufferlab/core/model_config.h"
 
 namespace bufferlab {

@@ -1,4 +1,4 @@
-// ModelConfig::validate(): every rule of spec/buffers.md §1 plus the sanity rules for the
+// ModelConfig::validate(): every rule of docs/spec/buffers.md §1 plus the sanity rules for the
 // float fields and the layer lists. Each rejection is a bufferlab::Error naming the field and
 // its value, e.g. "num_experts_per_tok = 12 exceeds num_experts = 8".
 //

@@ -1,4 +1,4 @@
-// The presets of spec/buffers.md §1.2. Real models come from their config.json (embedded at
+// The presets of docs/spec/buffers.md §1.2. Real models come from their config.json (embedded at
 // build time, single source of truth) through the loader; qwen3-next-80b (the §6 reference)
 // and the tiny family configs are written out here.
 #include "bufferlab/core/presets.h"
@@ -119,7 +119,7 @@ void set_indexer(ModelConfig& c, uint64_t heads, uint64_t head_dim, uint64_t top
   c.index_topk = topk;
 }
 
-// spec/buffers.md §6.
+// docs/spec/buffers.md §6.
 ModelConfig qwen3_next_80b() {
   ModelConfig c = trunk(2048, 48, 151936, 16, 2, 256);
   c.intermediate_size = 5120;
@@ -236,7 +236,7 @@ struct BuiltPreset {
 };
 
 constexpr BuiltPreset kBuiltPresets[] = {
-    {"qwen3-next-80b", "gdn", "Qwen3-Next-80B-A3B: the reference of spec §6", false,
+    {"qwen3-next-80b", "gdn", "Qwen3-Next-80B-A3B: the reference of docs/spec/buffers.md §6", false,
      qwen3_next_80b},
     {"tiny-dense", "dense", "tiny dense GQA (Llama / Qwen3)", true, tiny_dense},
     {"tiny-moe", "moe", "tiny MoE with a shared expert (Qwen-MoE)", true, tiny_moe},

@@ -1,4 +1,5 @@
-// Named targets (SMs, split-K policy, device memory) and the split-K rule (spec/buffers.md §2).
+// Named targets (SMs, split-K policy, device memory) and the split-K rule (docs/spec/buffers.md
+// §2).
 #include "bufferlab/core/target.h"
 
 #include <algorithm>

@@ -66,7 +66,7 @@ std::string format_report_body(const AgreementReport& r) {
     out += "exact vs faithful oracle (reported, not asserted):\n";
     for (const auto& c : r.reported) out += row_text(c, w);
   }
-  out += "bounds (derived, spec/numerics.md §9):\n";
+  out += "bounds (derived, docs/spec/numerics.md §9):\n";
   for (const auto& c : r.checks)
     if (!c.tol.formula.empty()) out += fmt::format("  {}: {}\n", c.name, c.tol.formula);
   for (const auto& c : r.checks)

@@ -1,4 +1,4 @@
-// Derived per-element bounds of the GDN stages (spec/numerics.md §5, §9): a backend's stored
+// Derived per-element bounds of the GDN stages (docs/spec/numerics.md §5, §9): a backend's stored
 // value against the stage reference of gdn_stages.cpp fed the same stored inputs. Never tuned:
 // each is the forward-error bound of the pinned FP32 algorithm (ops/gdn.h), plus one BF16 ULP
 // per BF16 store.

@@ -31,10 +31,10 @@ std::vector<Access> GdnPlan::accesses() const {
 GdnPlan plan_gdn(const GdnDims& dims, GdnPath path, uint64_t nt) {
   const GdnGeometry& g = dims.geom;
   if (path == GdnPath::chunked && !dims.chunkable())
-    throw Error(fmt::format(
-        "plan_gdn: the chunked path runs kd = vd = {} only (numerics §5), not {}; use the "
-        "recurrence",
-        kGdnChunkedHeadDim, g.to_string()));
+    throw Error(
+        fmt::format("plan_gdn: the chunked path runs kd = vd = {} only (docs/spec/numerics.md §5), "
+                    "not {}; use the recurrence",
+                    kGdnChunkedHeadDim, g.to_string()));
   GdnPlan p;
   p.dims = dims;
   p.path = path;

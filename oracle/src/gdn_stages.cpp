@@ -1,4 +1,4 @@
-// GDN stage references in FP64 (spec/numerics.md §5, the pins of ops/gdn.h). No rounding
+// GDN stage references in FP64 (docs/spec/numerics.md §5, the pins of ops/gdn.h). No rounding
 // here: the callers round where a backend stores BF16 (gdn_reference.cpp, gdn_judge.cpp).
 #include "bufferlab/oracle/gdn_stages.h"
 

@@ -78,7 +78,8 @@ TensorComparison comb_column_sums(const MhcPreOp& op, std::span<const float> com
   const double tol = col_sum_tolerance_fp32(hc);
   TensorComparison c = property(
       "hc_comb column sums", rows, hc,
-      fmt::format("|sum_i C_ij - 1| <= (hc+1)*2^-24 = {:.3g} (FP64 sum; numerics §3)", tol));
+      fmt::format("|sum_i C_ij - 1| <= (hc+1)*2^-24 = {:.3g} (FP64 sum; docs/spec/numerics.md §3)",
+                  tol));
   c.tol.abs = tol;
   for (uint64_t t = 0; t < rows; ++t) {
     if (std::isnan(ref.kernel[t * hc * hc])) continue;

@@ -1,4 +1,4 @@
-// "Backends allocate nothing inside execute()" (DESIGN.md), proved for CpuBackend. This
+// "Backends allocate nothing inside execute()" (docs/architecture.md), proved for CpuBackend. This
 // executable replaces the C allocation functions of the whole process (malloc, calloc,
 // realloc, reallocarray, free, memalign, aligned_alloc, posix_memalign, valloc, pvalloc) with
 // counting forwards to glibc's own (__libc_*), and every replaceable operator new / delete

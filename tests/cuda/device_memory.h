@@ -1,7 +1,7 @@
-// "Backends allocate nothing inside execute()" (DESIGN.md), checked on the device: device free
-// memory (cudaMemGetInfo) is identical before and after a second pass over some ops, after a
-// warm-up pass (module loading, cuBLAS's first-call setup). Shared by the device-only tests of
-// tests/cuda/.
+// "Backends allocate nothing inside execute()" (docs/architecture.md), checked on the device:
+// device free memory (cudaMemGetInfo) is identical before and after a second pass over some ops,
+// after a warm-up pass (module loading, cuBLAS's first-call setup). Shared by the device-only tests
+// of tests/cuda/.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
-// Device-only test of CudaBackend's Gated DeltaNet ops (DESIGN.md: backends allocate nothing
-// inside execute()), measured with cudaMemGetInfo. The numerical tests of the same ops are the
-// kernel bodies of tests/kernels/gdn_kernel_tests.cpp, run on every backend. Without a usable
+// Device-only test of CudaBackend's Gated DeltaNet ops (docs/architecture.md: backends allocate
+// nothing inside execute()), measured with cudaMemGetInfo. The numerical tests of the same ops are
+// the kernel bodies of tests/kernels/gdn_kernel_tests.cpp, run on every backend. Without a usable
 // GPU the test is SKIPPED with the reason.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

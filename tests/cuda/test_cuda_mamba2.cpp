@@ -1,7 +1,8 @@
-// Device-only test of CudaBackend's Mamba-2 ops (DESIGN.md: backends allocate nothing inside
-// execute()), measured with cudaMemGetInfo, and their repeatability (fixed-order reductions). The
-// numerical tests of the same ops are the kernel bodies of tests/kernels/mamba2_kernel_tests.cpp,
-// run on every backend. Without a usable GPU the test is SKIPPED with the reason.
+// Device-only test of CudaBackend's Mamba-2 ops (docs/architecture.md: backends allocate nothing
+// inside execute()), measured with cudaMemGetInfo, and their repeatability (fixed-order
+// reductions). The numerical tests of the same ops are the kernel bodies of
+// tests/kernels/mamba2_kernel_tests.cpp, run on every backend. Without a usable GPU the test is
+// SKIPPED with the reason.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// CudaBackend's mHC ops allocate nothing inside execute() (DESIGN.md): after a warm-up pass over
-// every mHC op (expand, pre, both forms of post, head, the split and slab low-rank stages),
-// device free memory is identical after a second pass. A device-only test (it calls
+// CudaBackend's mHC ops allocate nothing inside execute() (docs/architecture.md): after a warm-up
+// pass over every mHC op (expand, pre, both forms of post, head, the split and slab low-rank
+// stages), device free memory is identical after a second pass. A device-only test (it calls
 // cudaMemGetInfo); the ops' numerics are judged per backend in
 // tests/kernels/mhc_*_kernel_tests.cpp. Without a usable GPU it is SKIPPED with the reason.
 #include <gtest/gtest.h>
@@ -27,9 +27,9 @@ using testing::Rig;
 // it cannot run here).
 class CudaMhcSetup : public testing::KernelTest {};
 
-// DESIGN.md: backends allocate nothing inside execute(). After a warm-up pass over every mHC
-// op (module loading, cuBLAS's first-call setup of the slab GEMMs), a second pass leaves
-// device free memory exactly where it was.
+// docs/architecture.md: backends allocate nothing inside execute(). After a warm-up pass over every
+// mHC op (module loading, cuBLAS's first-call setup of the slab GEMMs), a second pass leaves device
+// free memory exactly where it was.
 TEST_F(CudaMhcSetup, ExecuteAllocatesNothing) {
   const uint64_t hc = 4, h = 64, r = 8, split_rows = 16, slab_rows = 80;
   const ModelConfig sc = mhc_config(hc, h);

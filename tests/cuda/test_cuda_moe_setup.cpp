@@ -1,7 +1,7 @@
 // CudaBackend's MoE routing / FFN ops and BF16 GEMM kinds allocate nothing inside execute()
-// (DESIGN.md): on a small config (h = 64, E = 8 routed + 2 zero experts, top_k = 3, I = 32,
-// 5 rows), device free memory is identical before and after running every op once more after a
-// warm-up. A device-only test (it calls cudaMemGetInfo); the ops' numerics are judged per
+// (docs/architecture.md): on a small config (h = 64, E = 8 routed + 2 zero experts, top_k = 3,
+// I = 32, 5 rows), device free memory is identical before and after running every op once more
+// after a warm-up. A device-only test (it calls cudaMemGetInfo); the ops' numerics are judged per
 // backend in tests/kernels/moe_*_kernel_tests.cpp. Without a usable GPU it is SKIPPED.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -140,9 +140,9 @@ class CudaMoe : public ::testing::Test {
   LmHeadOp head_;
 };
 
-// DESIGN.md: backends allocate nothing inside execute(). After a warm-up pass over every op
-// (module loading, cuBLAS's first-call setup), a second pass leaves device free memory
-// exactly where it was.
+// docs/architecture.md: backends allocate nothing inside execute(). After a warm-up pass over every
+// op (module loading, cuBLAS's first-call setup), a second pass leaves device free memory exactly
+// where it was.
 TEST_F(CudaMoe, ExecuteAllocatesNothing) {
   const auto ids = sample_ids();
   const std::vector<uint32_t> tokens = {0, 1, 2, 3, 4};

@@ -1,5 +1,5 @@
 // Sampled cross-check of the core number formats against CUDA's host-side conversions
-// (spec/numerics.md §0), bit for bit: every rounding boundary of each format, all FP32
+// (docs/spec/numerics.md §0), bit for bit: every rounding boundary of each format, all FP32
 // subnormals, specials and NaN payloads, and a few million random FP32 patterns; the decoders on
 // every code. Runs in CI in a few seconds; tests/slow sweeps all 2^32 inputs.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Gated DeltaNet's kernels (spec/numerics.md §5, core ops/gdn.h) on the backend under test
+// Gated DeltaNet's kernels (docs/spec/numerics.md §5, core ops/gdn.h) on the backend under test
 // (tests/support/backend_under_test.h), each stage op on small cases of its own inputs against
 // the oracle's stage reference fed the backend's STORED inputs (numerics §9), under the oracle's
 // derived per-element bounds (oracle::judge_gdn_stage: the checks judge_gdn makes, written in

@@ -1,6 +1,6 @@
 // Whole Gated DeltaNet and Mamba-2 calls on the backend under test against the FP64 oracle
-// (spec/numerics.md §5, §6, §9), over the cases of properties/gdn_mamba2_generators.h (CI ranges,
-// kCases per family, both paths, the chunk edges 1, 63, 64, 65, 127) plus fixed cases:
+// (docs/spec/numerics.md §5, §6, §9), over the cases of properties/gdn_mamba2_generators.h (CI
+// ranges, kCases per family, both paths, the chunk edges 1, 63, 64, 65, 127) plus fixed cases:
 //   - every stage of the run passes the judge (judge_gdn / judge_mamba2 with the backend's bound
 //     model: the device one off the CPU) on its own stored inputs, on an arena poisoned before
 //     the call (an unwritten element fails);

@@ -1,4 +1,4 @@
-// Mamba-2's kernels (spec/numerics.md §6, core ops/mamba2.h) on the backend under test
+// Mamba-2's kernels (docs/spec/numerics.md §6, core ops/mamba2.h) on the backend under test
 // (tests/support/backend_under_test.h), each stage op on small cases of its own inputs against
 // the oracle's stage reference fed the backend's STORED inputs (numerics §9), under the oracle's
 // derived per-element bounds (oracle::judge_mamba2_stage: the checks judge_mamba2 makes, written in

@@ -1,4 +1,4 @@
-// The mHC low-rank pre step (spec/numerics.md §4, core ops/mhc.h) on the backend under test
+// The mHC low-rank pre step (docs/spec/numerics.md §4, core ops/mhc.h) on the backend under test
 // (tests/support/backend_under_test.h): the split path (FP32 scratch and weights) and the slab
 // (GEMM) path (BF16 weights and intermediates), every stage judged by the oracle on the
 // stage's own stored inputs (oracle::judge_mhc_lowrank, the derived bounds of mhc_bounds.cpp)

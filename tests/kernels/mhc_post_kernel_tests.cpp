@@ -1,4 +1,4 @@
-// The mHC expand and post ops (spec/numerics.md §3–§4, core ops/mhc.h) and every mHC op's hc
+// The mHC expand and post ops (docs/spec/numerics.md §3–§4, core ops/mhc.h) and every mHC op's hc
 // range errors, on the backend under test (tests/support/backend_under_test.h):
 //   - expand: every stream is the BF16 row, bit for bit (judged by the oracle's exact check);
 //   - post (Sinkhorn and low-rank forms): judged against the oracle's FP64 hc_post under

@@ -1,4 +1,4 @@
-// The mHC Sinkhorn-form pre step and head (spec/numerics.md §3, core ops/mhc.h) on the backend
+// The mHC Sinkhorn-form pre step and head (docs/spec/numerics.md §3, core ops/mhc.h) on the backend
 // under test (tests/support/backend_under_test.h), against the faithful FP64 oracle
 // (oracle/mhc.h) and its judges with the backend's bound model (oracle/mhc_judge.h):
 //   - pre / head: post and block input within the derived per-element bounds; the comb by the

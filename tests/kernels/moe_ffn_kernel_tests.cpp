@@ -1,8 +1,8 @@
-// The non-routing MoE / FFN ops (spec/numerics.md §8) on the backend under test (tests/support/
-// backend_under_test.h) against the faithful FP64 oracle (oracle/moe_ffn.h) with the backend's
-// bound model (round to nearest on the CPU, the device GEMM roundoff u = 2^-23 elsewhere):
-// THE gather order, the grouped expert GEMMs across the tile edges (kTileM 64, kTileN 128,
-// kTileK 128) and the grouping chunk (2^16 slots) — exact on integer data —, the routed-expert
+// The non-routing MoE / FFN ops (docs/spec/numerics.md §8) on the backend under test
+// (tests/support/ backend_under_test.h) against the faithful FP64 oracle (oracle/moe_ffn.h) with
+// the backend's bound model (round to nearest on the CPU, the device GEMM roundoff u = 2^-23
+// elsewhere): THE gather order, the grouped expert GEMMs across the tile edges (kTileM 64, kTileN
+// 128, kTileK 128) and the grouping chunk (2^16 slots) — exact on integer data —, the routed-expert
 // chain stage by stage (zero experts, repeated experts, hash, limit, latent in place), SwiGLU
 // with a limit, the combine with zero experts (and in place), every BF16 GemmOp epilogue and
 // the LM head's source rows, hand-worked cases and a RapidCheck chain property. On a backend

@@ -1,4 +1,4 @@
-// MoE routing (spec/numerics.md §2) on the backend under test (tests/support/
+// MoE routing (docs/spec/numerics.md §2) on the backend under test (tests/support/
 // backend_under_test.h): the router on every precision path against the FP64 oracle's logits
 // of the same inputs (exact on integer data, the derived bound on rounded data) and kernel
 // mutant B14; top-k ties, NaN keys, M-TIE, hash clamping, the weights of every scoring function

@@ -1,5 +1,5 @@
 // The fused residual add + RMSNorm on the backend under test (tests/support/backend_under_test.h)
-// against the faithful FP64 oracle (spec/numerics.md §1, §9): odd widths (scalar path), widths
+// against the faithful FP64 oracle (docs/spec/numerics.md §1, §9): odd widths (scalar path), widths
 // that are multiples of 8 (CUDA's 16-byte vector path), rows whose start is deliberately
 // misaligned, every variant under the derived bounds, the storage semantics on a hand-computed
 // case, poison and non-finite rows, workspace bounds, a RapidCheck property; on a backend other

@@ -1,4 +1,4 @@
-// Properties of Gated DeltaNet (spec/numerics.md §5, §9; core ops/gdn.h) on the CPU backend,
+// Properties of Gated DeltaNet (docs/spec/numerics.md §5, §9; core ops/gdn.h) on the CPU backend,
 // over the cases of properties/gdn_mamba2_generators.h (kd = vd = 128 chunked or forced recurrent,
 // other head sizes 8..96 on the recurrence, GQA 1..4, kernel 2..4, 1..4 sequences, L at the
 // chunk edges 1, 63, 64, 65, 127 often, α / β regimes, parallel keys, zero states):

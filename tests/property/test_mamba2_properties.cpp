@@ -1,4 +1,4 @@
-// Properties of the Mamba-2 SSD (spec/numerics.md §6, §9; core ops/mamba2.h) on the CPU
+// Properties of the Mamba-2 SSD (docs/spec/numerics.md §6, §9; core ops/mamba2.h) on the CPU
 // backend, over the cases of properties/gdn_mamba2_generators.h (H 1..8 with n_groups dividing it,
 // P up to 64, N up to 128, kernel 2..4, 1..4 sequences, L at the chunk edges 1, 63, 64, 65, 127
 // often, dt typical / large / tiny, zero states):

@@ -1,4 +1,4 @@
-// The mHC deep-stack property (spec/numerics.md §3, §9; bug-catalogue B13) on the CPU backend:
+// The mHC deep-stack property (docs/spec/numerics.md §3, §9; bug-catalogue B13) on the CPU backend:
 // 40 layers of mhc_pre → a diagonal linear host block (block outputs ≪ the streams, so the
 // highway grows) → hc_post in place, FP32 streams from mhc_expand of an embedding, against the
 // faithful FP64 oracle of the same stack under the per-element bound derived in

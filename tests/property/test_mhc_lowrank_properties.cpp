@@ -1,4 +1,4 @@
-// Properties of the low-rank mHC pre step (spec/numerics.md §4, §9) on the CPU backend, over
+// Properties of the low-rank mHC pre step (docs/spec/numerics.md §4, §9) on the CPU backend, over
 // the cases of properties/mhc_generators.h (hc 1..16, r up to 512, zero / huge streams, NaN /
 // ±Inf):
 //   - the split path (T ≤ 64, FP32) and the GEMM path (BF16 intermediates, slabs of ≤ 2048

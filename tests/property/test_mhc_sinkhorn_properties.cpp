@@ -1,4 +1,4 @@
-// Properties of the Sinkhorn-form mHC ops (spec/numerics.md §3, §9) on the CPU backend, over
+// Properties of the Sinkhorn-form mHC ops (docs/spec/numerics.md §3, §9) on the CPU backend, over
 // the cases of properties/mhc_generators.h (hc 1..16, iterations 1..50, hc_eps 0 and 1e-6,
 // comb logit ranges 0.01..60, zero / huge streams, NaN / ±Inf):
 //   - pre, post (both forms), head and expand agree with the faithful FP64 oracle through the

@@ -7,8 +7,8 @@
 // planted bugs: a perfect run built from the oracle passes, and one element 2 ULP beyond its
 // bound, a routed slot left poisoned, or the gather order swapped fails at its coordinates.
 //
-// Per-case oracle work stays ≤ 2^26 multiply-adds (DESIGN.md): each generator derives its row
-// cap from the op's cost formula, written next to it.
+// Per-case oracle work stays ≤ 2^26 multiply-adds (docs/architecture.md): each generator derives
+// its row cap from the op's cost formula, written next to it.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -151,7 +151,7 @@ RC_GTEST_PROP(MoeFfnProperty, CpuGemmEveryEpilogueAgrees, ()) {
 
 // ---- LM head: the source rows of decode / verify / prefill / mixed / co-dispatch ----
 
-// The rules of Pass::logits_source_rows (buffers.md §4.9).
+// The rules of Pass::logits_source_rows (docs/spec/buffers.md §4.9).
 LmHeadOp lm_head_of(int pass, uint64_t hidden, uint64_t vocab) {
   const uint64_t n = *rc::gen::inRange<uint64_t>(1, 9), t = *rc::gen::inRange<uint64_t>(1, 33);
   switch (pass) {

@@ -1,4 +1,4 @@
-// Properties of MoE routing on the CPU backend (spec/numerics.md §2 "Tie stability property",
+// Properties of MoE routing on the CPU backend (docs/spec/numerics.md §2 "Tie stability property",
 // §9), each judged by oracle/routing_judge.h on the backend's own stored inputs, over random
 // routing configs and adversarial inputs (properties/routing_generators.h): duplicated and
 // perturbed gate rows, all-equal logits, logits one BF16 ULP apart, near-ties inside one BF16

@@ -1,5 +1,5 @@
 // Exhaustive cross-check of the core number-format encoders against CUDA's host-side
-// conversions (spec/numerics.md §0): all 2^32 FP32 bit patterns, NaNs included, bit for bit.
+// conversions (docs/spec/numerics.md §0): all 2^32 FP32 bit patterns, NaNs included, bit for bit.
 // Label slow: a few minutes per format on two cores. The sampled version runs in CI
 // (tests/format_xcheck/test_format_xcheck_sampled.cpp).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The 41 fields of spec/buffers.md §3, in order — copied from the spec by hand, so tests
+// The 41 fields of docs/spec/buffers.md §3, in order — copied from the spec by hand, so tests
 // check the registry and its consumers against the spec rather than against themselves.
 #pragma once
 

@@ -1,4 +1,4 @@
-// BufferSizes against values computed BY HAND from spec/buffers.md §2–§3 (the arithmetic is
+// BufferSizes against values computed BY HAND from docs/spec/buffers.md §2–§3 (the arithmetic is
 // in the comments), the §6 reference numbers, intermediate quantities and overflow errors.
 #include <gtest/gtest.h>
 

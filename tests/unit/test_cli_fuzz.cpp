@@ -82,7 +82,7 @@ TEST_F(CliFuzz, MutantB9IsCaughtAndSavedAsAReplayableCase) {
   EXPECT_TRUE(j.contains("original"));
   const bufferlab::fuzz::FuzzCase shrunk = bufferlab::fuzz::case_from_json(j);
   const uint64_t bs = shrunk.shape.max_batch_size;
-  // The rungs of spec/buffers.md §2, written out by hand.
+  // The rungs of docs/spec/buffers.md §2, written out by hand.
   const std::vector<uint64_t> rungs = {2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
   EXPECT_GT(bs, 32u) << j.dump(1);
   EXPECT_LT(bs, 128u) << j.dump(1);

@@ -1,7 +1,7 @@
 // End-to-end tests of the `bufferlab` program's presets / config / plan commands: they run
 // the CLI in-process (bufferlab_cli, as the binary would) and check its output against
-// spec/buffers.md — the §6 reference numbers are written here by hand, not computed by the library
-// under test.
+// docs/spec/buffers.md — the §6 reference numbers are written here by hand, not computed by the
+// library under test.
 #include <gtest/gtest.h>
 
 #include <array>

@@ -1,5 +1,5 @@
 // End-to-end tests of `bufferlab verify`: a clean tiny preset, the catalogue's four
-// verifier expectations (spec/bug-catalogue.md B1, B2, B4, B9) through --mutant, and
+// verifier expectations (docs/spec/bug-catalogue.md B1, B2, B4, B9) through --mutant, and
 // --sizes round trips. Expectations are written from the catalogue, not from the library.
 #include <gtest/gtest.h>
 

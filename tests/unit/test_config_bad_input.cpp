@@ -1,5 +1,5 @@
 // Bad input never crashes and never passes silently: malformed or wrongly typed config.json,
-// every validation rule of spec/buffers.md §1 (one test each), overflowing sizes, bad files,
+// every validation rule of docs/spec/buffers.md §1 (one test each), overflowing sizes, bad files,
 // unknown presets. Each test asserts a bufferlab::Error and what its message names.
 #include <cmath>
 #include <cstdint>

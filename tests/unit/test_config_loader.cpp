@@ -1,4 +1,4 @@
-// The config.json loader (spec/buffers.md §1.1): each real file of data/configs loads to the
+// The config.json loader (docs/spec/buffers.md §1.1): each real file of data/configs loads to the
 // values written below BY HAND from reading the file (never from the loader's output), the
 // mapping rules one by one (text_config, head_dim fallbacks, aliases, null, Infinity), and
 // the normalized form's round trip.

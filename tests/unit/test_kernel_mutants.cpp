@@ -1,4 +1,4 @@
-// Kernel mutants of spec/bug-catalogue.md, re-introduced with Backend::set_kernel_mutant and
+// Kernel mutants of docs/spec/bug-catalogue.md, re-introduced with Backend::set_kernel_mutant and
 // caught by the routing judges with the EXPECTED finding:
 //   B14   (the FP32 router paths store their logits through BF16): the chain's FP32 tie-
 //         stability check fails with a "set" or "order" violation AND the router judge's

@@ -1,4 +1,4 @@
-// Mutation score of the static verifier and the sizing checks (bug-catalogue.md): every
+// Mutation score of the static verifier and the sizing checks (docs/spec/bug-catalogue.md): every
 // catalogued mutant that concerns sizes, layouts or scheduling is re-introduced on top of
 // `corrected`, and a bounded fuzz run must find the catalogue's EXPECTED finding (check
 // kind + buffer), and still show it after shrinking. The same bounded runs on `corrected`

@@ -1,4 +1,4 @@
-// Unit tests of the core number formats (spec/numerics.md §0) against values written out from
+// Unit tests of the core number formats (docs/spec/numerics.md §0) against values written out from
 // the format definitions, an independent nearest-value search, and code round trips. CUDA's own
 // conversions are compared in tests/format_xcheck and tests/slow.
 #include "bufferlab/core/number_formats.h"

@@ -1,5 +1,5 @@
 // GDN, Mamba-2 and mHC op descriptors: sub-layout carves and footprints checked against
-// offsets worked out by hand from spec/buffers.md §4.5–§4.7 (the arithmetic is in the
+// offsets worked out by hand from docs/spec/buffers.md §4.5–§4.7 (the arithmetic is in the
 // comments), plus the short-layout cases whose footprints must expose the overrun.
 #include <gtest/gtest.h>
 

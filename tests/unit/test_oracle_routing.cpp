@@ -1,4 +1,4 @@
-// The FP64 oracle of MoE routing (spec/numerics.md §2) on cases worked out by hand: router
+// The FP64 oracle of MoE routing (docs/spec/numerics.md §2) on cases worked out by hand: router
 // logits and their bounds on every precision path, the one total order (ties to the lower
 // index, NaN last), each scoring function's selection and weights, hash tables, zero experts,
 // and the tie-stability check on near-ties just below and just above the bound.

@@ -1,4 +1,4 @@
-// Presets (spec/buffers.md §1.2) and the layer pattern (§1): every preset loads and
+// Presets (docs/spec/buffers.md §1.2) and the layer pattern (§1): every preset loads and
 // validates, real presets equal their config.json, tiny presets keep their family's
 // structure, and the mixer/FFN kind of every layer matches counts derived by hand.
 #include <algorithm>

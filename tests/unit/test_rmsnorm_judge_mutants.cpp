@@ -1,4 +1,4 @@
-// The RMSNorm judge catches planted bugs (spec/numerics.md §1, §9): deliberately wrong FP32
+// The RMSNorm judge catches planted bugs (docs/spec/numerics.md §1, §9): deliberately wrong FP32
 // kernels written here (not references: each is the right formula with one bug) must fail the
 // faithful oracle's comparison, so the kernel tests that rely on that comparison can fail.
 #include <gtest/gtest.h>

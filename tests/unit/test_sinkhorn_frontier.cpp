@@ -1,4 +1,4 @@
-// The convergence frontier of the spec's FP64 Sinkhorn (spec/numerics.md §3: "the suite also
+// The convergence frontier of the spec's FP64 Sinkhorn (docs/spec/numerics.md §3: "the suite also
 // reports, per logit range, how many iterations were needed to reach 1e-3 and 1e-6"), printed
 // on every run, and what it must satisfy: every case within its Birkhoff–Hopf bound at every
 // iteration run, the frontier monotone in the logit range, and the one-pass stepper equal to

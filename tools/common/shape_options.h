@@ -1,5 +1,5 @@
 // The run-shape options shared by `plan` and `verify` (--max-batch-tokens, --max-seq-len,
-// --kv-block-size, --max-batch-size) with the defaults of spec/buffers.md §2, kept as text
+// --kv-block-size, --max-batch-size) with the defaults of docs/spec/buffers.md §2, kept as text
 // and parsed by parse_u64 (see parse_number.h for why) into a validated RunShape.
 #pragma once
 

@@ -384,11 +384,11 @@ CompareResult compare_gdn(Backend& backend, const CompareSetup& s) {
   const uint64_t n = streams_of(s);
   const uint64_t rows = (Size(n) * s.tokens).value();
   const oracle::GdnDims dims = oracle::GdnDims::of(s.config, n, s.tokens);
-  const bool chunked =
-      chunked_path(s.ssm.path, dims.chunkable(),
-                   fmt::format("the chunked GDN core runs kd = vd = 128 only (numerics §5), {} "
-                               "has kd = {}, vd = {}",
-                               s.model_label, dims.geom.kd, dims.geom.vd));
+  const bool chunked = chunked_path(
+      s.ssm.path, dims.chunkable(),
+      fmt::format("the chunked GDN core runs kd = vd = 128 only (docs/spec/numerics.md §5), {} "
+                  "has kd = {}, vd = {}",
+                  s.model_label, dims.geom.kd, dims.geom.vd));
   const bool b15 = s.mutant == Mutant::B15;
   if ((b15 || s.mutant == Mutant::M_GDNCARRY) && !chunked)
     throw Error(fmt::format(

@@ -1,5 +1,5 @@
 // `bufferlab compare --op lm-head`: the LM head over decode-like rows (logits row r reads input
-// row r, buffers.md §4.9), judged against the faithful oracle (oracle/moe_ffn_judge.h).
+// row r, docs/spec/buffers.md §4.9), judged against the faithful oracle (oracle/moe_ffn_judge.h).
 #include <cmath>
 #include <string>
 
@@ -20,7 +20,7 @@ namespace bufferlab::cli {
 CompareResult compare_lm_head(Backend& backend, const CompareSetup& s) {
   const ModelConfig& cfg = s.config;
   const uint64_t h = cfg.hidden_size, vocab = cfg.vocab_size;
-  // Decode-like rows: logits row r is the LM head of input row r (buffers.md §4.9).
+  // Decode-like rows: logits row r is the LM head of input row r (docs/spec/buffers.md §4.9).
   LmHeadOp op = LmHeadOp::make(s.tokens, s.tokens, h, vocab,
                                fmt::format("decode(rows={})", s.tokens), {s.tokens, 0, 0});
   const uint64_t pool = oracle::place_in_pool({&op.table});

@@ -3,9 +3,9 @@
 // inputs (oracle/mhc_inputs.h), run by oracle/mhc_harness.h and judged stage by stage on the
 // backend's own stored inputs by oracle/mhc_judge.h.
 //
-// hc-lowrank runs the path the engine would (numerics §4, buffers.md §4.7): the split path for
-// T <= 64 tokens, the slab GEMM path in slabs of <= 2048 rows above; --path forces one where
-// it is legal (split only for T <= 64).
+// hc-lowrank runs the path the engine would (numerics §4, docs/spec/buffers.md §4.7): the split
+// path for T <= 64 tokens, the slab GEMM path in slabs of <= 2048 rows above; --path forces one
+// where it is legal (split only for T <= 64).
 #include <string>
 #include <vector>
 
@@ -214,10 +214,10 @@ CompareResult compare_mhc_lowrank(Backend& backend, const CompareSetup& s) {
       MhcSplitCarve::takes_split_path(s.tokens) ? oracle::MhcLowRankPath::split
                                                 : oracle::MhcLowRankPath::slab);
   if (path == oracle::MhcLowRankPath::split && s.tokens > kSplitMaxRows)
-    throw Error(fmt::format(
-        "--path split: the split path runs T <= {} tokens (numerics §4), not {}: use --path slab "
-        "or at most {} --tokens",
-        kSplitMaxRows, s.tokens, kSplitMaxRows));
+    throw Error(
+        fmt::format("--path split: the split path runs T <= {} tokens (docs/spec/numerics.md §4), "
+                    "not {}: use --path slab or at most {} --tokens",
+                    kSplitMaxRows, s.tokens, kSplitMaxRows));
 
   // m = --tokens: the layout was sized for it, so the slab carve is the engine's.
   const oracle::MhcLowRankPlan plan = oracle::plan_mhc_lowrank(r.config, s.tokens, path, s.tokens);

@@ -1,5 +1,5 @@
 // The options that choose one plan — model (--preset | --config), run shape, target,
-// sizing / mutant, alignment and redzone — with the defaults of spec/buffers.md §2, turned
+// sizing / mutant, alignment and redzone — with the defaults of docs/spec/buffers.md §2, turned
 // into a validated PlanRequest. `plan` uses them; other commands can reuse them.
 #pragma once
 

@@ -1,4 +1,4 @@
-// `bufferlab sinkhorn`: how fast the spec's FP64 Sinkhorn (spec/numerics.md §3) converges on
+// `bufferlab sinkhorn`: how fast the spec's FP64 Sinkhorn (docs/spec/numerics.md §3) converges on
 // random comb logits, against the Birkhoff–Hopf row bound — per iteration for one logit range
 // (table, --json, --svg), or the convergence frontier over the standard ranges (--frontier).
 // Exit 0 every error within its bound, 1 a violation (the first is named), 2 bad input.
@@ -132,7 +132,7 @@ void print_trace_table(const SinkhornTrace& tr) {
   const SinkhornTraceOptions& o = tr.options;
   fmt::print(
       "sinkhorn: {} cases of seed {}, hc {}, comb logits uniform in [0, {}], eps {}, 1..{} "
-      "iterations (FP64 Sinkhorn of spec/numerics.md §3)\n",
+      "iterations (FP64 Sinkhorn of docs/spec/numerics.md §3)\n",
       o.cases, o.seed, o.hc, o.range, o.eps, o.iters);
   fmt::print(
       "error = max_i |row sum_i - 1| after t iterations; bound = oracle::sinkhorn_row_bound "

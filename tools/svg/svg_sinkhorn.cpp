@@ -71,7 +71,7 @@ std::string sinkhorn_svg(const SinkhornTrace& trace) {
       "<text x=\"24\" y=\"36\" font-size=\"22\" font-weight=\"bold\">Sinkhorn row-sum error vs "
       "iterations — comb logits uniform in [0, {}]</text>\n"
       "<text x=\"24\" y=\"60\" font-size=\"13\" fill=\"#444\">hc {} · eps {} · {} cases of seed "
-      "{}{} · FP64, spec/numerics.md §3 · {}</text>\n",
+      "{}{} · FP64, docs/spec/numerics.md §3 · {}</text>\n",
       o.range, o.hc, o.eps, trace.cases.size(), o.seed,
       drawn < trace.cases.size() ? fmt::format(" (first {} drawn)", drawn) : "",
       trace.holds() ? "every error within its bound"

@@ -1,4 +1,4 @@
-// `bufferlab verify`: every launchable pass of the boundary grid (spec/buffers.md §2) on
+// `bufferlab verify`: every launchable pass of the boundary grid (docs/spec/buffers.md §2) on
 // every path combination (§5), each plan checked against the layout of the sizing under
 // test — or of the byte counts of a `plan --json` file. Exit 0 clean, 1 findings, 2 error.
 #include <algorithm>

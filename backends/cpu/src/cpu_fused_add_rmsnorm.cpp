@@ -1,5 +1,5 @@
-// CPU fused residual add + RMSNorm (spec/numerics.md §1): rows in parallel with OpenMP, each row
-// in stack chunks reduced with Eigen. Extents come from op.shape() only; nothing is allocated.
+// CPU fused residual add + RMSNorm (docs/spec/numerics.md §1): rows in parallel with OpenMP, each
+// row in stack chunks reduced with Eigen. Extents come from op.shape() only; nothing is allocated.
 #include <Eigen/Core>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Shared pieces of the CPU Gated DeltaNet kernels (ops/gdn.h, spec/numerics.md §5): the pinned
+// Shared pieces of the CPU Gated DeltaNet kernels (ops/gdn.h, docs/spec/numerics.md §5): the pinned
 // q/k L2 normalisation and softplus, the GQA key head of a value head, the column offsets of
 // Q / K / V inside a conv output row, the per-item launch that lets Eigen's GEMM run inside an
 // OpenMP team, and the index-range check. Private to the CPU backend; FP32 throughout.

@@ -1,5 +1,5 @@
-// CPU chunked SSD of one sequence (ops/mamba2.h, spec/numerics.md §6, buffers.md §4.6), in
-// three stages over ssd_scratch:
+// CPU chunked SSD of one sequence (ops/mamba2.h, docs/spec/numerics.md §6,
+// docs/spec/buffers.md §4.6), in three stages over ssd_scratch:
 //   cumsum  per head: dt = clamp(softplus(dt_raw + dt_bias)), dA_cumsum = inclusive Σ dt·A
 //           (A = −exp(A_log)) per chunk, j ascending; a partial chunk's tail written 0.
 //   bmm     per (chunk, group): CB[t][s] = C_t·B_s over the chunk's valid square, 0 elsewhere.

@@ -1,4 +1,4 @@
-// Shared pieces of the CPU Mamba-2 kernels (ops/mamba2.h, spec/numerics.md §6): the pinned
+// Shared pieces of the CPU Mamba-2 kernels (ops/mamba2.h, docs/spec/numerics.md §6): the pinned
 // dt (softplus with threshold 20, clamped to [1e-9, 1e9]), BF16 row widening, the column
 // offsets of x / B / C inside an xBC row, and the Eigen views the scan and the recurrence run
 // their matrix-vector products on. Private to the CPU backend; FP32 throughout.

@@ -1,5 +1,5 @@
 // CPU Mamba-2 conv1d over xBC and the gated RMSNorm of the SSD output (ops/mamba2.h,
-// spec/numerics.md §6, §1). FP32 arithmetic, BF16 stores.
+// docs/spec/numerics.md §6, §1). FP32 arithmetic, BF16 stores.
 //
 // conv1d: out[t, c] = bf16(silu(bias[c] + Σ_{j<K} w[c, j]·x[t − (K−1) + j, c])), bias first,
 // then j ascending; an input before the sequence's first row comes from the sequence's tail

@@ -1,4 +1,4 @@
-// CPU Mamba-2 recurrence (ops/mamba2.h, spec/numerics.md §6), FP32, per (sequence, head), in
+// CPU Mamba-2 recurrence (ops/mamba2.h, docs/spec/numerics.md §6), FP32, per (sequence, head), in
 // place on the f32 state [sequences, H, P, N]:
 //   dt = clamp(softplus(dt_raw + dt_bias)), h ← exp(dt·A)·h + (dt·x_t) B_tᵀ,
 //   y_t = h·C_t + D·x_t → BF16.

@@ -1,4 +1,4 @@
-// Shared pieces of the CPU mHC kernels (ops/mhc.h, spec/numerics.md §3–§4): the hc limit,
+// Shared pieces of the CPU mHC kernels (ops/mhc.h, docs/spec/numerics.md §3–§4): the hc limit,
 // the finiteness check and power-of-two scale of a token's streams, the scaled RMS, the
 // scaled mix GEMV, sigmoid, and the NaN fills of a non-finite token. Private to the CPU
 // backend; FP32 arithmetic throughout (the FP64 side is the oracle).

@@ -18,7 +18,7 @@ namespace bufferlab::cpu {
 
 void fused_add_rmsnorm(const Workspace& ws, const FusedAddRmsNormOp& op);
 
-// MoE routing and FFN (spec/numerics.md §2). `mutant` is Mutant::none except in mutation
+// MoE routing and FFN (docs/spec/numerics.md §2). `mutant` is Mutant::none except in mutation
 // tests (Backend::set_kernel_mutant). `scratch` is the backend's fixed working memory
 // (cpu_scratch.h): GEMM panels and the expert grouping tables.
 void moe_router(const Workspace& ws, const MoeRouterOp& op, Mutant mutant, Scratch& scratch);
@@ -30,7 +30,7 @@ void moe_combine(const Workspace& ws, const MoeCombineOp& op);
 void gemm(const Workspace& ws, const GemmOp& op, Scratch& scratch);
 void lm_head(const Workspace& ws, const LmHeadOp& op, Scratch& scratch);
 
-// mHC hyper-connections (spec/numerics.md §3–§4, ops/mhc.h). `mutant`: M-SKCOL in mhc_pre,
+// mHC hyper-connections (docs/spec/numerics.md §3–§4, ops/mhc.h). `mutant`: M-SKCOL in mhc_pre,
 // B13 in hc_post, else Mutant::none. The slab path's GEMMs run on the tiled BF16 GEMM.
 void mhc_expand(const Workspace& ws, const MhcExpandOp& op);
 MhcDiagnostics mhc_pre(const Workspace& ws, const MhcPreOp& op, Mutant mutant);
@@ -39,7 +39,7 @@ MhcDiagnostics mhc_lowrank_slab(const Workspace& ws, const MhcLowRankSlabOp& op,
 void mhc_post(const Workspace& ws, const MhcPostOp& op, Mutant mutant);
 MhcDiagnostics mhc_head(const Workspace& ws, const MhcHeadOp& op);
 
-// Gated DeltaNet (spec/numerics.md §5, ops/gdn.h): cpu_gdn_*.cpp. `mutant`: M-GDNCARRY in
+// Gated DeltaNet (docs/spec/numerics.md §5, ops/gdn.h): cpu_gdn_*.cpp. `mutant`: M-GDNCARRY in
 // gdn_chunk's state stage, else Mutant::none.
 void gdn_conv(const Workspace& ws, const GdnConvOp& op);
 void gdn_gates(const Workspace& ws, const GdnGatesOp& op);
@@ -47,7 +47,7 @@ void gdn_chunk(const Workspace& ws, const GdnChunkOp& op, Mutant mutant);
 void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op);
 void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op);
 
-// Mamba-2 (spec/numerics.md §6, ops/mamba2.h): cpu_mamba2_*.cpp. `mutant`: M-SSDSTATE in
+// Mamba-2 (docs/spec/numerics.md §6, ops/mamba2.h): cpu_mamba2_*.cpp. `mutant`: M-SSDSTATE in
 // mamba2_chunk's scan stage, else Mutant::none.
 void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op);
 void mamba2_chunk(const Workspace& ws, const Mamba2ChunkOp& op, Mutant mutant);

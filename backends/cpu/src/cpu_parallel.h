@@ -1,9 +1,9 @@
 // The CPU backend's parallel loops: an OpenMP region only when it would run with more than one
 // thread. libgomp allocates (and frees at the region's end) the team of every region that runs
 // with one thread — `if(false)`, num_threads(1), OMP_NUM_THREADS=1 — while teams of more
-// threads are cached; "Backends allocate nothing inside execute()" (DESIGN.md), so a region
-// that would get one thread runs as the plain loop instead. Only the scheduling differs: each
-// index runs the same body, and the sums are of integers. Private to the CPU backend.
+// threads are cached; "Backends allocate nothing inside execute()" (docs/architecture.md), so a
+// region that would get one thread runs as the plain loop instead. Only the scheduling differs:
+// each index runs the same body, and the sums are of integers. Private to the CPU backend.
 #pragma once
 
 #include <omp.h>

@@ -1,7 +1,7 @@
 // The CPU backend's fixed working memory: GEMM tile panels per OpenMP thread and the tables
 // that group MoE slots by expert, allocated once when the backend is constructed so that
-// execute() allocates nothing (DESIGN.md "Testing"). One op runs at a time per backend: the
-// scratch is shared by every op of a CpuBackend, which is therefore not re-entrant.
+// execute() allocates nothing (docs/architecture.md "Design rules"). One op runs at a time per
+// backend: the scratch is shared by every op of a CpuBackend, which is therefore not re-entrant.
 //
 // Block set (what a backend of T = omp_get_max_threads() threads holds):
 //   per thread: A panel kTileM×kTileK, B panel kTileN×kTileK and C tile kTileM×kTileN, FP32

@@ -16,8 +16,8 @@ namespace {
 #define BUFFERLAB_SYMBOL_NAME_EXPANDED(name) #name
 
 void* open_cublas() {
-  // The soname first (LD_LIBRARY_PATH: GPU.md points it at the GPU machine's own CUDA 13),
-  // then the library of the toolkit this was built with.
+  // The soname first (LD_LIBRARY_PATH: docs/gpu-runs.md points it at the GPU machine's own CUDA
+  // 13), then the library of the toolkit this was built with.
   std::string tried;
   for (const char* path : {BUFFERLAB_CUBLAS_SONAME, BUFFERLAB_CUBLAS_BUILD_PATH}) {
     if (void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL)) return handle;

@@ -1,6 +1,6 @@
-// LibraryContext: the CUDA backend's fixed library workspace (DESIGN.md "Backends allocate
-// nothing inside execute()"): one cuBLAS handle bound to the legacy default stream, and ONE
-// device block from a single cudaMalloc made when the backend is constructed, carved into
+// LibraryContext: the CUDA backend's fixed library workspace (docs/architecture.md, "Backends
+// allocate nothing inside execute()"): one cuBLAS handle bound to the legacy default stream, and
+// ONE device block from a single cudaMalloc made when the backend is constructed, carved into
 //
 //   cublas workspace   32 MiB  cublasSetWorkspace (Hopper's recommended size), so cuBLAS never
 //                              allocates its own per-stream workspace

@@ -65,7 +65,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Made with the backend: the one fixed library block (DESIGN.md "Testing").
+  // Made with the backend: the one fixed library block (docs/architecture.md "Design rules").
   std::unique_ptr<cuda::LibraryContext> ctx_ = std::make_unique<cuda::LibraryContext>();
 
   // A host workspace handed to the CUDA backend would be dereferenced by the device.

@@ -1,4 +1,4 @@
-// CUDA chunked GDN core (spec/numerics.md §5, ops/gdn.h GdnChunkOp): C = 64, kd = vd = 128.
+// CUDA chunked GDN core (docs/spec/numerics.md §5, ops/gdn.h GdnChunkOp): C = 64, kd = vd = 128.
 // Notation per region (stream b, chunk c, value head h; key head h / (nv/nk)): n = the
 // chunk's valid rows (64, or fewer in a partial last chunk), k_i / q_i the L2-normalised key /
 // query rows recomputed from the FP32 conv output (q times q_scale), β_i, α_i the gates.

@@ -1,4 +1,4 @@
-// CUDA GDN elementwise-ish kernels (spec/numerics.md §5, §1; ops/gdn.h):
+// CUDA GDN elementwise-ish kernels (docs/spec/numerics.md §5, §1; ops/gdn.h):
 //   conv1d   one thread per (row, channel) sums its K taps in j order in FP32 (inputs before
 //            the sequence's first row from the OLD tail state) and applies SiLU; a second
 //            kernel, after it on the same stream, gives each (sequence, channel) thread its

@@ -1,4 +1,4 @@
-// Launchers of the CUDA Gated DeltaNet kernels (spec/numerics.md §5, core ops/gdn.h):
+// Launchers of the CUDA Gated DeltaNet kernels (docs/spec/numerics.md §5, core ops/gdn.h):
 //   gdn_conv.cu       causal conv1d + SiLU with the per-sequence tail update, the β/α gates,
 //                     the gated RMSNorm
 //   gdn_chunk.cu      the chunked core's three stages (C = 64, kd = vd = 128): W/U, the state

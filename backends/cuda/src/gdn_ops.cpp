@@ -1,4 +1,4 @@
-// Host side of the CUDA Gated DeltaNet ops (spec/numerics.md §5, ops/gdn.h): bind (which
+// Host side of the CUDA Gated DeltaNet ops (docs/spec/numerics.md §5, ops/gdn.h): bind (which
 // bounds-checks every operand and refuses the chunked path for kd or vd ≠ 128 and the
 // recurrence for kd or vd > 256), refuse the head geometry the kernels cannot map (nk = 0,
 // nv not a multiple of nk), launch on the default stream. Nothing is allocated and no cuBLAS

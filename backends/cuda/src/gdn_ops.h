@@ -1,4 +1,4 @@
-// The CUDA Gated DeltaNet ops (spec/numerics.md §5, ops/gdn.h), host-side entry points. Each
+// The CUDA Gated DeltaNet ops (docs/spec/numerics.md §5, ops/gdn.h), host-side entry points. Each
 // binds its operands through op.bind(ws), allocates nothing and enqueues on the default
 // stream. Private to the CUDA backend.
 #pragma once

@@ -1,4 +1,4 @@
-// CUDA chunked SSD stages of one sequence (spec/numerics.md §6, ops/mamba2.h).
+// CUDA chunked SSD stages of one sequence (docs/spec/numerics.md §6, ops/mamba2.h).
 //   cumsum  one 64-thread block per (head, chunk): each thread its token's dt and dt·A, then
 //           thread 0 adds the 64 products in order (the pinned j-ascending FP32 sum; 64 adds
 //           are nothing next to a parallel scan's different rounding). Chunk-parallel.

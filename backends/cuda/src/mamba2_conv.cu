@@ -1,4 +1,4 @@
-// CUDA Mamba-2 conv1d and gated RMSNorm (spec/numerics.md §6, ops/mamba2.h).
+// CUDA Mamba-2 conv1d and gated RMSNorm (docs/spec/numerics.md §6, ops/mamba2.h).
 //   conv:  one thread per (row, channel), consecutive threads on consecutive channels (the
 //          xBC columns of a row are read coalesced); bias first, then the K taps ascending in
 //          an fmaf chain — each product of two BF16 values is exact in FP32, so the chain rounds

@@ -1,4 +1,4 @@
-// Launchers of the CUDA Mamba-2 kernels (spec/numerics.md §6, core ops/mamba2.h pins every
+// Launchers of the CUDA Mamba-2 kernels (docs/spec/numerics.md §6, core ops/mamba2.h pins every
 // layout and rounding point):
 //   mamba2_conv.cu       causal conv1d + SiLU over the xBC columns and its tail update; the gated
 //                     RMSNorm

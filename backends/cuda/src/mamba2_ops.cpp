@@ -1,4 +1,4 @@
-// Host side of the CUDA Mamba-2 ops (spec/numerics.md §6, ops/mamba2.h): bind, refuse what
+// Host side of the CUDA Mamba-2 ops (docs/spec/numerics.md §6, ops/mamba2.h): bind, refuse what
 // the kernels cannot address, launch on the default stream.
 //   conv1d        one kernel, then the tail update (mamba2_conv.cu)
 //   mamba2_chunk     cumsum / bmm / scan, one kernel each (mamba2_chunk.cu); the scan takes the

@@ -1,4 +1,4 @@
-// The CUDA Mamba-2 ops (spec/numerics.md §6, ops/mamba2.h), host-side entry points. Each
+// The CUDA Mamba-2 ops (docs/spec/numerics.md §6, ops/mamba2.h), host-side entry points. Each
 // binds its operands through op.bind(ws), allocates nothing and enqueues on the default
 // stream. Private to the CUDA backend.
 #pragma once

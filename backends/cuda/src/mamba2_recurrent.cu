@@ -1,4 +1,4 @@
-// CUDA Mamba-2 recurrence (spec/numerics.md §6, ops/mamba2.h): decode / verify rows, and
+// CUDA Mamba-2 recurrence (docs/spec/numerics.md §6, ops/mamba2.h): decode / verify rows, and
 // every row when there is no ssd_scratch. One block per (sequence, head, P-slice of
 // mamba2_slice_rows(P, N) rows) keeps its FP32 state slice h [ps][N] in shared memory and walks
 // the sequence's tokens in order. Per token: thread 0 computes dt and expf(dt·A); the token's

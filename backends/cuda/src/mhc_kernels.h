@@ -1,4 +1,4 @@
-// Launchers of the CUDA mHC kernels (spec/numerics.md §3–§4, core ops/mhc.h):
+// Launchers of the CUDA mHC kernels (docs/spec/numerics.md §3–§4, core ops/mhc.h):
 //   mhc_sinkhorn.cu  the flattened-RMS mix kernel of the pre step (Sinkhorn form) and the head
 //   mhc_lowrank.cu   the low-rank per-stream norm, the split path's down / collapse and the
 //                    slab path's GEMM epilogues and collapse

@@ -1,4 +1,4 @@
-// CUDA low-rank mHC pre step (spec/numerics.md §4, ops/mhc.h), the per-token kernels:
+// CUDA low-rank mHC pre step (docs/spec/numerics.md §4, ops/mhc.h), the per-token kernels:
 //   norm      one block of 256 threads per token: per stream i, max|x_i| (block reduction,
 //             and the token's non-finite flag), Σ(x_i/s_i)² (block reduction, fixed order),
 //             then n = ((x/s)·rs)·(1 + w) — (x/s)·rs = x·r exactly, r = rs/s — stored FP32

@@ -1,4 +1,4 @@
-// Host side of the CUDA mHC ops (spec/numerics.md §3–§4, ops/mhc.h): bind, refuse what the
+// Host side of the CUDA mHC ops (docs/spec/numerics.md §3–§4, ops/mhc.h): bind, refuse what the
 // kernels cannot hold, launch on the default stream.
 //   pre / head     one fused kernel per call (mhc_sinkhorn.cu); the non-finite token count
 //                  goes through the context's device counter (reset before the launch, copied

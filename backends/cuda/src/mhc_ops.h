@@ -1,4 +1,4 @@
-// The CUDA mHC hyper-connection ops (spec/numerics.md §3–§4, ops/mhc.h), host-side entry
+// The CUDA mHC hyper-connection ops (docs/spec/numerics.md §3–§4, ops/mhc.h), host-side entry
 // points. Each binds its operands through op.bind(ws), uses only the backend's fixed
 // LibraryContext (cuBLAS for the slab path's GEMMs, the device counter for MhcDiagnostics),
 // allocates nothing, and enqueues on the default stream. Private to the CUDA backend.

@@ -1,4 +1,4 @@
-// CUDA mHC post step and expand (spec/numerics.md §3 steps 6 and "Expand", §4 "Combine"):
+// CUDA mHC post step and expand (docs/spec/numerics.md §3 steps 6 and "Expand", §4 "Combine"):
 // one thread per (token, d), grid-stride. The post thread loads all hc stream values of its
 // column, the block output and the token's post / comb weights BEFORE it writes anything, and
 // no other thread touches that column: in place (out == streams) and out of place give the

@@ -1,4 +1,4 @@
-// CUDA mHC pre step (Sinkhorn form) and head (spec/numerics.md §3, ops/mhc.h): one block of
+// CUDA mHC pre step (Sinkhorn form) and head (docs/spec/numerics.md §3, ops/mhc.h): one block of
 // 256 threads per TB tokens (TB = 1, or 4 for large batches so the fn rows each load serve
 // four tokens). Per token, the flattened hc·h vector x:
 //

@@ -1,4 +1,4 @@
-// CUDA kernels of the routed experts (spec/numerics.md §2, moe.h): the expert grouping
+// CUDA kernels of the routed experts (docs/spec/numerics.md §2, moe.h): the expert grouping
 // (a stable cub::DeviceRadixSort of (min(id, E), slot) pairs, then the per-expert row
 // offsets read off the sorted keys), row gathers / scatters by slot, the SwiGLU product and
 // the weighted combine. Simple grid-stride kernels; rows move 16 bytes at a time when every

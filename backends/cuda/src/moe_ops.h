@@ -1,4 +1,4 @@
-// The CUDA MoE routing and FFN ops (spec/numerics.md §2) and the BF16 GEMM kinds, host-side
+// The CUDA MoE routing and FFN ops (docs/spec/numerics.md §2) and the BF16 GEMM kinds, host-side
 // entry points. Each binds its operands through op.bind(ws) (extents from op.shape()), uses
 // only the backend's fixed LibraryContext for library workspace and staging (nothing is
 // allocated here), and enqueues on the default stream. Private to the CUDA backend.

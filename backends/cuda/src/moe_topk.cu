@@ -1,4 +1,4 @@
-// CUDA MoE top-k selection (spec/numerics.md §2; the semantics of oracle/src/routing.cpp):
+// CUDA MoE top-k selection (docs/spec/numerics.md §2; the semantics of oracle/src/routing.cpp):
 // one warp per token row, expert e = lane + 32·i held by lane `lane` in key[i] (E' ≤ 1024, so
 // i < 32 and the keys stay in registers). Each of the top_k rounds takes every lane's best
 // remaining expert and reduces them with a butterfly under THE total order (key descending,

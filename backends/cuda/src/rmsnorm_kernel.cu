@@ -1,4 +1,4 @@
-// CUDA fused residual add + RMSNorm (spec/numerics.md §1): one block per row. Pass 1 adds,
+// CUDA fused residual add + RMSNorm (docs/spec/numerics.md §1): one block per row. Pass 1 adds,
 // stores the BF16 residual and sums the squares of the STORED values; a warp-shuffle then
 // block reduction gives rsqrt(mean + eps); pass 2 re-reads the row (each thread its own
 // columns, so it reads its own writes) and stores the normed row. Rows whose start is 16-byte

@@ -13,7 +13,7 @@
 namespace bufferlab::detail {
 
 // An op's params() string, built only when a check fails: bind() runs on every launch, and a
-// launch allocates nothing (DESIGN.md), not even the message it would need to fail.
+// launch allocates nothing (docs/architecture.md), not even the message it would need to fail.
 class LazyParams {
  public:
   template <class Op>

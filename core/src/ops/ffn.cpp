@@ -1,5 +1,5 @@
 // FFN ops (SwiGLU product, dense-FFN activation quantizers): extents from op semantics,
-// numerics.md §2 and §7.
+// docs/spec/numerics.md §2 and §7.
 #include "bufferlab/core/ops/ffn.h"
 
 #include <sstream>

@@ -188,7 +188,7 @@ GdnChunkOp::Bound GdnChunkOp::bind(const Workspace& ws) const {
   const detail::LazyParams p(*this);
   if (dims.kd != kGdnChunkedHeadDim || dims.vd != kGdnChunkedHeadDim)
     throw Error(params() +
-                ": the chunked path runs kd = vd = 128 only (numerics §5); other "
+                ": the chunked path runs kd = vd = 128 only (docs/spec/numerics.md §5); other "
                 "head sizes run the recurrence");
   const uint64_t regions = mul(dims.chunks, dims.nv), C = GdnChunkCarve::kChunk;
   Bound b;

@@ -1,4 +1,4 @@
-// Projection ops: extents from op semantics (rows, K, N), numerics.md §7.
+// Projection ops: extents from op semantics (rows, K, N), docs/spec/numerics.md §7.
 #include "bufferlab/core/ops/projection.h"
 
 #include <string>

@@ -1,6 +1,6 @@
-// Full and sliding attention sub-block (spec/buffers.md §5, numerics.md §8): QKV projection;
-// decode part (split-K + merge, or direct); prefill part (Q copy, K then V scratch, then the
-// varlen core, per QSA slab when the indexer selects); the output gate; the O projection.
+// Full and sliding attention sub-block (docs/spec/buffers.md §5, docs/spec/numerics.md §8): QKV
+// projection; decode part (split-K + merge, or direct); prefill part (Q copy, K then V scratch,
+// then the varlen core, per QSA slab when the indexer selects); the output gate; the O projection.
 #include <optional>
 #include <string>
 #include <utility>
@@ -69,7 +69,7 @@ void emit_o_projection(Builder& b, const Ctx& c, const TensorRef& in, const std:
   p.input_value = value;
   p.K = in.shape.at(1);
   if (m.o_groups > 0 && m.o_lora_rank > 0) {
-    // Grouped low-rank O (numerics.md §7): per group heads → o_latent, then o_latent → h.
+    // Grouped low-rank O (docs/spec/numerics.md §7): per group heads → o_latent, then o_latent → h.
     const uint64_t r = (Size(m.o_groups) * m.o_lora_rank).value();
     p.name = "o_a_proj";
     p.out_buffer = BufferId::o_latent;

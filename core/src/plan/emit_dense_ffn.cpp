@@ -1,8 +1,8 @@
 // The steps of a dense SwiGLU FFN sub-block: gate → expert_gate_out, up → expert_up_out
 // [rows][intermediate_size], a = silu(g)·u in place of g, down → moe_output "@block_out"
-// (numerics.md §2; buffers.md §5: dense FFN uses the expert buffers).
+// (docs/spec/numerics.md §2; docs/spec/buffers.md §5: dense FFN uses the expert buffers).
 //
-// Paths (buffers.md §5):
+// Paths (docs/spec/buffers.md §5):
 // - dense model (E = 0), Q2 off: the activation path c.paths.ffn_act — our own quantizer
 //   (ffn_act_a / ffn_act_scale for fp8, int8, NVFP4; ffn_act_q8 for q8_1) and quantized
 //   GEMMs; the same activation buffers hold x (K = h, quantized once for gate and up) and

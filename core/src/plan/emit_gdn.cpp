@@ -1,5 +1,5 @@
-// Gated DeltaNet sub-block (spec/numerics.md §5, spec/buffers.md §4.5, §5): in_proj_qkvz and
-// in_proj_ba, de-interleave, conv1d, gates, the core (chunked over the prefill part when
+// Gated DeltaNet sub-block (docs/spec/numerics.md §5, docs/spec/buffers.md §4.5, §5): in_proj_qkvz
+// and in_proj_ba, de-interleave, conv1d, gates, the core (chunked over the prefill part when
 // gdn_fla_scratch exists, the recurrence otherwise and for decode rows), the gated norm in
 // place on attn_output, and out_proj into moe_output "@block_out".
 #include <string>

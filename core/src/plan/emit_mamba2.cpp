@@ -1,5 +1,5 @@
-// Mamba-2 sub-block (spec/numerics.md §6, spec/buffers.md §4.6, §5): in_proj into ssm_qkvz,
-// conv1d into ssm_deinterleaved, SSD into attn_output (chunked per prefill sequence when
+// Mamba-2 sub-block (docs/spec/numerics.md §6, docs/spec/buffers.md §4.6, §5): in_proj into
+// ssm_qkvz, conv1d into ssm_deinterleaved, SSD into attn_output (chunked per prefill sequence when
 // ssd_scratch exists, the recurrence for decode rows), gated norm into norm_output, and
 // out_proj into moe_output "@block_out".
 #include <string>

@@ -1,4 +1,4 @@
-// mHC sub-steps (spec/numerics.md §3–§4, spec/buffers.md §4.7, §5): expand after the
+// mHC sub-steps (docs/spec/numerics.md §3–§4, docs/spec/buffers.md §4.7, §5): expand after the
 // embedding, pre before each sub-block (writes norm_output "norm"), post after it (reads
 // "@block_out", updates hc_streams in place), head before the final norm.
 #include <algorithm>

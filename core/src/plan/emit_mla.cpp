@@ -1,4 +1,4 @@
-// MLA sub-block, absorbed form (spec/buffers.md §5; homes of every intermediate in
+// MLA sub-block, absorbed form (docs/spec/buffers.md §5; homes of every intermediate in
 // ops/mla.h): q_a → q_latent (ssm_ba) → norm → q_b (qkv_output); kv_a → kv_latent
 // (attn_output); k_rope into ssm_ba once q_b consumed q_latent; latent cache write; q_rope
 // (ssm_conv_out_f32); absorbed Q (ssm_deinterleaved); latent core (attn_output); V

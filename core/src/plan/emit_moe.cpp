@@ -1,5 +1,5 @@
-// The steps of a routed MoE FFN sub-block (FfnKind moe and hash_moe), numerics.md §2 and
-// buffers.md §5. Input norm_output "norm" (and moe_router_in_f32 "norm_f32" on the
+// The steps of a routed MoE FFN sub-block (FfnKind moe and hash_moe), docs/spec/numerics.md §2 and
+// docs/spec/buffers.md §5. Input norm_output "norm" (and moe_router_in_f32 "norm_f32" on the
 // FP32-routing path); output moe_output "@block_out". All GEMMs here are BF16-in /
 // FP32-accumulate (§5 "Paths": router and experts never take the FP8, Q2 or LoRA paths).
 //

@@ -1,4 +1,4 @@
-// One projection on every path that applies to it (spec/buffers.md §5 "Paths"): Q2 dequant
+// One projection on every path that applies to it (docs/spec/buffers.md §5 "Paths"): Q2 dequant
 // or MMQ, the FP8 block-scaled path, BF16; then LoRA. Steps are appended in launch order.
 #include "bufferlab/core/ops/projection.h"
 #include "builder.h"

@@ -1,5 +1,5 @@
-// QSA sparse-attention indexer (spec/buffers.md §4.8, numerics.md §8). The indexer runs per
-// slab of ≤ 2048 prefill rows and the slab's attention core must read its lists before the
+// QSA sparse-attention indexer (docs/spec/buffers.md §4.8, docs/spec/numerics.md §8). The indexer
+// runs per slab of ≤ 2048 prefill rows and the slab's attention core must read its lists before the
 // next slab overwrites them, so the attention emitters interleave emit_qsa_slab with their
 // cores. Decode rows select inside the decode kernel and never touch the scratch.
 #include <algorithm>

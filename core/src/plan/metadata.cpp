@@ -1,4 +1,4 @@
-// Metadata uploads of each pass kind (spec/buffers.md §4.1–§4.4). Offsets: the sizing's
+// Metadata uploads of each pass kind (docs/spec/buffers.md §4.1–§4.4). Offsets: the sizing's
 // sub-layout parameters. Extents: op semantics — the model's position streams (3 with
 // multimodal RoPE), the pass's rows, the block table of the run shape.
 #include "metadata.h"

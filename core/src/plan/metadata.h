@@ -1,6 +1,6 @@
-// Private to plan::build: the metadata a pass uploads into `scratch` (spec/buffers.md
-// §4.1–§4.4), each region its own access, and the reads of those regions by the ops that
-// consume them. Region offsets come from the sizing under test (SubLayoutParams); the
+// Private to plan::build: the metadata a pass uploads into `scratch`
+// (docs/spec/buffers.md §4.1–§4.4), each region its own access, and the reads of those regions by
+// the ops that consume them. Region offsets come from the sizing under test (SubLayoutParams); the
 // extents an upload writes come from op semantics (rows of the pass, the model's position
 // streams).
 #pragma once

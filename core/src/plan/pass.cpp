@@ -1,4 +1,4 @@
-// Launchable passes (spec/buffers.md §2): geometry and the engine's refusal rule.
+// Launchable passes (docs/spec/buffers.md §2): geometry and the engine's refusal rule.
 #include "bufferlab/core/plan/pass.h"
 
 #include <algorithm>

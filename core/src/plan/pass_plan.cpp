@@ -1,4 +1,4 @@
-// plan::build: the steps of one launchable pass (spec/buffers.md §2, §5) — uploads and the
+// plan::build: the steps of one launchable pass (docs/spec/buffers.md §2, §5) — uploads and the
 // embedding, the representative layers (each sub-block preceded by its norm or mHC pre and
 // followed by the mHC post), the final norm and the LM head rows.
 #include "bufferlab/core/plan/pass_plan.h"
@@ -73,7 +73,7 @@ void emit_final_norm(Builder& b, const Ctx& c) {
   b.add(FusedAddRmsNormOp::make(c.config, c.T, v, bufs, vals));
 }
 
-// LM head (numerics §8): the rows of buffers.md §4.9 gathered from the final norm.
+// LM head (numerics §8): the rows of docs/spec/buffers.md §4.9 gathered from the final norm.
 void emit_lm_head(Builder& b, const Ctx& c) {
   b.add(LmHeadOp::make(c.T, c.pass.logits_rows(), c.config.hidden_size, c.config.vocab_size,
                        c.pass.to_string(), c.pass.logits_source_rows()));

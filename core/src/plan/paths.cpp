@@ -1,4 +1,4 @@
-// Execution-path choices (spec/buffers.md §5 "Paths") and their enumeration.
+// Execution-path choices (docs/spec/buffers.md §5 "Paths") and their enumeration.
 #include "bufferlab/core/plan/paths.h"
 
 #include <algorithm>

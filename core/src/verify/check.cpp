@@ -1,5 +1,5 @@
 // The static verifier: bounds, overlap inside a step, liveness, races, read before write and
-// phantom reads of one PassPlan against one Layout (spec/buffers.md §2–§5).
+// phantom reads of one PassPlan against one Layout (docs/spec/buffers.md §2–§5).
 #include "bufferlab/core/verify/check.h"
 
 #include <algorithm>

@@ -59,7 +59,7 @@ class Backend {
 
   // One method per registry entry, `Return method(const Workspace&, const Type&)`
   // (op_registry.h). The descriptor headers say what each op computes, in which precision and
-  // where (spec/numerics.md): fused_add_rmsnorm.h, moe.h (router, top-k, gather, expert GEMM,
+  // where (docs/spec/numerics.md): fused_add_rmsnorm.h, moe.h (router, top-k, gather, expert GEMM,
   // combine: BF16-in, FP32-accumulate GEMMs), ffn.h, projection.h (gemm: the BF16 kinds,
   // Error for the others), embedding.h (lm_head), mhc.h (pre, head and the low-rank norm
   // stages return the count of tokens with non-finite streams), gdn.h and mamba2.h (one
@@ -68,7 +68,7 @@ class Backend {
   // top_k > kMaxTopK or top_k > E'. A `planned` op throws Error here (no kernel yet).
   BUFFERLAB_OPS(BUFFERLAB_OP_VIRTUAL)
 
-  // Kernel mutants of spec/bug-catalogue.md, for the mutation tests and `--mutant`: each
+  // Kernel mutants of docs/spec/bug-catalogue.md, for the mutation tests and `--mutant`: each
   // registry entry names the ones that change its kernels (B14: the FP32 router paths round
   // their logits to BF16 before storing them; M-TIE: top-k exact ties go to the HIGHER index;
   // B13: hc_post rounds every stream value it writes to BF16; M-SKCOL: mhc_pre's Sinkhorn

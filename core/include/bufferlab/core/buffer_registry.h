@@ -1,4 +1,4 @@
-// THE field registry: every workspace buffer, in layout order (spec/buffers.md §3), with its
+// THE field registry: every workspace buffer, in layout order (docs/spec/buffers.md §3), with its
 // element type and doc line. BufferId, BufferSizes, total_bytes(), Layout, the JSON output
 // and the CLI tables are all generated from this one list, so no consumer can forget a
 // field (bug catalogue B8, B12).

@@ -1,5 +1,5 @@
 // BufferSizes: the byte count of every workspace buffer for one (config, run shape, target,
-// sizing) — spec/buffers.md §2–§3 — plus the sub-layout parameters of that sizing (§2
+// sizing) — docs/spec/buffers.md §2–§3 — plus the sub-layout parameters of that sizing (§2
 // "Layout parameters belong to the layout under test").
 #pragma once
 

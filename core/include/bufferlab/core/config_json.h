@@ -1,4 +1,4 @@
-// ModelConfig from and to JSON: a Hugging Face config.json (mapped as spec/buffers.md §1.1)
+// ModelConfig from and to JSON: a Hugging Face config.json (mapped as docs/spec/buffers.md §1.1)
 // or BufferLab's normalized form {"bufferlab_config": 1, "config": {<every §1 field>}}.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The named fixes the `corrected` sizing applies on top of spec §3 (spec/buffers.md "Two
+// The named fixes the `corrected` sizing applies on top of spec §3 (docs/spec/buffers.md "Two
 // sizings"): one per genuine finding of the static verifier, each documented with its
 // minimal counterexample in docs/findings.md. `spec` stays exactly as written.
 #pragma once

@@ -1,4 +1,4 @@
-// Layout: where each buffer lives in the one per-pass arena (spec/buffers.md §3 "Layout").
+// Layout: where each buffer lives in the one per-pass arena (docs/spec/buffers.md §3 "Layout").
 // The same Layout is used on host and device. Null (zero-byte) buffers get no storage.
 #pragma once
 

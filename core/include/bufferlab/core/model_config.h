@@ -1,4 +1,4 @@
-// ModelConfig: the model dimensions that size the workspace (spec/buffers.md §1), with the
+// ModelConfig: the model dimensions that size the workspace (docs/spec/buffers.md §1), with the
 // spec's defaults, derived quantities and validation. One X-macro list per field type is
 // the single source for the struct, the defaults, the normalized JSON form and the docs.
 #pragma once

@@ -1,4 +1,4 @@
-// Low-precision number formats of the workspace (spec/numerics.md §0): BF16, FP8 E4M3 (fn) and
+// Low-precision number formats of the workspace (docs/spec/numerics.md §0): BF16, FP8 E4M3 (fn) and
 // FP4 E2M1 encoders and decoders, usable on host and device. Encoders round to nearest even and
 // reproduce CUDA's conversions bit for bit on every FP32 input (tests/format_xcheck, tests/slow):
 //   BF16  overflows to ±Inf; every NaN becomes 0x7FFF (sign and payload dropped).

@@ -26,7 +26,7 @@ namespace bufferlab {
 //   Type     the descriptor struct, declared in ops/<family>.h.
 //   method   the Backend method: `Return method(const Workspace&, const Type&)`.
 //   family   the stem of the descriptor's header, ops/<family>.h.
-//   mutants  the kernel mutants of spec/bug-catalogue.md that change this op's kernels
+//   mutants  the kernel mutants of docs/spec/bug-catalogue.md that change this op's kernels
 //            (Backend::set_kernel_mutant); none for most ops.
 // Order = the OpDescriptor alternatives' order (the first is the default-constructed one).
 #define BUFFERLAB_OPS(X)                                                                \

@@ -1,4 +1,4 @@
-// The machine-readable plan (spec/buffers.md §3): every registry buffer in layout order —
+// The machine-readable plan (docs/spec/buffers.md §3): every registry buffer in layout order —
 // null ones with "bytes": 0 and "offset": null — plus total_bytes and arena_bytes. The CLI's
 // `plan --json` prints exactly this; the registry-completeness check reads it back.
 #pragma once

@@ -1,4 +1,4 @@
-// Named model configs (spec/buffers.md §1.2): the reference `qwen3-next-80b`, one preset per
+// Named model configs (docs/spec/buffers.md §1.2): the reference `qwen3-next-80b`, one preset per
 // real config.json of data/configs (embedded into the library at build time and read through
 // the config loader), and a tiny config of every family for numeric tests and demos.
 #pragma once

@@ -1,4 +1,4 @@
-// RunShape: the engine's run limits that size the per-pass arena (spec/buffers.md §2).
+// RunShape: the engine's run limits that size the per-pass arena (docs/spec/buffers.md §2).
 #pragma once
 
 #include <cstdint>

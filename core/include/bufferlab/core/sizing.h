@@ -1,4 +1,4 @@
-// Sizing: which set of formulas sizes the arena (spec/buffers.md "Two sizings") and, for
+// Sizing: which set of formulas sizes the arena (docs/spec/buffers.md "Two sizings") and, for
 // tests and `--mutant`, which catalogued bug is re-introduced on top of `corrected`.
 #pragma once
 
@@ -9,7 +9,7 @@ namespace bufferlab {
 
 enum class SizingKind { spec, corrected };
 
-// Mutants of spec/bug-catalogue.md (B1..B15) and the named extra ones (kernel mutants of this
+// Mutants of docs/spec/bug-catalogue.md (B1..B15) and the named extra ones (kernel mutants of this
 // project: M-TIE, M-SKCOL; M-GDNCARRY — the GDN state pass carries its BF16 snapshot instead
 // of the FP32 state; M-SSDSTATE — the SSD scan drops the state between chunks). Each is defined
 // relative to the `corrected` sizing; `none` is the real thing.
@@ -51,7 +51,7 @@ struct Sizing {
   static Sizing mutant_of_corrected(Mutant m) { return {SizingKind::corrected, m}; }
 
   bool is(Mutant m) const { return mutant == m; }
-  // Throws Error for a mutant on top of `spec` (bug-catalogue.md: mutants are relative to
+  // Throws Error for a mutant on top of `spec` (docs/spec/bug-catalogue.md: mutants are relative to
   // `corrected`).
   void validate() const;
   std::string to_string() const;  // "spec", "corrected", "corrected+B8"

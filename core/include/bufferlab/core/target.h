@@ -1,4 +1,4 @@
-// Target: the GPU the workspace is sized for (spec/buffers.md §2). Explicit by design: the
+// Target: the GPU the workspace is sized for (docs/spec/buffers.md §2). Explicit by design: the
 // library never reads the environment; the CLI maps flags onto a Target.
 #pragma once
 
@@ -36,7 +36,7 @@ struct Target {
 };
 
 // The number of split-K splits: ONE pure function of (target, nq, R), used by the sizing and
-// by the decode launch alike — never of the live batch (numerics.md §8).
+// by the decode launch alike — never of the live batch (docs/spec/numerics.md §8).
 uint64_t splitk_splits(const Target& target, uint64_t num_attention_heads, uint64_t R);
 // Split-K slots the workspace provides room for (spec §2).
 uint64_t splitk_slots(const Target& target, uint64_t num_attention_heads, uint64_t R);

@@ -1,7 +1,7 @@
 // AgreementReport: the verdict of one op run judged against the oracle — the asserted
 // comparisons (backend vs faithful oracle, one per output tensor and stage) and the reported
 // ones (exact vs faithful oracle), with everything needed to re-run it: the op's parameter
-// string, the backend and the seed (spec/numerics.md §9).
+// string, the backend and the seed (docs/spec/numerics.md §9).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The shared helpers every derived bound of the oracle is written with (spec/numerics.md §9):
+// The shared helpers every derived bound of the oracle is written with (docs/spec/numerics.md §9):
 // the unit roundoffs, γ_n, the BF16 spacing and rounding, the roundoffs of one judged backend
 // (BoundModel) and THE underflow rule below. Every judge and every *_bounds.cpp includes this
 // header; no oracle file keeps its own copy of these constants.

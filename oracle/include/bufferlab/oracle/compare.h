@@ -1,5 +1,5 @@
 // Element-wise comparison of one backend output tensor against the oracle's FP64 values, with
-// the agreement metrics of spec/numerics.md §9: max |Δ|, max relative, NMSE = Σ(a−b)²/Σb²,
+// the agreement metrics of docs/spec/numerics.md §9: max |Δ|, max relative, NMSE = Σ(a−b)²/Σb²,
 // ULP distance for BF16 outputs, and the first element outside the op's derived bound.
 //
 // Rules every comparison applies, whatever the tolerance:

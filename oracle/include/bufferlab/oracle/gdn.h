@@ -1,4 +1,4 @@
-// FP64 oracle of Gated DeltaNet (spec/numerics.md §5, ops/gdn.h pins the layouts): the inputs
+// FP64 oracle of Gated DeltaNet (docs/spec/numerics.md §5, ops/gdn.h pins the layouts): the inputs
 // of one call, seeded input generation, and the references — the definition (token-by-token
 // recurrence in FP64), the chunked algorithm in FP64 (the identity the tests assert at 1e-12)
 // and the whole call in `exact` / `faithful` mode. Stage references and their bounds, used by

@@ -1,4 +1,4 @@
-// Judges one GDN call per stage (spec/numerics.md §5, §9): every stage's stored outputs
+// Judges one GDN call per stage (docs/spec/numerics.md §5, §9): every stage's stored outputs
 // against the faithful oracle fed the backend's OWN stored inputs, under bounds derived next to
 // each stage (γ terms + one storage ULP, written in oracle/src/gdn_bounds.cpp); the whole call
 // against the faithful reference under a written generous bound; the exact-vs-faithful

@@ -1,4 +1,4 @@
-// The GDN stage references of the FP64 oracle (spec/numerics.md §5, ops/gdn.h), each fed the
+// The GDN stage references of the FP64 oracle (docs/spec/numerics.md §5, ops/gdn.h), each fed the
 // inputs it is given — the original ones for the whole-call reference, a backend's STORED
 // ones for the per-stage judge — and the derived per-element bounds of a backend's stored
 // value against them (gdn_bounds.cpp, derivations next to each). Public: the kernel tests

@@ -1,4 +1,4 @@
-// FP64 oracle of Mamba-2 (spec/numerics.md §6, ops/mamba2.h pins the layouts): the inputs of
+// FP64 oracle of Mamba-2 (docs/spec/numerics.md §6, ops/mamba2.h pins the layouts): the inputs of
 // one call, seeded input generation, and the references — the definition (the recurrence in
 // FP64), the chunked SSD in FP64 (the identity the tests assert at 1e-12) and the whole call
 // in `exact` / `faithful` mode. Stage references and bounds, used by the judge

@@ -1,4 +1,4 @@
-// Judges one Mamba-2 call per stage (spec/numerics.md §6, §9) on the backend's own stored
+// Judges one Mamba-2 call per stage (docs/spec/numerics.md §6, §9) on the backend's own stored
 // inputs, under bounds derived in oracle/src/mamba2_bounds.cpp; the whole call against the
 // faithful reference under a written generous bound; faithful-vs-exact reported.
 //

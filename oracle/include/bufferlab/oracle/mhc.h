@@ -1,4 +1,4 @@
-// FP64 oracle of the mHC hyper-connection ops (spec/numerics.md §3–§4, core ops/mhc.h), the
+// FP64 oracle of the mHC hyper-connection ops (docs/spec/numerics.md §3–§4, core ops/mhc.h), the
 // Sinkhorn reference and its Birkhoff–Hopf row bound, and the derived per-element bounds of
 // every output against the faithful oracle. Host copies carry BF16 as raw bits.
 //
@@ -151,7 +151,7 @@ struct MhcLowRankInputs {
   MhcLowRankWeights weights;
 };
 
-// The two execution paths of the low-rank pre step (numerics §4, buffers.md §4.7): split
+// The two execution paths of the low-rank pre step (numerics §4, docs/spec/buffers.md §4.7): split
 // (T ≤ 64, FP32 scratch and weights) and slab (GEMMs on BF16 intermediates and weights).
 enum class MhcLowRankPath { split, slab };
 inline const char* to_string(MhcLowRankPath p) {

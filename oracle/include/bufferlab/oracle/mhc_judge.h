@@ -1,4 +1,4 @@
-// Judges the mHC ops per stage (spec/numerics.md §3, §4, §9): every stored output against the
+// Judges the mHC ops per stage (docs/spec/numerics.md §3, §4, §9): every stored output against the
 // faithful oracle fed the backend's OWN stored inputs, under the derived per-element bounds of
 // mhc_bounds.cpp; the Sinkhorn comb by its properties. The exact-vs-faithful difference of the
 // oracle is reported, never asserted. A failing check's first bad element names the tensor and

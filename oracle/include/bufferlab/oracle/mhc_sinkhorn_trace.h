@@ -1,4 +1,4 @@
-// The convergence of the spec's FP64 Sinkhorn (spec/numerics.md §3 step 4) on random comb
+// The convergence of the spec's FP64 Sinkhorn (docs/spec/numerics.md §3 step 4) on random comb
 // logits against its Birkhoff–Hopf row bound, and the convergence frontier (iterations needed
 // to reach a row-sum error of 1e-3 and 1e-6 per logit range): the computation behind
 // `bufferlab sinkhorn` and tests/unit/test_sinkhorn_frontier.cpp. Reads no options and

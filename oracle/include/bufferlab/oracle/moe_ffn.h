@@ -1,4 +1,4 @@
-// FP64 oracle of the non-routing MoE / FFN ops (spec/numerics.md §2, §8): the gather of token
+// FP64 oracle of the non-routing MoE / FFN ops (docs/spec/numerics.md §2, §8): the gather of token
 // rows by expert, the grouped expert GEMMs (gate / up / down), SwiGLU, the weighted combine
 // (zero-expert identity terms, latent in place), the BF16 GemmOp kinds (store, swiglu
 // epilogue, accumulate) and the LM head — each with the derived per-element bound of a
@@ -152,7 +152,7 @@ struct ExpertChainRun {
   CombineRun combine;
 };
 
-// Oracle multiply-adds of one case, for the per-case cost cap (DESIGN.md: ≤ ~2^26).
+// Oracle multiply-adds of one case, for the per-case cost cap (docs/architecture.md: ≤ ~2^26).
 uint64_t expert_chain_cost(const ExpertChain& chain);  // T·top_k·3·I·D + T·top_k·D
 
 }  // namespace bufferlab::oracle

@@ -1,4 +1,4 @@
-// Judges the non-routing MoE / FFN ops per stage (spec/numerics.md §9): each output against
+// Judges the non-routing MoE / FFN ops per stage (docs/spec/numerics.md §9): each output against
 // the faithful oracle fed the backend's OWN stored inputs, under the per-element bounds of
 // moe_ffn.cpp, only where the op writes (zero-expert slots and gathered rows past the routed
 // count are not outputs; a routed slot left unwritten fails as poison). The first bad element

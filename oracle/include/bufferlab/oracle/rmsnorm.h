@@ -1,4 +1,4 @@
-// FP64 oracle of FusedAddRmsNormOp (spec/numerics.md §1) and the derived agreement bounds of
+// FP64 oracle of FusedAddRmsNormOp (docs/spec/numerics.md §1) and the derived agreement bounds of
 // its outputs. Host copies of the operands carry BF16 as raw bits.
 //
 // Defined result for non-finite rows: a row whose normalised values hold a NaN or ±Inf has a

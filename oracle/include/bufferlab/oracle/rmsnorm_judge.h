@@ -1,4 +1,4 @@
-// Judges one FusedAddRmsNormOp run per stage (spec/numerics.md §9): the stored residual
+// Judges one FusedAddRmsNormOp run per stage (docs/spec/numerics.md §9): the stored residual
 // against the faithful oracle of the inputs, then norm_output (and moe_router_in_f32) against
 // the oracle fed the backend's OWN stored residual, each under its derived bound (rmsnorm.cpp).
 // The exact-vs-faithful difference of the oracle itself is reported, not asserted.

@@ -1,4 +1,4 @@
-// FP64 oracle of MoE routing (spec/numerics.md §2): the router GEMM (MoeRouterOp), top-k
+// FP64 oracle of MoE routing (docs/spec/numerics.md §2): the router GEMM (MoeRouterOp), top-k
 // selection (MoeTopKOp) and the tie-stability check that judges a backend's selected ids
 // against the oracle under the derived per-expert bounds. Host copies of the operands carry
 // BF16 as raw bits.

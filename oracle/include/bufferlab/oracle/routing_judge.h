@@ -1,4 +1,4 @@
-// Judges MoE routing runs (spec/numerics.md §2 "Tie stability property" and §9) against the
+// Judges MoE routing runs (docs/spec/numerics.md §2 "Tie stability property" and §9) against the
 // FP64 routing oracle (routing.h), each check on the backend's own stored inputs:
 //   judge_router: stored logits vs the exact FP64 logits of the SAME stored inputs, per logit
 //     within router_logit_bounds (u = kUnitRoundoffCpu or kUnitRoundoffDeviceGemm; the bf16

@@ -25,8 +25,8 @@ struct ExpertChainRanges {
   uint64_t cost_cap = uint64_t{1} << 26;
   uint64_t weight_cap = 0;
 };
-// tests/property (CI: DESIGN.md's 2^26 per case) and `fuzz --numeric experts` (real sizes:
-// hidden 7168, latent 2048, I 4096, E 256, top_k 32, 64 rows; 2^28 work, 2^26 weights).
+// tests/property (CI: docs/architecture.md's 2^26 per case) and `fuzz --numeric experts` (real
+// sizes: hidden 7168, latent 2048, I 4096, E 256, top_k 32, 64 rows; 2^28 work, 2^26 weights).
 ExpertChainRanges ci_expert_chain_ranges();
 ExpertChainRanges full_expert_chain_ranges();
 

@@ -1,4 +1,4 @@
-// RapidCheck generators of Gated DeltaNet and Mamba-2 SSD cases (spec/numerics.md §5, §6;
+// RapidCheck generators of Gated DeltaNet and Mamba-2 SSD cases (docs/spec/numerics.md §5, §6;
 // core ops/gdn.h, ops/mamba2.h): the linear_* / mamba_* fields of a config, the number of
 // co-dispatched sequences, their length L, the path the harness runs (chunked or the
 // recurrence) and the input profile of the oracle's seeded inputs (oracle/gdn.h, ssd.h). L
@@ -24,9 +24,9 @@
 namespace bufferlab::gen {
 
 // Oracle multiply-adds of one call over T = sequences·L tokens, the figure the generators cap
-// (DESIGN.md: ≤ ~2^26 per case in CI). The judges evaluate it a few times over (faithful,
-// exact, each stage on the stored inputs, per-element bounds): measured on one core, judge_gdn
-// takes ~13 ns per unit of this cost (0.84 s at 2^26), the backend ~0.7 ns, the exact
+// (docs/architecture.md: ≤ ~2^26 per case in CI). The judges evaluate it a few times over
+// (faithful, exact, each stage on the stored inputs, per-element bounds): measured on one core,
+// judge_gdn takes ~13 ns per unit of this cost (0.84 s at 2^26), the backend ~0.7 ns, the exact
 // reference ~1.3 ns. The CI ranges therefore cap a case at 2^23 (≤ ~0.12 s of judging) so that
 // a property's 100 cases take about a second; the slow suite goes to 2^30.
 //   GDN chunked    T·nv·(64·(kd + vd) + 3·kd·vd)   per token: its row of Q Kᵀ and of the

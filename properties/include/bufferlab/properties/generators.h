@@ -1,4 +1,4 @@
-// RapidCheck generators: random VALID model configs of every family of spec/buffers.md §1.2
+// RapidCheck generators: random VALID model configs of every family of docs/spec/buffers.md §1.2
 // with independent feature flags on top, run shapes and targets. Sizes are deliberately odd
 // (not multiples of 16/32/64/128) unless a structure demands otherwise. Failing cases shrink
 // and print as a reproducible normalized config JSON (showValue below).

@@ -1,4 +1,4 @@
-// The mHC deep-stack property (spec/numerics.md §3, §9; bug-catalogue B13): `layers` layers of
+// The mHC deep-stack property (docs/spec/numerics.md §3, §9; bug-catalogue B13): `layers` layers of
 // mhc_pre (backend) → a host block → hc_post in place (backend) on FP32 streams that start as
 // mhc_expand of a BF16 embedding, against the faithful FP64 oracle running the same stack
 // (streams in FP64; block input and block output rounded to BF16 where the backend stores

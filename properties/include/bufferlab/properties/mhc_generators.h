@@ -1,4 +1,4 @@
-// RapidCheck generator of mHC hyper-connection cases (spec/numerics.md §3–§4, core
+// RapidCheck generator of mHC hyper-connection cases (docs/spec/numerics.md §3–§4, core
 // ops/mhc.h): the hc fields of a config (hc_mult 1..16, hc_lowrank r up to 512,
 // hc_sinkhorn_iters 1..50, hc_eps 0 or 1e-6), the token count and the input profile of the
 // oracle's seeded inputs (oracle/mhc_inputs.h: comb logit range 0.01..60, normal / zero / huge
@@ -27,10 +27,10 @@ namespace bufferlab::gen {
 enum class MhcOpKind { pre, post, head, expand, lowrank };
 const char* to_string(MhcOpKind k);
 
-// Oracle multiply-adds of one op over T tokens, the figure the generator caps (DESIGN.md:
-// ≤ ~2^26 per case in CI). The judges' own work is a small multiple of it — each runs the
-// oracle faithful and exact and forms per-element bounds (measured on one core at 2^26:
-// judge_mhc_lowrank ~0.9 s, mhc_lowrank_path_bounds another ~0.9 s):
+// Oracle multiply-adds of one op over T tokens, the figure the generator caps
+// (docs/architecture.md: ≤ ~2^26 per case in CI). The judges' own work is a small multiple of it —
+// each runs the oracle faithful and exact and forms per-element bounds (measured on one core at
+// 2^26: judge_mhc_lowrank ~0.9 s, mhc_lowrank_path_bounds another ~0.9 s):
 //   pre      T·(2 + hc)·hc·hc·h      the mix GEMV ((2 + hc)·hc rows of length hc·h); the
 //                                    Sinkhorn (≈ 4·iters·hc² per token) and the block input
 //                                    (hc·h) are below it
@@ -52,7 +52,7 @@ struct MhcRanges {
   // case costs 2049·hc·h·(2r + hc)).
   bool slab_boundary = false;
 };
-// tests/property (DESIGN.md's 2^26 per case; rows 1..65) and the full range of
+// tests/property (docs/architecture.md's 2^26 per case; rows 1..65) and the full range of
 // tests/slow/numeric/test_mhc_full_range.cpp and `fuzz --numeric mhc` (hidden up to 7168, rows up
 // to 4097 with the T = 2049 slab boundary, 2^28 per case, ~4 s of judging at the largest).
 MhcRanges ci_mhc_ranges();

@@ -1,4 +1,4 @@
-// RapidCheck generators of MoE routing cases (spec/numerics.md §2): the routing fields of a
+// RapidCheck generators of MoE routing cases (docs/spec/numerics.md §2): the routing fields of a
 // config (scoring, bias, norm_topk_prob, routed_scaling_factor, zero experts, hash tables),
 // dimensions drawn under an oracle cost cap, and ADVERSARIAL router inputs — duplicated gate
 // rows, rows perturbed below one BF16 ULP of the logit, all-equal logits, logits exactly one

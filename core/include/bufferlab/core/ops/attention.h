@@ -1,5 +1,5 @@
-// Op descriptors of full and sliding attention (spec/buffers.md §5, numerics.md §8): the
-// prefill staging copies out of qkv_output (Q copy, K and V scratch), the prefill and decode
+// Op descriptors of full and sliding attention (docs/spec/buffers.md §5, docs/spec/numerics.md §8):
+// the prefill staging copies out of qkv_output (Q copy, K and V scratch), the prefill and decode
 // attention cores, the split-K merge and the sigmoid output gate. The QKV and O projections
 // are projections (plan::emit_projection), not ops of this header.
 //
@@ -114,7 +114,7 @@ struct AttnPrefillOp {
 
 // Decode / verify attention: reads the qkv_output rows directly (RoPE fused) and the paged
 // cache. With splits > 1 (decode and mixed steps only) it writes split-K partials, slot
-// ((seq·nq)+head)·splits+split of (hd+2) f32 for every seq < rows (numerics.md §8);
+// ((seq·nq)+head)·splits+split of (hd+2) f32 for every seq < rows (docs/spec/numerics.md §8);
 // with one split it writes attn_output and never touches splitk_workspace.
 struct AttnDecodeOp {
   struct Shape {

@@ -1,6 +1,6 @@
 // The ops at both ends of a pass: the embedding gather (token ids → rows of the residual
 // stream, or of hidden_states for an mHC model's mhc_expand) and the LM head (the rows of
-// buffers.md §4.9 → `logits`), plus the host uploads of the per-pass inputs.
+// docs/spec/buffers.md §4.9 → `logits`), plus the host uploads of the per-pass inputs.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ struct EmbeddingOp {
   std::vector<Access> accesses() const;
 };
 
-// Which input row each logits row reads (buffers.md §4.9), as one affine rule so every
+// Which input row each logits row reads (docs/spec/buffers.md §4.9), as one affine rule so every
 // backend computes it the same way: row r < direct reads input row r (decode / verify rows,
 // the decode rows of a mixed step); row direct + i reads tail_base + i·tail_stride (a
 // prefill's last token, the mixed step's prefill row at rung(n), one row per co-dispatched
@@ -42,7 +42,8 @@ struct LmHeadRows {
 };
 
 // logits[r] = x[row_r] · W_vocabᵀ for the logits rows of the pass, gathered from the final
-// norm's rows (numerics §8; which rows: buffers.md §4.9). BF16 in, FP32 accumulate, BF16 out.
+// norm's rows (numerics §8; which rows: docs/spec/buffers.md §4.9). BF16 in, FP32 accumulate, BF16
+// out.
 struct LmHeadOp {
   struct Shape {
     uint64_t rows = 0;         // rows of the pass the gather reads from

@@ -1,7 +1,7 @@
-// The ops of a SwiGLU FFN beyond its GEMMs (spec/numerics.md §2, §7; buffers.md §4.9): the
-// SiLU-gated product a = silu(g) · u (optional clamp) computed in place of g, and the
-// dense-FFN activation quantizers of the FP8 / int8 / NVFP4 paths into ffn_act_a /
-// ffn_act_scale. (The q8_1 path uses Q8QuantOp of projection.h into ffn_act_q8.)
+// The ops of a SwiGLU FFN beyond its GEMMs (docs/spec/numerics.md §2, §7;
+// docs/spec/buffers.md §4.9): the SiLU-gated product a = silu(g) · u (optional clamp) computed in
+// place of g, and the dense-FFN activation quantizers of the FP8 / int8 / NVFP4 paths into
+// ffn_act_a / ffn_act_scale. (The q8_1 path uses Q8QuantOp of projection.h into ffn_act_q8.)
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,7 @@ struct SwigluOp {
   std::vector<Access> accesses() const;
 };
 
-// Activation formats of the dense-FFN activation path (buffers.md §4.9, numerics §7).
+// Activation formats of the dense-FFN activation path (docs/spec/buffers.md §4.9, numerics §7).
 enum class FfnActFormat { fp8, int8, nvfp4 };
 const char* to_string(FfnActFormat f);
 

@@ -1,6 +1,6 @@
 // FusedAddRmsNormOp: residual = bf16(residual + x); norm_output = bf16(RMSNorm(residual))
 // in the offset-from-1 convention y = r · rsqrt(mean(r²) + eps) · (1 + w), FP32 math
-// (spec/numerics.md §1). The FP32 variant also writes the FP32 normed row, before BF16
+// (docs/spec/numerics.md §1). The FP32 variant also writes the FP32 normed row, before BF16
 // rounding, into moe_router_in_f32. An unweighted norm reads the zero `norm_unit_w`.
 #pragma once
 

@@ -1,5 +1,5 @@
-// The ops of a Gated DeltaNet layer between its two projections (spec/numerics.md §5,
-// spec/buffers.md §4.5, §5): de-interleave of in_proj_qkvz, causal conv1d + SiLU, the β/α
+// The ops of a Gated DeltaNet layer between its two projections (docs/spec/numerics.md §5,
+// docs/spec/buffers.md §4.5, §5): de-interleave of in_proj_qkvz, causal conv1d + SiLU, the β/α
 // gates, the chunked core (W/U, state pass, output — the stages numerics §9 checks) or the
 // token-by-token recurrence, and the gated RMSNorm. Extents come from the config and the
 // pass rows; only the §4.5 region OFFSETS come from the sizing under test (nt).
@@ -189,7 +189,7 @@ struct GdnChunkOp {
   TensorRef span(Array a) const;  // all streams' regions of one array
 
   // The arena operands bind() resolves, made once by make(): a TensorRef's shape is a heap
-  // vector, and a launch allocates nothing (DESIGN.md).
+  // vector, and a launch allocates nothing (docs/architecture.md).
   struct Operands {
     TensorRef conv, gates, W, U, S, uc, gc, output;
   };

@@ -1,5 +1,5 @@
-// The ops of a Mamba-2 layer between its two projections (spec/numerics.md §6,
-// spec/buffers.md §4.6, §5): causal conv1d over xBC, the chunked SSD (dt/dA_cumsum, CB,
+// The ops of a Mamba-2 layer between its two projections (docs/spec/numerics.md §6,
+// docs/spec/buffers.md §4.6, §5): causal conv1d over xBC, the chunked SSD (dt/dA_cumsum, CB,
 // scan) per sequence or the recurrence, and the gated RMSNorm into norm_output. Extents come
 // from the config and the pass rows; only the §4.6 array OFFSETS come from the sizing (nc).
 //

@@ -1,4 +1,4 @@
-// The mHC hyper-connection ops (spec/numerics.md §3–§4, spec/buffers.md §4.7, §5): expand
+// The mHC hyper-connection ops (docs/spec/numerics.md §3–§4, docs/spec/buffers.md §4.7, §5): expand
 // the embedding into hc FP32 streams, the pre step (Sinkhorn form, or the low-rank form on
 // its split or GEMM path) that writes the block input into norm_output, the post step that
 // updates the streams in place, and the head before the final norm.

@@ -1,5 +1,5 @@
 // Op descriptors of multi-head latent attention (MLA, kv_lora_rank > 0) in its absorbed form
-// (spec/buffers.md §5): the per-token stages between the projections and the latent
+// (docs/spec/buffers.md §5): the per-token stages between the projections and the latent
 // attention core. The projections (q_a, q_b, kv_a, O) are plan::emit_projection's.
 //
 // Homes (§5 "ssm_ba", "ssm_deinterleaved", "ssm_conv_out_f32"; §5 gives none for the KV

@@ -1,6 +1,6 @@
-// The ops of a routed MoE FFN (spec/numerics.md §2, spec/buffers.md §3 #6–#9, #16–#19, §4.1–§4.4,
-// §5): router GEMM, top-k selection (softmax / sigmoid+bias / sqrtsoftplus+bias, hash), the
-// gather of each token's input rows by expert, the grouped expert GEMMs, and the weighted
+// The ops of a routed MoE FFN (docs/spec/numerics.md §2, docs/spec/buffers.md §3 #6–#9, #16–#19,
+// §4.1–§4.4, §5): router GEMM, top-k selection (softmax / sigmoid+bias / sqrtsoftplus+bias, hash),
+// the gather of each token's input rows by expert, the grouped expert GEMMs, and the weighted
 // combine (with zero-expert identity terms). Every operand is derived by make() from the
 // config and the pass's rows; kernels launch from shape().
 #pragma once
@@ -25,7 +25,7 @@ struct TopKRegions {
 };
 TopKRegions topk_regions(uint64_t rows, uint64_t top_k);  // checked
 
-// The router GEMM's precision path (buffers.md §5 "Paths", numerics §2).
+// The router GEMM's precision path (docs/spec/buffers.md §5 "Paths", numerics §2).
 enum class RouterPrecision { bf16, fp32_gate, fp32_routing };
 const char* to_string(RouterPrecision p);
 

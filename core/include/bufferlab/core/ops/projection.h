@@ -1,7 +1,8 @@
-// The ops of one projection y[T, N] = x[T, K] · Wᵀ on each path of spec/buffers.md §5
+// The ops of one projection y[T, N] = x[T, K] · Wᵀ on each path of docs/spec/buffers.md §5
 // "Paths": FP8 block-scaled activation quantization, the GEMM itself (BF16, FP8, Q2
 // dequantized or MMQ), Q2 weight dequantization, q8_1 activation quantization, and the LoRA
-// shrink / expand / add. Extents follow numerics.md §7; every kernel launches from shape().
+// shrink / expand / add. Extents follow docs/spec/numerics.md §7; every kernel launches from
+// shape().
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
-// The QSA sparse-attention indexer over qsa_select_scratch (spec/buffers.md §4.8,
-// numerics.md §8): per slab of ≤ 2048 prefill rows, qk projection → q post-processing →
+// The QSA sparse-attention indexer over qsa_select_scratch (docs/spec/buffers.md §4.8,
+// docs/spec/numerics.md §8): per slab of ≤ 2048 prefill rows, qk projection → q post-processing →
 // block scores → top-k block lists, which the attention core of the same slab then reads.
 // The regions sit at the offsets of a 2048-row slab whatever the slab's rows; every indexer
 // layer reuses them. Decode rows select inside the decode kernel and never use the scratch
-// (numerics.md §8: "Prefill selection uses qsa_select_scratch").
+// (docs/spec/numerics.md §8: "Prefill selection uses qsa_select_scratch").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Pass: one launchable pass of the engine (spec/buffers.md §2 "Launchable passes") — its
+// Pass: one launchable pass of the engine (docs/spec/buffers.md §2 "Launchable passes") — its
 // kind and the geometry that decides which rows every op writes — and the engine's refusal
 // rule, which depends on the run shape only.
 #pragma once
@@ -38,11 +38,12 @@ struct Pass {
   uint64_t decode_rows() const;
   // Tokens of the prefill part (prefill t; mixed t; codispatch n·L), 0 otherwise.
   uint64_t prefill_tokens() const;
-  // Rows the LM head writes into `logits` (buffers.md §4.9): prefill 1; decode rung(n);
+  // Rows the LM head writes into `logits` (docs/spec/buffers.md §4.9): prefill 1; decode rung(n);
   // verify rows; mixed rung(n) + 1 (the prefill's last token parked at row rung(n));
   // codispatch n (one row per stream).
   uint64_t logits_rows() const;
-  // Which input row each of those reads (buffers.md §4.9); see LmHeadRows (ops/embedding.h).
+  // Which input row each of those reads (docs/spec/buffers.md §4.9); see LmHeadRows
+  // (ops/embedding.h).
   LmHeadRows logits_source_rows() const;
   // Number of prefill sequences (streams): codispatch n, prefill/mixed 1, else 0.
   uint64_t prefill_streams() const;

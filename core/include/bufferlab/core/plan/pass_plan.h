@@ -1,5 +1,5 @@
 // PassPlan: the ordered steps of one launchable pass on one choice of paths, each with the
-// accesses its op declares and the CUDA stream it runs on (spec/buffers.md §2, §5). Built by
+// accesses its op declares and the CUDA stream it runs on (docs/spec/buffers.md §2, §5). Built by
 // plan::build from the config, the sizing under test (sub-layout parameters, null buffers
 // that select a fallback, co-dispatch eligibility) and op semantics (rows, widths).
 #pragma once

@@ -1,4 +1,4 @@
-// Paths: one choice on each execution-path axis of spec/buffers.md §5 "Paths". A plan is
+// Paths: one choice on each execution-path axis of docs/spec/buffers.md §5 "Paths". A plan is
 // built for one Paths value; the verifier covers every combination the model and target
 // allow (axes that cannot apply — router without experts, FFN activation without a dense
 // model, Q2 the target does not enable, LoRA without an adapter pool — have one choice).

@@ -1,4 +1,4 @@
-// The static verifier (spec/buffers.md §2–§5): checks one PassPlan against the Layout of
+// The static verifier (docs/spec/buffers.md §2–§5): checks one PassPlan against the Layout of
 // the sizing under test and reports every finding — bounds, overlap inside a step,
 // liveness, races between unordered streams, read before write, reads of phantom bytes,
 // and legal co-dispatch passes the layout cannot stage.
