@@ -115,7 +115,7 @@ def main():
     ours, problems = read_kernel_times(out_dir, ["cuda-bench.json"], ("BM_CudaMoe",))
     for _, e in problems:
         print("no bench json:", e)
-    torch.backends.cuda.matmul.allow_tf32 = False  # numerics §2: FP32 GEMMs without TF32
+    torch.backends.cuda.matmul.allow_tf32 = False  # docs/spec/numerics.md §2: FP32 GEMMs without TF32
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     table = SideBySide(ours, key_width=82, variant_width=23)
     table.header()

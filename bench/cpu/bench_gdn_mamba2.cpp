@@ -1,6 +1,6 @@
-// Google Benchmark: the CPU Gated DeltaNet and Mamba-2 SSD cores (numerics §5–§6, ops/gdn.h,
-// ops/mamba2.h), the chunked form against the token-by-token recurrence on the SAME workspace
-// and inputs, and both against machine baselines timed in the same run. Not pass/fail.
+// Google Benchmark: the CPU Gated DeltaNet and Mamba-2 SSD cores (docs/spec/numerics.md §5–§6,
+// ops/gdn.h, ops/mamba2.h), the chunked form against the token-by-token recurrence on the SAME
+// workspace and inputs, and both against machine baselines timed in the same run. Not pass/fail.
 //
 //   BM_GdnChunkedCpu      gdn_chunk wu + state + output over one sequence of T tokens;
 //                         baseline: gdn_recurrent over the same rows

@@ -1,4 +1,4 @@
-// Google Benchmark: the CPU mHC ops (numerics §3–§4, ops/mhc.h) against two baselines
+// Google Benchmark: the CPU mHC ops (docs/spec/numerics.md §3–§4, ops/mhc.h) against two baselines
 // measured in the same run — a naive single-thread scalar loop of the same math and storage
 // roundings, and this machine's copy bandwidth (an OpenMP memcpy of the stream bytes). Not
 // pass/fail.

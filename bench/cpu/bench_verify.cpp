@@ -36,8 +36,8 @@ const std::vector<PresetInfo>& presets() {
   return all;
 }
 
-// (a) One preset (state.range(0) indexes list_presets()) at the spec §2 default run shape
-// on its default target.
+// (a) One preset (state.range(0) indexes list_presets()) at the docs/spec/buffers.md §2 default run
+// shape on its default target.
 void BM_VerifyConfig(benchmark::State& state) {
   const PresetInfo& info = presets().at(static_cast<size_t>(state.range(0)));
   state.SetLabel(info.name);

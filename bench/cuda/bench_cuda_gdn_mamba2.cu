@@ -1,5 +1,5 @@
-// Google Benchmark: the CUDA Gated DeltaNet and Mamba-2 SSD cores (numerics §5–§6, ops/gdn.h,
-// ops/mamba2.h) through the Backend interface, timed with CUDA events (manual time): the
+// Google Benchmark: the CUDA Gated DeltaNet and Mamba-2 SSD cores (docs/spec/numerics.md §5–§6,
+// ops/gdn.h, ops/mamba2.h) through the Backend interface, timed with CUDA events (manual time): the
 // chunked form against the token-by-token recurrence on the same workspace and inputs, and
 // each against the H200 roofline. Not pass/fail.
 //

@@ -18,7 +18,7 @@ void Backend::poison(const Workspace& ws) {
   zero_unit_weight(ws);
 }
 
-// norm_unit_w is zero-filled at allocation (spec §3 #24): RMSNorm scale 1 + 0.
+// norm_unit_w is zero-filled at allocation (docs/spec/buffers.md §3 #24): RMSNorm scale 1 + 0.
 void Backend::zero_unit_weight(const Workspace& ws) {
   const LayoutEntry unit = ws.layout().entry(BufferId::norm_unit_w);
   if (unit.is_null()) return;

@@ -21,7 +21,7 @@ constexpr uint64_t kQsaSlabRows = 2048;
 
 Size floor256(Size x) { return max(x, Size(256)); }
 
-// The intermediate quantities of spec §2 for one sizing.
+// The intermediate quantities of docs/spec/buffers.md §2 for one sizing.
 struct Intermediates {
   uint64_t m, m_pad, k_max, R, max_blocks, pos_streams, moe_scratch, prefill_meta, meta_base,
       bt_meta, q12_batched, logits_tokens, max_dim, max_proj_k, kmax, kpad, splits, slots;

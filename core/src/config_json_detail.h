@@ -36,8 +36,8 @@ std::array<uint64_t, 3> read_mrope_section(const nlohmann::json& value, const st
 // A float as the normalized form writes it: a number, or "Infinity" / "-Infinity" / "NaN".
 nlohmann::json float_to_json(double value);
 
-// The Hugging Face mapping of spec §1.1 (not validated), with every key read, field derived
-// and key ignored appended to `uses`.
+// The Hugging Face mapping of docs/spec/buffers.md §1.1 (not validated), with every key read, field
+// derived and key ignored appended to `uses`.
 ModelConfig config_from_hf_json(const nlohmann::json& root, std::vector<ConfigKeyUse>& uses);
 
 // Appends a `defaulted` row for every §1 field of `c` that no row of `uses` names.

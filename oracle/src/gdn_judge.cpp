@@ -1,5 +1,5 @@
 // Per-stage judgement of one GDN call against the faithful oracle fed the backend's own stored
-// inputs (numerics §9), under the derived bounds of gdn_bounds.cpp.
+// inputs (docs/spec/numerics.md §9), under the derived bounds of gdn_bounds.cpp.
 #include "bufferlab/oracle/gdn_judge.h"
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// Derived per-element bounds of the Mamba-2 stages (numerics §6, §9): a backend's stored value
-// against the oracle fed the same stored inputs.
+// Derived per-element bounds of the Mamba-2 stages (docs/spec/numerics.md §6, §9): a backend's
+// stored value against the oracle fed the same stored inputs.
 //
 // Notation (Higham, "Accuracy and Stability of Numerical Algorithms", §3.1): u is the unit
 // roundoff of the backend's FP32 element-wise math (bm.fp32_u) or of its sums and products
@@ -21,7 +21,7 @@
 //
 // A stored BF16 value bf16(ŷ) against the faithful bf16(y), |ŷ − y| ≤ e:
 //   |bf16(ŷ) − bf16(y)| ≤ e + ulp_bf16(|y| + e) (half a ULP on each side: the one ULP of the
-//   storage format of numerics §9). FP32 stores (dt, dA_cumsum, CB, the state) are the
+//   storage format of docs/spec/numerics.md §9). FP32 stores (dt, dA_cumsum, CB, the state) are the
 //   backend's computed values: no extra term; the faithful oracle keeps them in FP64.
 #include <fmt/format.h>
 

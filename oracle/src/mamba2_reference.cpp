@@ -1,5 +1,5 @@
 // The SSD core in FP64 — the definition (the recurrence) and the chunked form — and the whole
-// Mamba-2 call in `exact` / `faithful` mode (numerics §6, ops/mamba2.h).
+// Mamba-2 call in `exact` / `faithful` mode (docs/spec/numerics.md §6, ops/mamba2.h).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Derived per-element bounds of the mHC ops (numerics §3–§4, §9): a backend's stored value
-// against the oracle fed the same stored inputs.
+// Derived per-element bounds of the mHC ops (docs/spec/numerics.md §3–§4, §9): a backend's stored
+// value against the oracle fed the same stored inputs.
 //
 // Notation (Higham, "Accuracy and Stability of Numerical Algorithms", §3.1): u is the unit
 // roundoff of the backend's FP32 math (bm.fp32_u) or of its BF16 GEMM accumulation
@@ -22,7 +22,8 @@
 //
 // A stored BF16 value bf16(ŷ) against the faithful bf16(y), |ŷ − y| ≤ e:
 //   |bf16(ŷ) − bf16(y)| ≤ e + ulp_bf16(|y| + e) (half a ULP on each side: the "one ULP of the
-//   storage format per stored value" of numerics §9). FP32 stores are the computed values.
+//   storage format per stored value" of docs/spec/numerics.md §9). FP32 stores are the computed
+//   values.
 //
 // Domain: every value and partial sum below FLT_MAX (an FP32 overflow is outside any bound),
 // rms_eps ≥ 2^-100 (it then dominates the underflow of tiny squares).

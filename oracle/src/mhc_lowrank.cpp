@@ -1,5 +1,5 @@
-// FP64 oracle of the low-rank mHC pre step (numerics §4): its stages, the whole step on either
-// path's definition, and the BF16 weights of the slab path.
+// FP64 oracle of the low-rank mHC pre step (docs/spec/numerics.md §4): its stages, the whole step
+// on either path's definition, and the BF16 weights of the slab path.
 #include <cmath>
 
 #include "bufferlab/core/checked.h"

@@ -1,5 +1,5 @@
-// FP64 oracle of the Sinkhorn-form mHC ops: pre (numerics §3 steps 1–5), post (step 6), head
-// and expand. Plain loops in the order of the definition; FP64 needs no scaling of huge
+// FP64 oracle of the Sinkhorn-form mHC ops: pre (docs/spec/numerics.md §3 steps 1–5), post (step
+// 6), head and expand. Plain loops in the order of the definition; FP64 needs no scaling of huge
 // streams (1e30² = 1e60 is far inside its range).
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// The Sinkhorn reference of numerics §3 step 4 and its Birkhoff–Hopf row bound.
+// The Sinkhorn reference of docs/spec/numerics.md §3 step 4 and its Birkhoff–Hopf row bound.
 //
 // Notation: γ_n(u) = n·u/(1 − n·u) (Higham §3.1). osc(v) = log(max v / min v) is the Hilbert
 // projective distance of a positive vector v to the all-ones vector.
@@ -117,8 +117,8 @@ double projective_diameter(std::span<const double> K, uint64_t hc) {
   return delta;
 }
 
-// Derivation of the bound (numerics §3; Birkhoff 1957, Bushell 1973, Franklin & Lorenz 1989).
-// d_H(x, y) = osc(x / y) is the Hilbert projective metric on positive vectors.
+// Derivation of the bound (docs/spec/numerics.md §3; Birkhoff 1957, Bushell 1973, Franklin & Lorenz
+// 1989). d_H(x, y) = osc(x / y) is the Hilbert projective metric on positive vectors.
 //
 // Structure. Every matrix the iteration produces is D1·K·D2 with positive diagonals (each
 // normalisation, with or without eps, divides a whole row or column by one number), so every

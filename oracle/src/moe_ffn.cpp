@@ -11,8 +11,8 @@
 // The stored value bf16(ŷ) is compared with the faithful value bf16(y):
 //   |bf16(ŷ) − bf16(y)| ≤ ½ulp(ŷ) + |ŷ − y| + ½ulp(y) ≤ e + ulp(|y| + e),
 // where e bounds |ŷ − y| and ulp(v) is the BF16 spacing at magnitude v (bf16_ulp_at): the
-// "≤ 1 ULP of the storage format per stored value" of numerics §9. Domain of every bound:
-// values and partial sums below FLT_MAX (an FP32 overflow is outside any bound).
+// "≤ 1 ULP of the storage format per stored value" of docs/spec/numerics.md §9. Domain of every
+// bound: values and partial sums below FLT_MAX (an FP32 overflow is outside any bound).
 #include "bufferlab/oracle/moe_ffn.h"
 
 #include <fmt/format.h>

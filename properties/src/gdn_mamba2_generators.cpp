@@ -17,7 +17,7 @@ namespace {
 
 using U = uint64_t;
 
-constexpr U kChunk = 64;  // numerics §5, §6: C = L = 64
+constexpr U kChunk = 64;  // docs/spec/numerics.md §5, §6: C = L = 64
 
 // A favoured value (clamped to [lo, hi]) or any value in [lo, hi].
 U favoured_or_in(std::initializer_list<U> favoured, U lo, U hi) {
@@ -42,7 +42,7 @@ void draw_many_streams(U max_sequences, U max_L, U& sequences, U& L) {
   L = std::max<U>(L, 1);
 }
 
-// A config with one mixer layer of `type` and the smallest valid rest (spec §1).
+// A config with one mixer layer of `type` and the smallest valid rest (docs/spec/buffers.md §1).
 ModelConfig base_config(LayerType type) {
   ModelConfig c;
   c.hidden_size = 64;

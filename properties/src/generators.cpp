@@ -1,4 +1,4 @@
-// Random valid configs per family, with independent feature flags (spec §1.2).
+// Random valid configs per family, with independent feature flags (docs/spec/buffers.md §1.2).
 #include "bufferlab/properties/generators.h"
 
 #include <algorithm>

@@ -6,7 +6,8 @@
 // layers. E_0 = 0: mhc_expand copies BF16 values, exact in FP32 and FP64. u = bm.fp32_u, u64 =
 // 2^-53, γ_n(u) = n·u/(1 − n·u), ulp(v) the BF16 spacing at |v|. Per token, n = hc·h:
 //
-// 1. Mix (numerics §3 steps 1–2). ρ(x) = sqrt(Σx²/n + eps) is the 2-norm of (x/√n, √eps), so
+// 1. Mix (docs/spec/numerics.md §3 steps 1–2). ρ(x) = sqrt(Σx²/n + eps) is the 2-norm of (x/√n,
+// √eps), so
 //    |ρ(x̂) − ρ(x)| ≤ ‖E‖₂/√n =: e₂ and ρ(x̂) ≥ ρ̂ := max(ρ − e₂, √eps). The exact mix on x̂
 //    against the exact mix on x, m_k = fn_k·x/ρ:
 //      |m_k(x̂) − m_k(x)| ≤ Σ|fn_k|·E/ρ̂ + |fn_k·x|·e₂/(ρ·ρ̂);
@@ -19,8 +20,8 @@
 //    that (q = 2σ, the ×2 exact).
 // 3. Block input (step 5). Y_d = Σ_i p_i·x_id: |Ŷ − Y| ≤ Σ_i (Δp_i·(|x_id| + E_id) + p_i·E_id)
 //    + γ_hc(u)·Σ_i (p_i + Δp_i)(|x_id| + E_id) + γ_hc(u64)·Σ_i p_i|x_id| =: e_Y. Both sides
-//    store BF16 and may round to different neighbours (numerics §9): |ŷ − y| ≤ e_Y + ulp(|Y| +
-//    e_Y) — ONE BF16 ULP of the block input per layer.
+//    store BF16 and may round to different neighbours (docs/spec/numerics.md §9): |ŷ − y| ≤ e_Y +
+//    ulp(|Y| + e_Y) — ONE BF16 ULP of the block input per layer.
 // 4. Block (host, identical for both): b = bf16(c·y), c·y exact in FP64:
 //    |b̂ − b| ≤ c·|ŷ − y| + ulp(c·|y| + c·|ŷ − y|).
 // 5. Comb (step 4): |log(Ĉ_ij / C_ij)| ≤ λ, the Sinkhorn's elementwise forward error derived at
@@ -195,8 +196,9 @@ double sinkhorn_log_error(const SinkhornShape& s, double k, double u) {
 
 // ---- the FP64 oracle of one layer, and the bound --------------------------------------------
 
-// The pre step of one token on FP64 streams (numerics §3 steps 1–5, as oracle::mhc_pre; the
-// oracle's own entry point takes FP32 streams), with the block input before its BF16 store.
+// The pre step of one token on FP64 streams (docs/spec/numerics.md §3 steps 1–5, as
+// oracle::mhc_pre; the oracle's own entry point takes FP32 streams), with the block input before
+// its BF16 store.
 struct TokenPre {
   std::vector<double> mix, p, q, K, C, Y;
 };

@@ -18,7 +18,7 @@ namespace {
 
 using U = uint64_t;
 
-constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // docs/spec/numerics.md §4 (core ops/mhc.h)
 
 // Log-uniform in [min, max]: an octave [2^e, 2^(e+1)) first, then a value in it.
 U log_uniform(U min, U max) {

@@ -31,7 +31,7 @@ using plan::Pass;
 using plan::PassKind;
 
 constexpr uint64_t kRungs[] = {2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
-constexpr uint64_t kVerifyRowCap = 160;  // spec §2 VERIFY_ROW_CAP
+constexpr uint64_t kVerifyRowCap = 160;  // docs/spec/buffers.md §2 VERIFY_ROW_CAP
 
 // A value in [lo, hi]; shrinks towards lo.
 uint64_t in(uint64_t lo, uint64_t hi) { return *rc::gen::inRange<uint64_t>(lo, hi + 1); }

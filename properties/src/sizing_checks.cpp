@@ -11,8 +11,8 @@ namespace {
 
 std::string name(BufferId id) { return std::string(buffer_name(id)); }
 
-// Expected "null when 0" per spec §3, from the config alone: returns true when the field
-// is a null-when-0 field whose feature is off. Fields not listed are never null.
+// Expected "null when 0" per docs/spec/buffers.md §3, from the config alone: returns true when the
+// field is a null-when-0 field whose feature is off. Fields not listed are never null.
 bool expected_null(BufferId id, const ModelConfig& c, const Target& t) {
   const bool moe = c.num_experts > 0;
   const bool lora = c.adapter_max_rank > 0;

@@ -1,8 +1,8 @@
 // Gated DeltaNet's kernels (docs/spec/numerics.md §5, core ops/gdn.h) on the backend under test
 // (tests/support/backend_under_test.h), each stage op on small cases of its own inputs against
-// the oracle's stage reference fed the backend's STORED inputs (numerics §9), under the oracle's
-// derived per-element bounds (oracle::judge_gdn_stage: the checks judge_gdn makes, written in
-// oracle/src/gdn_bounds.cpp; the device bound model on a backend other than the CPU):
+// the oracle's stage reference fed the backend's STORED inputs (docs/spec/numerics.md §9), under
+// the oracle's derived per-element bounds (oracle::judge_gdn_stage: the checks judge_gdn makes,
+// written in oracle/src/gdn_bounds.cpp; the device bound model on a backend other than the CPU):
 //   - conv: odd and decode-sized sequences, L < K − 1 (old tail entries shift in), the tail
 //     state exact; splitting a sequence carries the state bit for bit;
 //   - gates: ±Inf, NaN and softplus arguments at its threshold 20, the extremes where the
@@ -425,9 +425,9 @@ oracle::GdnRun run_chunked(ChunkOps& o, oracle::GdnRun run, Mutant mutant = Muta
   return run;
 }
 
-// Chunked vs the recurrent op, a whole-chain bound written on paper (numerics §9): each chunked
-// output passes four BF16 stores (W and U, uc, the S snapshot, the output), each ≤ u8 of the
-// magnitude it carries; for these inputs (random keys: |L_il| ≤ β·|⟨k_i, k_l⟩|, contracting
+// Chunked vs the recurrent op, a whole-chain bound written on paper (docs/spec/numerics.md §9):
+// each chunked output passes four BF16 stores (W and U, uc, the S snapshot, the output), each ≤ u8
+// of the magnitude it carries; for these inputs (random keys: |L_il| ≤ β·|⟨k_i, k_l⟩|, contracting
 // state) the forward substitution and the carry amplify them by less than 2 and the
 // recurrence's own output store adds one more u8: 16·u8 of the head's largest |value| covers
 // both, normwise (per stream and head, so cancellation in one element does not matter).

@@ -1,8 +1,9 @@
 // Mamba-2's kernels (docs/spec/numerics.md §6, core ops/mamba2.h) on the backend under test
 // (tests/support/backend_under_test.h), each stage op on small cases of its own inputs against
-// the oracle's stage reference fed the backend's STORED inputs (numerics §9), under the oracle's
-// derived per-element bounds (oracle::judge_mamba2_stage: the checks judge_mamba2 makes, written in
-// oracle/src/mamba2_bounds.cpp; the device bound model on a backend other than the CPU):
+// the oracle's stage reference fed the backend's STORED inputs (docs/spec/numerics.md §9), under
+// the oracle's derived per-element bounds (oracle::judge_mamba2_stage: the checks judge_mamba2
+// makes, written in oracle/src/mamba2_bounds.cpp; the device bound model on a backend other than
+// the CPU):
 //   - conv1d: L < K − 1 keeps part of the old tail, decode batches, taps and rows past the
 //     kernel's tiles, the tail exact; split calls equal one call bit for bit;
 //   - chunked SSD (cumsum, bmm, scan): dt, dA_cumsum, CB, y and the final state, zeros past a

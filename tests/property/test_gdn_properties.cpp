@@ -3,7 +3,7 @@
 // other head sizes 8..96 on the recurrence, GQA 1..4, kernel 2..4, 1..4 sequences, L at the
 // chunk edges 1, 63, 64, 65, 127 often, α / β regimes, parallel keys, zero states):
 //   1. the chunked algorithm in FP64 equals the recurrence in FP64 within 1e-12 of the output
-//      (state) scale, any head size (the identity numerics §5 states);
+//      (state) scale, any head size (the identity docs/spec/numerics.md §5 states);
 //   2. every stage of the CPU backend passes oracle::judge_gdn on its own stored inputs, on
 //      either path, on a poisoned arena (the whole call and faithful-vs-exact are reported);
 //   3. splitting one sequence and carrying its state (conv tail + S from the first run) is
@@ -91,8 +91,8 @@ RC_GTEST_PROP(GdnProperty, SplitAtAChunkEdgeIsBitIdentical, ()) {
 }
 
 // Elsewhere (chunked, at % 64 ≠ 0) the parts' chunk boundaries fall elsewhere, the BF16 S / W
-// / U / uc roundings differ and no bit identity holds (numerics §5: "elsewhere it agrees
-// within the bound"). Asserted: the second part passes its judge — every stage within its
+// / U / uc roundings differ and no bit identity holds (docs/spec/numerics.md §5: "elsewhere it
+// agrees within the bound"). Asserted: the second part passes its judge — every stage within its
 // derived bound of the faithful oracle fed that part's stored inputs, the carried conv tail and
 // FP32 state being inputs like any other (the first part is an ordinary call, property 2's, as
 // is the one-pass run). How far

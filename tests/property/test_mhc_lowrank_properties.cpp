@@ -57,7 +57,7 @@ using testing::cpu_backend;
 using testing::require_passed;
 using U = uint64_t;
 
-constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // docs/spec/numerics.md §4 (core ops/mhc.h)
 
 // The planted-bug twins show that a check fails, which small cases do as well: 2^22.
 gen::MhcRanges twin_ranges() {
@@ -186,8 +186,8 @@ void isolation(Findings& f, const std::string& name, const oracle::MhcScratch& d
     isolation(f, name, dirty.bf16, clean.bf16, width, bad);
 }
 
-// Every output and scratch row a stage stores (numerics §3 / oracle/mhc.h: "a token whose
-// streams hold a NaN or ±Inf gets NaN in every output of that token"), and the count.
+// Every output and scratch row a stage stores (docs/spec/numerics.md §3 / oracle/mhc.h: "a token
+// whose streams hold a NaN or ±Inf gets NaN in every output of that token"), and the count.
 Findings isolation_findings(const oracle::MhcLowRankRun& dirty, const oracle::MhcLowRankRun& clean,
                             const std::set<U>& bad) {
   const auto& d = dirty.dims;

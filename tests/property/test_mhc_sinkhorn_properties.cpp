@@ -4,7 +4,8 @@
 //   - pre, post (both forms), head and expand agree with the faithful FP64 oracle through the
 //     judges (oracle/mhc_judge.h) under their derived bounds, on poisoned arenas, at random
 //     row counts and at T = 64 and 65;
-//   - the Sinkhorn convergence property exactly as numerics §3 states it: entries ≥ 0, column
+//   - the Sinkhorn convergence property exactly as docs/spec/numerics.md §3 states it: entries ≥ 0,
+//   column
 //     sums (FP64-summed) within (hc + 1)·2^-24 of 1, row sums within the Birkhoff–Hopf bound
 //     plus its derived FP32 slack (oracle::sinkhorn_row_bound) — and the FP64 oracle within
 //     the same bound at u = 2^-53; permutation equivariance of the FP64 oracle within 1e-12,
@@ -67,9 +68,10 @@ using testing::cpu_backend;
 using testing::require_passed;
 using U = uint64_t;
 
-constexpr double kU32 = 0x1p-24;         // the backend's FP32 unit roundoff
-constexpr double kU64 = 0x1p-53;         // the oracle's FP64 unit roundoff
-constexpr double kEquivariance = 1e-12;  // numerics §3: the FP64 oracle under permutation
+constexpr double kU32 = 0x1p-24;  // the backend's FP32 unit roundoff
+constexpr double kU64 = 0x1p-53;  // the oracle's FP64 unit roundoff
+constexpr double kEquivariance =
+    1e-12;  // docs/spec/numerics.md §3: the FP64 oracle under permutation
 
 MhcCase draw_finite(MhcOpKind kind) {
   MhcCase c = draw(kind);
@@ -165,8 +167,8 @@ RC_GTEST_PROP(MhcSinkhornProperty, CpuExpandIsExact, ()) {
       oracle::judge_mhc_expand(MhcExpandOp::make(c.config, c.rows), in, out, "cpu", c.seed));
 }
 
-// T = 64 and 65 (the low-rank split / GEMM switch; numerics §4) in every CI run: each op of
-// the Sinkhorn form at both row counts (the low-rank form's are in
+// T = 64 and 65 (the low-rank split / GEMM switch; docs/spec/numerics.md §4) in every CI run: each
+// op of the Sinkhorn form at both row counts (the low-rank form's are in
 // test_mhc_lowrank_properties.cpp). Cost: as each op's generator, rows fixed, h halved.
 RC_GTEST_PROP(MhcSinkhornProperty, EveryOpAgreesAt64And65Rows, ()) {
   gen::MhcRanges ranges = gen::ci_mhc_ranges();
@@ -204,11 +206,12 @@ RC_GTEST_PROP(MhcSinkhornProperty, EveryOpAgreesAt64And65Rows, ()) {
   }
 }
 
-// ---- Sinkhorn convergence (numerics §3), stated tolerances ----------------------------------
+// ---- Sinkhorn convergence (docs/spec/numerics.md §3), stated tolerances
+// ----------------------------------
 
-// The comb properties of numerics §3 on an hc×hc comb per token, summed in FP64, tokens whose
-// kernel K is NaN (non-finite streams) skipped: every entry a finite value ≥ 0; every column
-// sum within col_tol of 1; every row sum within row_bound(t) of 1. The check names are the
+// The comb properties of docs/spec/numerics.md §3 on an hc×hc comb per token, summed in FP64,
+// tokens whose kernel K is NaN (non-finite streams) skipped: every entry a finite value ≥ 0; every
+// column sum within col_tol of 1; every row sum within row_bound(t) of 1. The check names are the
 // judge's.
 template <class T, class RowBound>
 Findings sinkhorn_findings(const std::vector<T>& comb, const std::vector<double>& kernel, U rows,
@@ -342,9 +345,9 @@ oracle::MhcPreInputs permute_streams(const MhcPreOp& op, const oracle::MhcPreInp
 }
 
 // The exact FP64 oracle on the permuted inputs (b) against the permuted oracle results (a):
-// pre, post, K and comb within 1e-12 (numerics §3); the block input Σ_i pre_i·x_i (a sum over
-// streams, unchanged by the permutation) within 1e-12 relative to Σ_i pre_i·|x_i| (it scales
-// with x: huge streams are ~1e30).
+// pre, post, K and comb within 1e-12 (docs/spec/numerics.md §3); the block input Σ_i pre_i·x_i (a
+// sum over streams, unchanged by the permutation) within 1e-12 relative to Σ_i pre_i·|x_i| (it
+// scales with x: huge streams are ~1e30).
 Findings permutation_findings(const MhcPreOp& op, const oracle::MhcPreInputs& in,
                               const oracle::MhcPreInputs& permuted, const std::vector<U>& p) {
   const U rows = op.shape().rows, hc = op.shape().hc, h = op.shape().h;
@@ -545,7 +548,7 @@ TokenTensor token_tensor(std::string name, const std::vector<T>& dirty, const st
 }
 
 // A token with a non-finite stream value: every output element NaN; the count = the number of
-// such tokens; every other token bit-identical to the clean run (numerics §3).
+// such tokens; every other token bit-identical to the clean run (docs/spec/numerics.md §3).
 Findings isolation_findings(const std::vector<TokenTensor>& tensors, const std::set<U>& bad,
                             U counted) {
   Findings f;

@@ -32,7 +32,8 @@ void clean_case(const std::string& family, const Sizing& sizing = Sizing::correc
   RC_ASSERT(!r.failed());
 }
 
-// One property per family of spec §1.2 (100 cases each), so every family is covered.
+// One property per family of docs/spec/buffers.md §1.2 (100 cases each), so every family is
+// covered.
 #define BUFFERLAB_CLEAN_PROP(Name, family) \
   RC_GTEST_PROP(PlanProperty, CorrectedSizingVerifiesClean##Name, ()) { clean_case(family); }
 BUFFERLAB_CLEAN_PROP(Dense, "dense")
@@ -127,7 +128,7 @@ RC_GTEST_PROP(PlanProperty, GeneratedCasesAreLaunchableAndRoundTripThroughJson, 
 // Every kind of pass is drawn for a roomy shape (a generator that lost a kind would make
 // the properties above vacuous for it).
 TEST(PlanProperty, EveryPassKindIsGenerated) {
-  RunShape shape;  // spec §2 defaults
+  RunShape shape;  // docs/spec/buffers.md §2 defaults
   for (plan::PassKind k : plan::all_pass_kinds()) {
     ASSERT_TRUE(gen::can_launch(k, shape)) << plan::to_string(k);
     for (uint64_t seed = 0; seed < 20; ++seed) {

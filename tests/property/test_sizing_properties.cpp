@@ -105,7 +105,7 @@ TEST(SizingPropertyMutants, B6PerLayerScratchFailsTheLayerIndependenceProperty) 
   EXPECT_FALSE(property_holds_under(Mutant::B6, layers_property)) << "mutant B6 survived";
 }
 
-// One broken validation rule of spec §1 per case.
+// One broken validation rule of docs/spec/buffers.md §1 per case.
 ModelConfig break_one_rule(ModelConfig c, int rule) {
   switch (rule) {
     case 0:

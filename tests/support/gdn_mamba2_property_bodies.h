@@ -53,7 +53,8 @@ using oracle::Mamba2Path;
 
 inline constexpr U kChunk = 64;  // both families' chunk (GdnChunkCarve, Mamba2ChunkCarve)
 static_assert(GdnChunkCarve::kChunk == kChunk && Mamba2ChunkCarve::kChunk == kChunk);
-inline constexpr double kIdentityTol = 1e-12;  // numerics §5/§6: chunked FP64 vs recurrence FP64
+inline constexpr double kIdentityTol =
+    1e-12;  // docs/spec/numerics.md §5/§6: chunked FP64 vs recurrence FP64
 
 struct GdnFamily {
   using Case = gen::GdnCase;
@@ -292,7 +293,8 @@ void bit_findings(Findings& f, const std::string& check, std::span<const T> got,
                             : fmt::format("row {}, col {}", *e / cols, *e % cols)});
 }
 
-// ---- the FP64 identity (numerics §5/§6) -----------------------------------------------------
+// ---- the FP64 identity (docs/spec/numerics.md §5/§6)
+// -----------------------------------------------------
 
 // Both FP64 algorithms' results of one case: the output [rows, width] and the final state
 // [sequences, heads, rows, state_cols].

@@ -13,8 +13,8 @@
 namespace bufferlab {
 namespace {
 
-// spec §6: the qwen3-next-80b reference model (its preset is written out from the spec text; the
-// CLI test ReferenceNumbersOfSpecSection6 checks the same numbers through it).
+// docs/spec/buffers.md §6: the qwen3-next-80b reference model (its preset is written out from the
+// spec text; the CLI test ReferenceNumbersOfSpecSection6 checks the same numbers through it).
 ModelConfig qwen3_next_reference() { return preset("qwen3-next-80b"); }
 
 TEST(BufferSizes, Spec6ReferenceNumbers) {

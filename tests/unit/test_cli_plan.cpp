@@ -64,7 +64,8 @@ class CliTest : public bufferlab::testing::TempDirTest {
 
 using bufferlab::testing::kSpecFields;
 
-// spec §1.2: the reference preset, one per shipped real config, one tiny per family.
+// docs/spec/buffers.md §1.2: the reference preset, one per shipped real config, one tiny per
+// family.
 const std::vector<std::string> kSpecPresets = {
     "qwen3-next-80b", "qwen3-8b",          "qwen3-30b-a3b",  "qwen3-next-80b-thinking",
     "deepseek-v3.2",  "deepseek-v4-flash", "nemotron-h-56b", "qwen2.5-vl-7b",
@@ -170,7 +171,8 @@ TEST_F(CliTest, PlanJsonListsAll41BuffersInSpecOrderAndAddsUp) {
 }
 
 TEST_F(CliTest, NullBuffersOfADenseModelHaveNoOffset) {
-  // Dense model without GDN, Mamba, LoRA or Q2: these fields are "0 (null)" in spec §3.
+  // Dense model without GDN, Mamba, LoRA or Q2: these fields are "0 (null)" in docs/spec/buffers.md
+  // §3.
   const json plan = run_json({"plan", "--preset", "llama-3.1-8b", "--json"});
   for (const std::string name : {"gdn_fla_scratch", "ssd_scratch", "lora_xa", "lora_delta",
                                  "lora_hact", "lora_seq_slot", "q2_dequant_scratch", "q2_act_q8"}) {

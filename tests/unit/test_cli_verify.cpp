@@ -187,8 +187,8 @@ TEST_F(CliVerify, SizesFileRoundTripIsClean) {
   EXPECT_TRUE(j.at("short_buffers").empty());
 }
 
-// qkv_output = m_pad·qkv_dim·2 (spec §3): 64 rows at m = 64; cut to 40 rows. A pass of T
-// tokens writes at most ceil16(T) rows (the FP8 GEMM), so nothing with T ≤ 32 overflows; the
+// qkv_output = m_pad·qkv_dim·2 (docs/spec/buffers.md §3): 64 rows at m = 64; cut to 40 rows. A pass
+// of T tokens writes at most ceil16(T) rows (the FP8 GEMM), so nothing with T ≤ 32 overflows; the
 // grid's prefill(t=33) does on the FP8 path (48 rows), as does mixed(n=32,t=1).
 TEST_F(CliVerify, SizesFileWithAShrunkBufferReportsItsSmallestPass) {
   const std::vector<std::string> shape = {"--preset", "tiny-dense", "--max-batch-tokens", "64"};

@@ -385,7 +385,7 @@ TEST(ConfigBadPreset, UnknownPresetListsTheKnownNames) {
                {"unknown preset \"qwen4-1t\"", "qwen3-next-80b", "tiny-dense", "gpt-oss-20b"});
 }
 
-// ---- every validation rule of spec §1, one test each ----
+// ---- every validation rule of docs/spec/buffers.md §1, one test each ----
 
 ModelConfig dense() { return preset("tiny-dense"); }  // nq 6, nkv 2, hd 40
 ModelConfig moe() { return preset("tiny-moe"); }      // E 12, top_k 3

@@ -223,7 +223,8 @@ TEST(AttnDecodeOp, OneSplitWritesTheOutputDirectly) {
 }
 
 TEST(AttnDecodeOp, VerifyNeverUsesSplitK) {
-  // Split-K serves decode and mixed steps only (spec §2): verify ignores the split count.
+  // Split-K serves decode and mixed steps only (docs/spec/buffers.md §2): verify ignores the split
+  // count.
   const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), false, 17, 4, true);
   EXPECT_EQ(op.shape().splits, 1u);
   EXPECT_EQ(op.name(), "attn_verify");

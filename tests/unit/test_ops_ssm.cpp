@@ -312,7 +312,7 @@ TEST(MhcOps, SinkhornPrePostAndHead) {
   find(post, AccessKind::read, "hc_comb");
   EXPECT_EQ(undeclared_overlaps(post), 0);
 
-  // The low-rank post does not read hc_comb (numerics §4).
+  // The low-rank post does not read hc_comb (docs/spec/numerics.md §4).
   for (const Access& a : MhcPostOp::make(mhc_layout_config(8), 7).accesses())
     EXPECT_NE(a.value, "hc_comb");
 

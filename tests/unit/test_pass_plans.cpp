@@ -1,5 +1,6 @@
-// Launchable passes (spec §2): geometry, the engine's refusal rule, the boundary grid, and the
-// representative layers a plan covers. Expected values are worked out by hand from the spec.
+// Launchable passes (docs/spec/buffers.md §2): geometry, the engine's refusal rule, the boundary
+// grid, and the representative layers a plan covers. Expected values are worked out by hand from
+// the spec.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // The error model of a backend's arithmetic, which the oracle's judges derive their bounds
-// from: the CPU's, or the device's (numerics §1). Every compare and fuzz runner asks here.
+// from: the CPU's, or the device's (docs/spec/numerics.md §1). Every compare and fuzz runner asks
+// here.
 #pragma once
 
 #include "bufferlab/core/backend.h"

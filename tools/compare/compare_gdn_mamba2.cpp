@@ -1,7 +1,8 @@
 // `bufferlab compare --op gdn|ssd`: the SSM mixers between their two projections — Gated
-// DeltaNet (core ops/gdn.h, numerics §5) and Mamba-2 SSD (ops/mamba2.h, numerics §6) — on a
-// backend, on seeded inputs (oracle/gdn.h, oracle/ssd.h), driven stage by stage by the oracle's
-// harness and judged on the backend's own stored inputs by its judges.
+// DeltaNet (core ops/gdn.h, docs/spec/numerics.md §5) and Mamba-2 SSD (ops/mamba2.h,
+// docs/spec/numerics.md §6) — on a backend, on seeded inputs (oracle/gdn.h, oracle/ssd.h), driven
+// stage by stage by the oracle's harness and judged on the backend's own stored inputs by its
+// judges.
 //
 // The workspace is the model's REAL arena for m = streams·tokens, as the engine sizes it: the
 // §4.5 / §4.6 carves then take their chunk count (nt, nc) from the sizing under test, which is
@@ -41,7 +42,8 @@
 namespace bufferlab::cli {
 namespace {
 
-constexpr uint64_t kChunk = GdnChunkCarve::kChunk;  // C of numerics §5 / §6 (Mamba-2's is the same)
+constexpr uint64_t kChunk =
+    GdnChunkCarve::kChunk;  // C of docs/spec/numerics.md §5 / §6 (Mamba-2's is the same)
 static_assert(Mamba2ChunkCarve::kChunk == kChunk);
 
 // The largest resident set of the process so far (Linux reports KiB).

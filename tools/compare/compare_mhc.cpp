@@ -3,9 +3,9 @@
 // inputs (oracle/mhc_inputs.h), run by oracle/mhc_harness.h and judged stage by stage on the
 // backend's own stored inputs by oracle/mhc_judge.h.
 //
-// hc-lowrank runs the path the engine would (numerics §4, docs/spec/buffers.md §4.7): the split
-// path for T <= 64 tokens, the slab GEMM path in slabs of <= 2048 rows above; --path forces one
-// where it is legal (split only for T <= 64).
+// hc-lowrank runs the path the engine would (docs/spec/numerics.md §4, docs/spec/buffers.md §4.7):
+// the split path for T <= 64 tokens, the slab GEMM path in slabs of <= 2048 rows above; --path
+// forces one where it is legal (split only for T <= 64).
 #include <string>
 #include <vector>
 
@@ -25,7 +25,8 @@
 namespace bufferlab::cli {
 namespace {
 
-constexpr uint64_t kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr uint64_t kSplitMaxRows =
+    MhcSplitCarve::kMaxRows;  // docs/spec/numerics.md §4 (core ops/mhc.h)
 
 // What an mHC op run is given: the model (hc_eps replaced by --hc-eps) and the input profile.
 struct MhcRun {

@@ -1,5 +1,5 @@
-// CPU chunked GDN core (numerics §5, ops/gdn.h; C = 64, kd = vd = 128): the three stages a call
-// runs in order, each checked on its own stored inputs.
+// CPU chunked GDN core (docs/spec/numerics.md §5, ops/gdn.h; C = 64, kd = vd = 128): the three
+// stages a call runs in order, each checked on its own stored inputs.
 //   wu:     per region (stream, chunk, value head): gc, then W and U by forward substitution
 //           in FP32, stored BF16;
 //   state:  per (stream, value head), chunks in order: the FP32 carry is the state operand

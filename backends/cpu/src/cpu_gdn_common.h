@@ -27,7 +27,7 @@ inline constexpr uint64_t kMaxHead = kMaxGdnHeadDim;       // recurrence bound o
 
 using mhc::sigmoid;
 
-// One softplus for GDN's α and Mamba-2's dt (numerics §6's, pinned in ops/gdn.h).
+// One softplus for GDN's α and Mamba-2's dt (docs/spec/numerics.md §6's, pinned in ops/gdn.h).
 using ssd::softplus;
 
 // The FP32 constant kd^-1/2 q is multiplied by after its normalisation.

@@ -1,6 +1,6 @@
-// CPU GDN input side (ops/gdn.h, numerics §5): the causal depthwise conv1d + SiLU over the
-// Q|K|V channels with each sequence's BF16 tail state, and the β/α gates. FP32 arithmetic;
-// rows run in parallel, each walked in channel chunks accumulated on the stack.
+// CPU GDN input side (ops/gdn.h, docs/spec/numerics.md §5): the causal depthwise conv1d + SiLU over
+// the Q|K|V channels with each sequence's BF16 tail state, and the β/α gates. FP32 arithmetic; rows
+// run in parallel, each walked in channel chunks accumulated on the stack.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

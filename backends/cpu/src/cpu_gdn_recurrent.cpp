@@ -1,5 +1,5 @@
-// CPU GDN token-by-token recurrence and gated RMSNorm (ops/gdn.h, numerics §5). The recurrence
-// runs per (sequence, value head) on the FP32 state operand in place (kd·vd floats up to
+// CPU GDN token-by-token recurrence and gated RMSNorm (ops/gdn.h, docs/spec/numerics.md §5). The
+// recurrence runs per (sequence, value head) on the FP32 state operand in place (kd·vd floats up to
 // 256 KiB: no copy), tokens in order; the per-token vectors (≤ kMaxGdnHeadDim) live on the
 // stack. The gated norm runs rows in parallel, in place on the attention output.
 #include <algorithm>

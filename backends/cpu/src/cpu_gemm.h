@@ -25,7 +25,7 @@ void gemm_tile(const float* const* a_rows, uint64_t m, const uint16_t* b, uint64
 // Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) overlap.
 bool overlaps(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes);
 
-// silu(g) = g / (1 + e^-g), FP32 (numerics §2).
+// silu(g) = g / (1 + e^-g), FP32 (docs/spec/numerics.md §2).
 float silu(float g);
 
 // The dense driver: out rows r < rows of C = A·Wᵀ, A row r at row_of(r) (In = uint16_t BF16

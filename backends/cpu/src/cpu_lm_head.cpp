@@ -1,5 +1,6 @@
-// CPU LM head (numerics §8, docs/spec/buffers.md §4.9): logits[r] = bf16(x[source(r)] · W_vocabᵀ)
-// for the logits rows of the pass, through the tiled BF16 GEMM; the row gather is the A-row map.
+// CPU LM head (docs/spec/numerics.md §8, docs/spec/buffers.md §4.9): logits[r] = bf16(x[source(r)]
+// · W_vocabᵀ) for the logits rows of the pass, through the tiled BF16 GEMM; the row gather is the
+// A-row map.
 #include <string>
 
 #include "bufferlab/core/error.h"

@@ -116,9 +116,9 @@ inline void weighted_stream_sum(const float* x, const float* pre, uint64_t hc, u
   }
 }
 
-// Per-stream RMS normalisation of one token (numerics §4): out[i·h + d] = store((x̂·rs_i)·(1 +
-// w[i·h + d])) with the scale and rs of stream i alone. A token holding a NaN or ±Inf stores
-// NaN in all hc·h outputs and returns false.
+// Per-stream RMS normalisation of one token (docs/spec/numerics.md §4): out[i·h + d] =
+// store((x̂·rs_i)·(1 + w[i·h + d])) with the scale and rs of stream i alone. A token holding a NaN
+// or ±Inf stores NaN in all hc·h outputs and returns false.
 template <class Store>
 bool norm_token(const float* x, const float* w, uint64_t hc, uint64_t h, float eps, Store store) {
   float inv_s[kMaxMhcMult];

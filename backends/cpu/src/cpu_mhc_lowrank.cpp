@@ -1,6 +1,6 @@
-// CPU low-rank mHC pre step (numerics §4, ops/mhc.h): the split path (T ≤ 64, FP32 weights
-// and intermediates, per-token Eigen GEMVs in parallel over tokens) and the GEMM path (one slab
-// of ≤ 2048 tokens, BF16 intermediates at the MhcGemmCarve offsets, the down / inject / up
+// CPU low-rank mHC pre step (docs/spec/numerics.md §4, ops/mhc.h): the split path (T ≤ 64, FP32
+// weights and intermediates, per-token Eigen GEMVs in parallel over tokens) and the GEMM path (one
+// slab of ≤ 2048 tokens, BF16 intermediates at the MhcGemmCarve offsets, the down / inject / up
 // products on the backend's tiled BF16 GEMM with FP32 accumulation).
 //
 // A token whose streams hold a NaN or ±Inf is found and counted by the norm stage, which

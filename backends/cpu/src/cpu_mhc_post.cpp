@@ -1,5 +1,5 @@
-// CPU mHC post step (numerics §3 step 6 and §4 "Combine", ops/mhc.h): FP32, in place on
-// hc_streams or out of place with the identical result. Tokens run in parallel; each token is
+// CPU mHC post step (docs/spec/numerics.md §3 step 6 and §4 "Combine", ops/mhc.h): FP32, in place
+// on hc_streams or out of place with the identical result. Tokens run in parallel; each token is
 // walked in column chunks whose hc inputs are copied to the stack before any output of the
 // chunk is written, so `out == streams` computes from the same values as a separate `out`.
 #include <algorithm>

@@ -1,6 +1,6 @@
-// CPU mHC, Sinkhorn form (numerics §3, ops/mhc.h): expand, the pre step (flattened RMS, mix
-// GEMV, pre/post weights, Sinkhorn-normalised comb, block input) and the head. Tokens run in
-// parallel with OpenMP; each token's matrices live in fixed-size stack arrays bounded by
+// CPU mHC, Sinkhorn form (docs/spec/numerics.md §3, ops/mhc.h): expand, the pre step (flattened
+// RMS, mix GEMV, pre/post weights, Sinkhorn-normalised comb, block input) and the head. Tokens run
+// in parallel with OpenMP; each token's matrices live in fixed-size stack arrays bounded by
 // kMaxMhcMult, so nothing is allocated per call.
 #include <algorithm>
 #include <cmath>

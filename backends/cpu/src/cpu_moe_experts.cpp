@@ -1,7 +1,7 @@
-// CPU MoE expert path (numerics §2, moe.h): the gather of token rows by expert, the grouped
-// expert GEMMs (gate / up / down), SwiGLU and the weighted combine with zero-expert identity
-// terms. The grouping (THE gather order of moe.h) is recomputed from the ids by the gather and
-// by every expert GEMM, in chunks of kChunkSlots slots held in the backend's fixed scratch.
+// CPU MoE expert path (docs/spec/numerics.md §2, moe.h): the gather of token rows by expert, the
+// grouped expert GEMMs (gate / up / down), SwiGLU and the weighted combine with zero-expert
+// identity terms. The grouping (THE gather order of moe.h) is recomputed from the ids by the gather
+// and by every expert GEMM, in chunks of kChunkSlots slots held in the backend's fixed scratch.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

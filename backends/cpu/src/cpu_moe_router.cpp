@@ -1,6 +1,6 @@
-// CPU MoE router GEMM (numerics §2): logits[t, e] = Σ_k x[t,k]·Wg[e,k] over the E' = E + zero
-// expert columns, FP32 accumulate through the tiled GEMM; the bf16 path stores BF16, the FP32
-// paths store FP32 (kernel mutant B14: rounded through BF16 first, the bug they exist to fix).
+// CPU MoE router GEMM (docs/spec/numerics.md §2): logits[t, e] = Σ_k x[t,k]·Wg[e,k] over the E' = E
+// + zero expert columns, FP32 accumulate through the tiled GEMM; the bf16 path stores BF16, the
+// FP32 paths store FP32 (kernel mutant B14: rounded through BF16 first, the bug they exist to fix).
 #include "bufferlab/core/number_formats.h"
 #include "cpu_gemm.h"
 #include "cpu_ops.h"

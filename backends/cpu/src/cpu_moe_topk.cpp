@@ -1,6 +1,6 @@
-// CPU MoE top-k selection (numerics §2, oracle/routing.h): rows in parallel, each row one pass
-// over its E' experts keeping a sorted insertion buffer of the best top_k under THE total order
-// (key descending, then index ascending; NaN keys after every number, by index), then the
+// CPU MoE top-k selection (docs/spec/numerics.md §2, oracle/routing.h): rows in parallel, each row
+// one pass over its E' experts keeping a sorted insertion buffer of the best top_k under THE total
+// order (key descending, then index ascending; NaN keys after every number, by index), then the
 // weights of the selected experts. Fixed stack arrays only (kMaxTopK); nothing is allocated.
 #include <algorithm>
 #include <cmath>

@@ -20,7 +20,7 @@ namespace bufferlab::cuda {
 // Per token t (x = streams[t], the flattened hc·h vector), with s = max(1, 2^e) from
 // max|x| = m·2^e:  rs = 1/sqrt(Σ(x/s)²/(hc·h) + eps/s²)  and  mix_m = rs·Σ_k fn[m, k]·(x_k/s)
 // (= r·(fn·x) exactly, r = rs/s, without the overflow of fn·x or x²). Then
-//   head = false: pre, post → post, Sinkhorn comb → comb (numerics §3 steps 3–4);
+//   head = false: pre, post → post, Sinkhorn comb → comb (docs/spec/numerics.md §3 steps 3–4);
 //   head = true:  fn has hc rows and scale one entry: pre only;
 // and out[t, d] = bf16(Σ_i pre_i·x[i, d]). A token holding a NaN or ±Inf writes NaN to every
 // output and adds 1 to *nonfinite.

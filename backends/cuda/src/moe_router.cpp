@@ -1,5 +1,5 @@
-// The MoE router GEMM on cuBLAS (numerics §2): logits[T, E'] = x[T, h] · Wg[E', h]ᵀ, FP32
-// accumulate (CUBLAS_COMPUTE_32F).
+// The MoE router GEMM on cuBLAS (docs/spec/numerics.md §2): logits[T, E'] = x[T, h] · Wg[E', h]ᵀ,
+// FP32 accumulate (CUBLAS_COMPUTE_32F).
 //   bf16:         BF16 x, BF16 W → BF16 logits; reduced-precision reductions disallowed.
 //   fp32_gate:    BF16 x, BF16 W → FP32 logits.
 //   fp32_routing: FP32 x, BF16 W. cublasGemmEx has no FP32 × BF16 mix, so W is first widened

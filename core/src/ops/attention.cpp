@@ -61,7 +61,7 @@ AttnStageOp AttnStageOp::make(const ModelConfig& config, Part part, uint64_t src
   s.tokens = tokens;
   s.dst_row0 = dst_row0;
   s.qkv_dim = config.qkv_dim().value();
-  // [Q (, gate) | K | V] columns: the gate doubles the Q part (spec §1 q_proj_mul).
+  // [Q (, gate) | K | V] columns: the gate doubles the Q part (docs/spec/buffers.md §1 q_proj_mul).
   const uint64_t q_cols = (Size(h.q_width()) * config.q_proj_mul()).value();
   BufferId dst = BufferId::ssm_qkvz;
   switch (part) {
@@ -79,7 +79,8 @@ AttnStageOp AttnStageOp::make(const ModelConfig& config, Part part, uint64_t src
       s.width = h.kv_width();
       break;
   }
-  // Only K and V follow the projection's row padding (spec §5 ssm_qkvz); the Q copy is t rows.
+  // Only K and V follow the projection's row padding (docs/spec/buffers.md §5 ssm_qkvz); the Q copy
+  // is t rows.
   s.rows = (padded_rows && part != Part::q_copy) ? ceil16(tokens).value() : tokens;
   op.src = arena_tensor(BufferId::qkv_output, row_offset(src_row0, s.qkv_dim, DType::bf16),
                         {tokens, s.qkv_dim}, DType::bf16);
@@ -182,7 +183,7 @@ AttnDecodeOp AttnDecodeOp::make(const ModelConfig& config, bool sliding, uint64_
                                 uint64_t splits, bool verify, std::vector<Access> meta) {
   const Heads h = heads(config);
   AttnDecodeOp op;
-  // Split-K serves decode and mixed steps only (spec §2 "split-K slots").
+  // Split-K serves decode and mixed steps only (docs/spec/buffers.md §2 "split-K slots").
   op.dims = Shape{rows,   h.nq,   h.nkv, h.hd, config.qkv_dim().value(), verify ? 1 : splits,
                   verify, sliding};
   op.meta = std::move(meta);

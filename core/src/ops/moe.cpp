@@ -25,7 +25,7 @@ TensorRef weights_ref(uint64_t rows, uint64_t top_k) {
   return arena_tensor(BufferId::scratch, r.weights_offset, {mul(rows, top_k)}, DType::f32);
 }
 
-// expert_gate_out / expert_up_out rows: [T][top_k · I] (numerics §2).
+// expert_gate_out / expert_up_out rows: [T][top_k · I] (docs/spec/numerics.md §2).
 TensorRef expert_slices(BufferId id, const ModelConfig& c, uint64_t rows) {
   return arena_tensor(id, 0, {rows, mul(c.num_experts_per_tok, c.moe_intermediate_size)},
                       DType::bf16);
@@ -205,8 +205,8 @@ MoeTopKOp MoeTopKOp::make(const ModelConfig& c, uint64_t rows, bool logits_f32, 
   op.norm_topk_prob = c.norm_topk_prob;
   op.routed_scaling_factor = c.routed_scaling_factor;
   op.hash = hash;
-  // numerics §2: the bias shifts selection for sigmoid / sqrtsoftplus only; softmax selects
-  // by logit.
+  // docs/spec/numerics.md §2: the bias shifts selection for sigmoid / sqrtsoftplus only; softmax
+  // selects by logit.
   op.use_bias = c.use_routing_bias && op.scoring != MoeScoring::softmax;
   op.logits = logits_f32
                   ? arena_tensor(BufferId::gate_logits_f32, 0, {rows, op.dims.experts}, DType::f32)
@@ -327,7 +327,8 @@ MoeCombineOp MoeCombineOp::make(const ModelConfig& c, uint64_t rows, bool hash) 
   MoeCombineOp op;
   const uint64_t k = c.num_experts_per_tok, D = c.moe_input_size().value();
   op.dims = {rows, k, c.num_experts, c.zero_expert_num, D};
-  // Hash layers clamp ids ≥ E to 0 (numerics §2): their zero experts are never selected.
+  // Hash layers clamp ids ≥ E to 0 (docs/spec/numerics.md §2): their zero experts are never
+  // selected.
   op.reads_input = c.zero_expert_num > 0 && !hash;
   op.ids = ids_ref(rows, k);
   op.weights = weights_ref(rows, k);

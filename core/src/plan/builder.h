@@ -91,7 +91,7 @@ inline Access wr(TensorRef t, std::string value = {}) {
 }
 inline Access phantom(TensorRef t) { return Access{std::move(t), AccessKind::phantom_write, {}}; }
 
-// Which projection a GEMM is, for the path axes that apply to it (spec §5 "Paths").
+// Which projection a GEMM is, for the path axes that apply to it (docs/spec/buffers.md §5 "Paths").
 enum class ProjRole {
   q,
   k,

@@ -19,7 +19,7 @@ std::vector<Access> attn_meta(const Ctx& c, std::vector<std::string> names,
 
 // The O projection of an attention sub-block: `in` [T, K] → moe_output "@block_out", through
 // o_latent when the model has the grouped low-rank O (o_groups, o_lora_rank > 0). Role o on
-// the FP8 path axis (spec §5 "Paths").
+// the FP8 path axis (docs/spec/buffers.md §5 "Paths").
 void emit_o_projection(Builder& b, const Ctx& c, const TensorRef& in, const std::string& value);
 
 // True when the model has the indexer's selection scratch (index_topk and ratio > 0, §3

@@ -12,7 +12,8 @@
 // - Q2 on (dequant or MMQ): the FFN weights are Q2_0, so the Q2 path replaces the
 //   activation path; each projection goes through emit_projection (role gate/up/down),
 //   which models Q2 and LoRA. The ffn_act choice then changes nothing.
-// - dense layers of MoE models (E > 0): BF16 path at width intermediate_size (spec §1.1)
+// - dense layers of MoE models (E > 0): BF16 path at width intermediate_size (docs/spec/buffers.md
+// §1.1)
 //   through emit_projection, which still applies Q2 and LoRA (gate/up/down of dense
 //   layers; MoE experts never take LoRA).
 #include <string>
@@ -67,7 +68,7 @@ void emit_via_projection(Builder& b, const Ctx& c, const FfnTensors& t) {
 }
 
 // LoRA on a quantized-path projection: xa = x·Aᵀ → lora_xa, delta = xa·Bᵀ → lora_delta,
-// y += scale·delta in place (numerics §7), from the BF16 input the GEMM quantized.
+// y += scale·delta in place (docs/spec/numerics.md §7), from the BF16 input the GEMM quantized.
 void emit_lora(Builder& b, const Ctx& c, const std::string& label, const TensorRef& x,
                const std::string& x_value, uint64_t K, const TensorRef& y,
                const std::string& y_value, uint64_t N) {

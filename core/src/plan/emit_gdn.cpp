@@ -13,8 +13,8 @@ namespace bufferlab::plan::detail {
 namespace {
 
 void emit_core(Builder& b, const Ctx& c, const GdnGeometry& g) {
-  // Chunked path: only with the scratch AND 128-wide heads (numerics §5); a null scratch
-  // selects the recurrence for every row.
+  // Chunked path: only with the scratch AND 128-wide heads (docs/spec/numerics.md §5); a null
+  // scratch selects the recurrence for every row.
   const bool chunked = !c.is_null(BufferId::gdn_fla_scratch) && g.kd == 128 && g.vd == 128;
   if (!chunked) {
     add_with(b, GdnRecurrentOp::make(g, 0, c.T), state_metadata(c));
@@ -51,7 +51,7 @@ void emit_gdn(Builder& b, const Ctx& c) {
              .N = g.qkvz,
              .output_value = "qkvz",
              .fp8_path = true});
-  // β/α projection: BF16 always (not on the spec §5 projection-path list).
+  // β/α projection: BF16 always (not on the docs/spec/buffers.md §5 projection-path list).
   from_norm({.name = "in_proj_ba",
              .role = ProjRole::other,
              .out_buffer = BufferId::ssm_ba,
@@ -59,7 +59,8 @@ void emit_gdn(Builder& b, const Ctx& c) {
              .output_value = "ba",
              .fp8_path = false});
   // De-interleave before conv1d: conv output (f32) and [Q|K|V|Z] have separate homes
-  // (spec §5), and conv1d runs over the contiguous Q|K|V prefix of the de-interleaved row.
+  // (docs/spec/buffers.md §5), and conv1d runs over the contiguous Q|K|V prefix of the
+  // de-interleaved row.
   b.add(GdnDeinterleaveOp::make(g, T));
   add_with(b, GdnConvOp::make(g, T), state_metadata(c));
   b.add(GdnGatesOp::make(g, T));

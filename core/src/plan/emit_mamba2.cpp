@@ -17,7 +17,7 @@ void emit_mamba2(Builder& b, const Ctx& c, const Mamba2Geometry& g) {
     add_with(b, Mamba2RecurrentOp::make(g, 0, c.T), state_metadata(c));
     return;
   }
-  // Decode rows first; the prefill part follows them (mixed step, spec §2).
+  // Decode rows first; the prefill part follows them (mixed step, docs/spec/buffers.md §2).
   const uint64_t d = c.pass.decode_rows();
   if (d > 0) add_with(b, Mamba2RecurrentOp::make(g, 0, d), state_metadata(c));
   // §4.6: the scratch is carved for ONE sequence, so a co-dispatched pass runs its streams

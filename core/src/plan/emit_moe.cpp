@@ -51,7 +51,7 @@ void emit_routing(Builder& b, const Ctx& c, bool hash) {
 }
 
 // Latent MoE (moe_latent_size > 0): experts run in latent space; the latent lives in ssm_ba
-// (spec §5 "latent-MoE latent").
+// (docs/spec/buffers.md §5 "latent-MoE latent").
 void emit_latent_down(Builder& b, const Ctx& c) {
   b.add(bf16_gemm(c, "moe_latent_down", {rd(norm_in(c), "norm")}, c.config.hidden_size,
                   c.config.moe_latent_size, BufferId::ssm_ba, "moe_latent"));
@@ -77,10 +77,10 @@ void emit_routed_experts(Builder& b, const Ctx& c, bool hash, const std::string&
                   cfg.hidden_size, BufferId::moe_output, routed_value));
 }
 
-// Shared expert (width S): spec §5 gives it ONE home, ssm_qkvz [T, S] ("MoE shared-expert up
-// scratch"), so the up output goes there and the gate GEMM applies silu(g)·u in its epilogue,
-// reading and rewriting that same tensor in place (the gate never lands in memory). The down
-// GEMM accumulates into moe_output in place (β = 1): a declared in-place access.
+// Shared expert (width S): docs/spec/buffers.md §5 gives it ONE home, ssm_qkvz [T, S] ("MoE
+// shared-expert up scratch"), so the up output goes there and the gate GEMM applies silu(g)·u in
+// its epilogue, reading and rewriting that same tensor in place (the gate never lands in memory).
+// The down GEMM accumulates into moe_output in place (β = 1): a declared in-place access.
 void emit_shared_expert(Builder& b, const Ctx& c, const std::string& routed_value) {
   const ModelConfig& cfg = c.config;
   const uint64_t S = cfg.shared_expert_intermediate_size, h = cfg.hidden_size;

@@ -66,7 +66,8 @@ void emit_projection(Builder& b, const Ctx& c, const ProjectionSpec& p) {
     if (c.mutant(Mutant::B7) && c.pass.kind == PassKind::codispatch) {
       emit_q2_dequant_per_stream(b, c, p);
     } else {
-      // A fused QKV is dequantized in two parts, Q then K+V: the scratch formula of spec §3
+      // A fused QKV is dequantized in two parts, Q then K+V: the scratch formula of
+      // docs/spec/buffers.md §3
       // (#40) holds nq·q_proj_mul·hd and 2·nkv·hd rows, not their sum. Each part's GEMM
       // writes its columns of the fused output (footprint: the whole output).
       for (uint64_t part_n : q2_parts(c, p)) {
@@ -100,8 +101,8 @@ void emit_projection(Builder& b, const Ctx& c, const ProjectionSpec& p) {
 
   const uint64_t rank = c.config.adapter_max_rank;
   if (!(c.paths.lora && rank > 0 && p.lora && lora_applies(p.role))) return;
-  // Adapters belong to q, k and v separately (spec §5 "LoRA": q, k, v, o, gate, up, down):
-  // a fused QKV GEMM gets three adapters, each delta as wide as its own slice, each added
+  // Adapters belong to q, k and v separately (docs/spec/buffers.md §5 "LoRA": q, k, v, o, gate, up,
+  // down): a fused QKV GEMM gets three adapters, each delta as wide as its own slice, each added
   // into its columns of the fused output (footprint: the whole output, the columns strided).
   const TensorRef y = arena(p.out_buffer, p.out_offset, {T, p.N}, DType::bf16);
   std::vector<std::pair<std::string, uint64_t>> slices = {{p.name, p.N}};

@@ -86,7 +86,7 @@ std::vector<MetaRegion> metadata_regions(const Ctx& c) {
     case PassKind::verify:
       return decode_regions(c, c.pass.decode_rows(), c.lp.verify_rows);
     case PassKind::mixed:
-      return {};  // out of scope (spec §4.3b)
+      return {};  // out of scope (docs/spec/buffers.md §4.3b)
     case PassKind::codispatch:
       return codispatch_regions(c);
   }

@@ -73,7 +73,8 @@ void emit_final_norm(Builder& b, const Ctx& c) {
   b.add(FusedAddRmsNormOp::make(c.config, c.T, v, bufs, vals));
 }
 
-// LM head (numerics §8): the rows of docs/spec/buffers.md §4.9 gathered from the final norm.
+// LM head (docs/spec/numerics.md §8): the rows of docs/spec/buffers.md §4.9 gathered from the final
+// norm.
 void emit_lm_head(Builder& b, const Ctx& c) {
   b.add(LmHeadOp::make(c.T, c.pass.logits_rows(), c.config.hidden_size, c.config.vocab_size,
                        c.pass.to_string(), c.pass.logits_source_rows()));

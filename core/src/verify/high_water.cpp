@@ -23,7 +23,7 @@ void HighWaterMarks::record(const plan::PassPlan& plan) {
     m.touched = true;
     raised_at[static_cast<size_t>(id)] = step_plus_1;
   };
-  // Eligible or not, a co-dispatch pass needs its staging in scratch (spec §4.4).
+  // Eligible or not, a co-dispatch pass needs its staging in scratch (docs/spec/buffers.md §4.4).
   if (plan.eligibility_bytes > 0) raise(BufferId::scratch, plan.eligibility_bytes, kByEligibility);
   for (size_t i = 0; i < plan.steps.size(); ++i)
     for (const Access& a : plan.steps[i].accesses) {

@@ -40,7 +40,7 @@ using testing::mhc::draw;
 using U = uint64_t;
 
 constexpr int kMhcCases = 50;  // successes per property unless told (testing::check_many)
-constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // numerics §4 (core ops/mhc.h)
+constexpr U kSplitMaxRows = MhcSplitCarve::kMaxRows;  // docs/spec/numerics.md §4 (core ops/mhc.h)
 
 gen::MhcRanges ranges() { return gen::full_mhc_ranges(); }
 
@@ -52,8 +52,8 @@ gen::MhcRanges maybe_large_hidden() {
   return r;
 }
 
-// Pre: agreement, and the Sinkhorn checks of numerics §3 inside the judge (entries, column
-// sums, the Birkhoff–Hopf row bound, the Sinkhorn class).
+// Pre: agreement, and the Sinkhorn checks of docs/spec/numerics.md §3 inside the judge (entries,
+// column sums, the Birkhoff–Hopf row bound, the Sinkhorn class).
 TEST(MhcFullRange, PreAgreesAndConverges) {
   testing::check_many(
       [] {

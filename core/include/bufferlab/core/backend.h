@@ -44,7 +44,8 @@ class Backend {
   virtual std::string name() const = 0;
 
   // Allocates the arena for `layout` and a weight pool of `weights_bytes`, and zero-fills
-  // norm_unit_w (spec §3 #24). Nothing else is initialised: callers poison or upload.
+  // norm_unit_w (docs/spec/buffers.md §3 #24). Nothing else is initialised: callers poison or
+  // upload.
   Workspace allocate(const Layout& layout, uint64_t weights_bytes);
 
   virtual void upload(const Workspace& ws, const TensorRef& dst, const void* src) = 0;

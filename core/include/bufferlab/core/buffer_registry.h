@@ -12,7 +12,7 @@
 
 namespace bufferlab {
 
-// X(name, element type, doc line). Order = layout order = spec §3 order.
+// X(name, element type, doc line). Order = layout order = docs/spec/buffers.md §3 order.
 #define BUFFERLAB_BUFFERS(X)                                                                   \
   X(hidden_states, bf16, "residual stream (BF16) [m, h]")                                      \
   X(residual, bf16, "residual accumulator, source of the normalised copy [m, h]")              \

@@ -13,8 +13,8 @@
 
 namespace bufferlab {
 
-// The parameters a sizing fixes for the sub-layouts of spec §4. Verifiers and kernels read
-// these from the sizing under test, never recompute them.
+// The parameters a sizing fixes for the sub-layouts of docs/spec/buffers.md §4. Verifiers and
+// kernels read these from the sizing under test, never recompute them.
 struct SubLayoutParams {
   uint64_t m = 0;              // max_batch_tokens
   uint64_t m_pad = 0;          // ceil16(m): rows the FP8 block-scaled GEMM writes
@@ -64,11 +64,11 @@ struct BufferSizes {
 
 // Formulas shared by the sizing and by the consumers that must agree with it.
 uint64_t padded_batch_rung(uint64_t n);  // smallest rung ≥ n, or n above 128
-// Block-table entries per sequence (spec §2 max_blocks) for a run shape.
+// Block-table entries per sequence (docs/spec/buffers.md §2 max_blocks) for a run shape.
 uint64_t block_table_entries(const RunShape& shape);
 
-// Offsets of the prefill metadata of spec §2/§4.1 from its base, for `rows` token rows and
-// `pos_streams` position streams: positions at 0, then slots, block table, seq_len; `end`
+// Offsets of the prefill metadata of docs/spec/buffers.md §2/§4.1 from its base, for `rows` token
+// rows and `pos_streams` position streams: positions at 0, then slots, block table, seq_len; `end`
 // is the region's size. The sizing lays it out for m rows; an upload of t tokens places its
 // slots by t. Checked.
 struct PrefillMetaOffsets {
@@ -76,8 +76,8 @@ struct PrefillMetaOffsets {
 };
 PrefillMetaOffsets prefill_meta_offsets(uint64_t rows, uint64_t pos_streams, uint64_t max_blocks);
 
-// The co-dispatched staging of spec §4.4 (n equal streams of L tokens), in order: moe,
-// n per-stream meta blocks, positions (pos_streams strides), slots, two pointer tables,
+// The co-dispatched staging of docs/spec/buffers.md §4.4 (n equal streams of L tokens), in order:
+// moe, n per-stream meta blocks, positions (pos_streams strides), slots, two pointer tables,
 // cu_seqlens, kv_lens, h_state; `end` = q12_bytes. With cu_seqlens_region = false the
 // kv_lens and h_state offsets are computed as if cu_seqlens did not exist (mutant B3).
 struct StagingLayout {
@@ -86,7 +86,7 @@ struct StagingLayout {
 };
 StagingLayout staging_layout(uint64_t n, uint64_t L, uint64_t top_k, uint64_t pos_streams,
                              bool cu_seqlens_region = true);
-// q12_bytes(n, L, top_k, pos_streams) of spec §4.4: staging_layout(...).end.
+// q12_bytes(n, L, top_k, pos_streams) of docs/spec/buffers.md §4.4: staging_layout(...).end.
 uint64_t q12_bytes(uint64_t n, uint64_t L, uint64_t top_k, uint64_t pos_streams);
 
 }  // namespace bufferlab

@@ -52,8 +52,8 @@ ModelConfig config_from_json_text(const std::string& text, const std::string& so
 // Reads `path` and parses it as config_from_json_text(text, path). Error if unreadable.
 ModelConfig load_config_file(const std::string& path);
 
-// The normalized form of `config`: every field of spec §1 by its name, non-finite floats as
-// the strings "Infinity", "-Infinity", "NaN". config_from_json_text(to_normalized_json(c)
+// The normalized form of `config`: every field of docs/spec/buffers.md §1 by its name, non-finite
+// floats as the strings "Infinity", "-Infinity", "NaN". config_from_json_text(to_normalized_json(c)
 // .dump()) == c for every valid config.
 nlohmann::json to_normalized_json(const ModelConfig& config);
 

@@ -1,6 +1,6 @@
-// The named fixes the `corrected` sizing applies on top of spec §3 (docs/spec/buffers.md "Two
-// sizings"): one per genuine finding of the static verifier, each documented with its
-// minimal counterexample in docs/findings.md. `spec` stays exactly as written.
+// The named fixes the `corrected` sizing applies on top of docs/spec/buffers.md §3
+// (docs/spec/buffers.md "Two sizings"): one per genuine finding of the static verifier, each
+// documented with its minimal counterexample in docs/findings.md. `spec` stays exactly as written.
 #pragma once
 
 #include <vector>

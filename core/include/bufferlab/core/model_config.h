@@ -69,13 +69,14 @@ namespace bufferlab {
   X(hc_eps, 1e-6)                        \
   X(rms_norm_eps, 1e-6)
 
-// Layer kinds of `layer_types` (spec §1). `mlp`/`moe` are FFN-only layers
+// Layer kinds of `layer_types` (docs/spec/buffers.md §1). `mlp`/`moe` are FFN-only layers
 // (hybrid_override_pattern '-' and 'E').
 enum class LayerType { full_attention, sliding_attention, linear_attention, mamba, mla, mlp, moe };
 const char* to_string(LayerType t);
 LayerType layer_type_from_string(const std::string& s);  // throws Error on unknown names
 
-// Mixer and FFN kinds of one decoder layer, as the pass planner sees them (spec §5 "Layers").
+// Mixer and FFN kinds of one decoder layer, as the pass planner sees them (docs/spec/buffers.md §5
+// "Layers").
 enum class MixerKind { full, sliding, mla, gdn, mamba2, none };
 enum class FfnKind { dense, moe, hash_moe, none };
 const char* to_string(MixerKind k);
@@ -96,7 +97,7 @@ struct ModelConfig {
   std::vector<uint64_t> mlp_only_layers;
   std::array<uint64_t, 3> mrope_section{0, 0, 0};
 
-  // Derived quantities (spec §1), all overflow-checked.
+  // Derived quantities (docs/spec/buffers.md §1), all overflow-checked.
   Size ssm_qkvz_size() const;        // 2·nk·kd + 2·nv·vd
   Size ssm_ba_size() const;          // 2·nv
   Size mamba2_d_inner() const;       // mamba_num_heads · mamba_head_dim
@@ -107,7 +108,7 @@ struct ModelConfig {
   uint64_t q_proj_mul() const { return attn_gated ? 2 : 1; }
   Size qkv_dim() const;  // (nq·q_proj_mul + 2·nkv)·hd
 
-  // Layer pattern (spec §1 "layer pattern" and §5 "Layers").
+  // Layer pattern (docs/spec/buffers.md §1 "layer pattern" and §5 "Layers").
   MixerKind mixer_kind(uint64_t layer) const;
   FfnKind ffn_kind(uint64_t layer) const;
 

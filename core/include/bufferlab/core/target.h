@@ -38,7 +38,7 @@ struct Target {
 // The number of split-K splits: ONE pure function of (target, nq, R), used by the sizing and
 // by the decode launch alike — never of the live batch (docs/spec/numerics.md §8).
 uint64_t splitk_splits(const Target& target, uint64_t num_attention_heads, uint64_t R);
-// Split-K slots the workspace provides room for (spec §2).
+// Split-K slots the workspace provides room for (docs/spec/buffers.md §2).
 uint64_t splitk_slots(const Target& target, uint64_t num_attention_heads, uint64_t R);
 
 }  // namespace bufferlab

@@ -29,9 +29,9 @@ struct TensorRef {
   std::string to_string() const;  // "norm_output+0 bf16[7,2048]"
 };
 
-// phantom_write: padding rows a GEMM writes that nobody may read (spec §5 "Phantom rows").
-// An arena tensor `offset` bytes into `buffer`, and a weight-pool tensor (weights, KV cache,
-// recurrent state: storage outside the per-pass arena). Every op descriptor builds its
+// phantom_write: padding rows a GEMM writes that nobody may read (docs/spec/buffers.md §5 "Phantom
+// rows"). An arena tensor `offset` bytes into `buffer`, and a weight-pool tensor (weights, KV
+// cache, recurrent state: storage outside the per-pass arena). Every op descriptor builds its
 // operands with these.
 TensorRef arena_tensor(BufferId buffer, uint64_t offset, std::vector<uint64_t> shape, DType t);
 TensorRef pool_tensor(std::vector<uint64_t> shape, DType t);

@@ -23,18 +23,18 @@
 // whose result is subnormal is exact (η = 0) and is not counted. That floor is the only
 // absolute term the rule adds: nothing is loosened beyond it. BF16 stores: the same holds
 // with half the BF16 subnormal step 2^-134, already inside one BF16 ULP (bf16_ulp_at is
-// 2^-133 below 2^-126), so the "+ one BF16 ULP per store" of numerics §9 covers it. A relative
-// check (a log or a ratio of a stored value, e.g. the Sinkhorn cross ratios) cannot hold for a
-// subnormal value at all: such a check skips the values fp32_subnormal() marks and judges them
-// by an absolute check instead.
+// 2^-133 below 2^-126), so the "+ one BF16 ULP per store" of docs/spec/numerics.md §9 covers it. A
+// relative check (a log or a ratio of a stored value, e.g. the Sinkhorn cross ratios) cannot hold
+// for a subnormal value at all: such a check skips the values fp32_subnormal() marks and judges
+// them by an absolute check instead.
 #pragma once
 
 #include <cmath>
 
 namespace bufferlab::oracle {
 
-// Unit roundoffs. FP32 dot products (numerics §2): round-to-nearest on the CPU; device GEMMs
-// accumulate on tensor cores, which do not round to nearest. FP32 element-wise math rounds to
+// Unit roundoffs. FP32 dot products (docs/spec/numerics.md §2): round-to-nearest on the CPU; device
+// GEMMs accumulate on tensor cores, which do not round to nearest. FP32 element-wise math rounds to
 // nearest on every backend (kUnitRoundoffCpu). FP64: the oracle's own arithmetic.
 inline constexpr double kUnitRoundoffCpu = 0x1p-24;
 inline constexpr double kUnitRoundoffDeviceGemm = 0x1p-23;

@@ -23,7 +23,7 @@ struct GdnDims {
   double eps = 1e-6;  // the gated norm's (the model's rms_norm_eps)
 
   uint64_t rows() const { return sequences * L; }
-  bool chunkable() const { return geom.kd == 128 && geom.vd == 128; }  // numerics §5
+  bool chunkable() const { return geom.kd == 128 && geom.vd == 128; }  // docs/spec/numerics.md §5
   // Error: not a GDN config, sequences or L = 0, or sequences·L overflows.
   static GdnDims of(const ModelConfig& config, uint64_t sequences, uint64_t L);
 };
@@ -62,8 +62,8 @@ GdnInputs gdn_sequence(const GdnDims& dims, const GdnInputs& in, uint64_t b);
 GdnInputs gdn_token_range(const GdnDims& dims, const GdnInputs& in, uint64_t t0, uint64_t t1,
                           std::span<const uint16_t> conv_state, std::span<const float> state);
 
-// The core of numerics §5 in FP64 from given conv outputs and gates (FP64, any head size):
-// conv [rows, conv_dim] (Q | K | V before normalisation), gates [rows, nv, 2] (β, α), state
+// The core of docs/spec/numerics.md §5 in FP64 from given conv outputs and gates (FP64, any head
+// size): conv [rows, conv_dim] (Q | K | V before normalisation), gates [rows, nv, 2] (β, α), state
 // [sequences, nv, kd, vd]. o [rows, nv·vd] before the gated norm; state after the call.
 struct GdnCoreResult {
   std::vector<double> o;

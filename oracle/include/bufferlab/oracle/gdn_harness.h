@@ -2,7 +2,7 @@
 // chunked stages (wu, state, output) or the recurrence, the gated norm — weight-pool operands
 // placed with place_in_pool, the arena poisoned once, inputs uploaded, each op executed and
 // synchronized — and reads back what each stage consumed (right before it ran) and stored, so
-// every stage is judged on the backend's own stored inputs (numerics §9).
+// every stage is judged on the backend's own stored inputs (docs/spec/numerics.md §9).
 #pragma once
 
 #include <cstdint>

@@ -59,8 +59,8 @@ Mamba2Inputs mamba2_token_range(const Mamba2Dims& dims, const Mamba2Inputs& in, 
                                 uint64_t t1, std::span<const uint16_t> conv_state,
                                 std::span<const float> state);
 
-// The SSD core of numerics §6 in FP64 for ONE sequence from given xBC [L, d_xbc] (after the
-// conv), dt [L, H] (after softplus and clamp), A [H] (negative), D [H], state [H, P, N]:
+// The SSD core of docs/spec/numerics.md §6 in FP64 for ONE sequence from given xBC [L, d_xbc]
+// (after the conv), dt [L, H] (after softplus and clamp), A [H] (negative), D [H], state [H, P, N]:
 // y [L, d_inner] (before the gated norm) and the state after.
 struct Mamba2CoreResult {
   std::vector<double> y;

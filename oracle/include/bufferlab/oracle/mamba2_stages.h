@@ -1,6 +1,6 @@
-// The Mamba-2 stages in FP64 on given inputs (numerics §6, ops/mamba2.h) and their per-element
-// bounds (mamba2_bounds.cpp): what the judge feeds a backend's STORED inputs to, and what the
-// references (mamba2_reference.cpp) chain. Public: the kernel tests
+// The Mamba-2 stages in FP64 on given inputs (docs/spec/numerics.md §6, ops/mamba2.h) and their
+// per-element bounds (mamba2_bounds.cpp): what the judge feeds a backend's STORED inputs to, and
+// what the references (mamba2_reference.cpp) chain. Public: the kernel tests
 // (tests/kernels/mamba2_*) check each stage op against them.
 //
 // Layouts of one sequence of L tokens (chunks = cdiv(L, 64)): xbc [L, d_xbc]; dt_rows [L, H];

@@ -4,7 +4,8 @@
 //
 // Modes: `exact` evaluates the definition in FP64; `faithful` also rounds to BF16 where a
 // backend stores BF16 (block input, the slab path's normed / low / up_pre / inj_pre), in FP64
-// otherwise. Per-op checks feed the oracle the backend's OWN stored inputs (numerics §9).
+// otherwise. Per-op checks feed the oracle the backend's OWN stored inputs (docs/spec/numerics.md
+// §9).
 //
 // Defined result for non-finite input: a token whose streams hold a NaN or ±Inf gets NaN in
 // every output of that token (post, comb, block input, normed, low, ...) and is counted in
@@ -24,7 +25,8 @@
 
 namespace bufferlab::oracle {
 
-// --- Sinkhorn (numerics §3 step 4) ------------------------------------------------------------
+// --- Sinkhorn (docs/spec/numerics.md §3 step 4)
+// ------------------------------------------------------------
 
 // K = row softmax (max-subtracted) of the hc×hc comb logits, plus eps, row-major.
 std::vector<double> sinkhorn_kernel(std::span<const double> logits, uint64_t hc, double eps);
@@ -42,7 +44,8 @@ double max_col_sum_error(std::span<const double> C, uint64_t hc);
 // Δ(K) = max over i, j, k, l of log(K_ik·K_jl / (K_jk·K_il)): the projective diameter.
 double projective_diameter(std::span<const double> K, uint64_t hc);
 
-// The Birkhoff–Hopf bound on max_i |ρ_i − 1| after the spec's Sinkhorn of K (numerics §3):
+// The Birkhoff–Hopf bound on max_i |ρ_i − 1| after the spec's Sinkhorn of K (docs/spec/numerics.md
+// §3):
 //   Δ = projective diameter of K, κ = tanh(Δ/4), ρ₀ = row sums after the first column
 //   normalisation (exact), t = iters − 1. The spec's formula exp(κ^(2t)·log(max ρ₀/min ρ₀)) − 1
 //   holds for eps = 0 only (`spec_bound`); with eps > 0 the normalised sums are s/(eps + s),
@@ -71,7 +74,7 @@ SinkhornBound sinkhorn_row_bound(std::span<const double> K, uint64_t hc, uint64_
                                  double unit_roundoff = 0.0, double k_log_error = 0.0);
 
 // Column sums of a backend's FP32 comb, summed in FP64, must lie within (hc + 1)·2^-24 of 1
-// (numerics §3, stated tolerance).
+// (docs/spec/numerics.md §3, stated tolerance).
 double col_sum_tolerance_fp32(uint64_t hc);
 
 // --- Sinkhorn-form pre / post / head / expand ----------------------------------------------
@@ -130,7 +133,8 @@ MhcHeadReference mhc_head(const MhcHeadOp& op, const MhcHeadInputs& in, Mode mod
 // every stream = bf16 embedding row (exact in FP32).
 std::vector<double> mhc_expand(const MhcExpandOp& op, std::span<const uint16_t> input);
 
-// --- low-rank form (numerics §4) -------------------------------------------------------------
+// --- low-rank form (docs/spec/numerics.md §4)
+// -------------------------------------------------------------
 
 // The model weights of the low-rank form, FP32 (the split path uses them as they are; the
 // slab path uses their BF16 roundings, made by slab_weights()).
@@ -151,8 +155,9 @@ struct MhcLowRankInputs {
   MhcLowRankWeights weights;
 };
 
-// The two execution paths of the low-rank pre step (numerics §4, docs/spec/buffers.md §4.7): split
-// (T ≤ 64, FP32 scratch and weights) and slab (GEMMs on BF16 intermediates and weights).
+// The two execution paths of the low-rank pre step (docs/spec/numerics.md §4, docs/spec/buffers.md
+// §4.7): split (T ≤ 64, FP32 scratch and weights) and slab (GEMMs on BF16 intermediates and
+// weights).
 enum class MhcLowRankPath { split, slab };
 inline const char* to_string(MhcLowRankPath p) {
   return p == MhcLowRankPath::split ? "split" : "slab";
@@ -208,8 +213,8 @@ MhcLowRankReference hc_lowrank(uint64_t rows, uint64_t hc, uint64_t h, uint64_t 
 // Every bound is the absolute error a backend's stored value may have against the oracle fed
 // the same stored inputs, for the roundoffs `bm` (bounds.h): fp32_u for FP32 math and the
 // FP32 GEMVs (Sinkhorn form, split path), gemm_u for the slab path's BF16 GEMMs, exp_ulps for
-// expf. Stored BF16 values add one BF16 ULP (e + ulp(|y| + e), numerics §9). The oracle's own
-// FP64 error is included.
+// expf. Stored BF16 values add one BF16 ULP (e + ulp(|y| + e), docs/spec/numerics.md §9). The
+// oracle's own FP64 error is included.
 
 // Per-element absolute bounds of a backend's mhc_pre outputs against the oracle on the same
 // stored inputs: post and block_in from the γ bound of the mix GEMV (γ_(2·hc·h+8)·r·Σ|fn||x|,
@@ -226,8 +231,9 @@ struct MhcPreBounds {
 MhcPreBounds mhc_pre_bounds(const MhcPreOp& op, const MhcPreInputs& in, const MhcPreReference& ref,
                             const BoundModel& bm = cpu_bounds());
 
-// The Sinkhorn class check of a backend's comb C against the oracle's K (numerics §3): every
-// result of the spec's normalisations is D1·(K∘E)·D2 with D diagonal and |log E| ≤ k + (2·iters
+// The Sinkhorn class check of a backend's comb C against the oracle's K (docs/spec/numerics.md §3):
+// every result of the spec's normalisations is D1·(K∘E)·D2 with D diagonal and |log E| ≤ k +
+// (2·iters
 // + 1)·u' (k = comb_log_error of the token, u' = u/(1 − u)), so for all i, j:
 //   |log(C_ij/K_ij) − log(C_i0/K_i0) − log(C_0j/K_0j) + log(C_00/K_00)| ≤ 4·(k + (2·iters + 1)·u')
 // plus the FP64 evaluation of the four logs. worst_ratio: the largest |cross difference| /

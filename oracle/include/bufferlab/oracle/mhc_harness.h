@@ -2,7 +2,7 @@
 // op's footprint (or the caller's real layout), weight-pool operands placed with place_in_pool,
 // the arena poisoned, inputs uploaded, each op executed and synchronized — and reads back what
 // each stage consumed and stored, so every stage can be judged on the backend's own stored
-// inputs (numerics §9). The oracle still links no backend.
+// inputs (docs/spec/numerics.md §9). The oracle still links no backend.
 #pragma once
 
 #include <cstdint>

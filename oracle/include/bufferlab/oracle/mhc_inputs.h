@@ -5,8 +5,8 @@
 // all zero, or huge (normal-ish times 1e30: the scaled-RMS path of ops/mhc.h), with NaN / ±Inf
 // planted at chosen (token, stream, dim).
 //
-// Comb logits (pre step): the spread of every comb row is the logit RANGE L (numerics §3's
-// convergence frontier is per range). Each row's comb bias holds 0 and L at two distinct
+// Comb logits (pre step): the spread of every comb row is the logit RANGE L (docs/spec/numerics.md
+// §3's convergence frontier is per range). Each row's comb bias holds 0 and L at two distinct
 // random columns and uniform values in [0, L] elsewhere; the mix rows of fn are normal-ish /
 // sqrt(hc·h), so the RMS-normalised mix_m = r·(fn·x)_m is ≈ N(0, 1), and s2 = 0.02·L: the
 // fn·x contribution moves each logit by 0.02·L·|mix_m| (≈ 2% of L per unit of |mix|), so the

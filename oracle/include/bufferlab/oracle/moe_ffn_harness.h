@@ -2,7 +2,7 @@
 // layout holding the footprint (or the caller's), weight-pool operands placed with
 // place_in_pool, the arena poisoned, inputs uploaded, the op executed and synchronized — and
 // reads back what each stage consumed and stored, so every stage can be judged on the
-// backend's own stored inputs (numerics §9). The oracle still links no backend.
+// backend's own stored inputs (docs/spec/numerics.md §9). The oracle still links no backend.
 #pragma once
 
 #include <cstdint>

@@ -66,8 +66,8 @@ bool ranks_before(double a, uint32_t i, double b, uint32_t j);
 // finite for every finite l). Softmax is a row function: the identity here.
 double routing_score(MoeScoring scoring, double logit);
 
-// Selection and weights of numerics §2 (sizes checked, Error otherwise; a token id ≥ vocab is
-// an Error):
+// Selection and weights of docs/spec/numerics.md §2 (sizes checked, Error otherwise; a token id ≥
+// vocab is an Error):
 //   softmax: select by logit; weight = softmax over ALL E' logits, gathered;
 //   sigmoid / sqrtsoftplus: select by s + bias (s alone without op.use_bias); weight = s;
 //   hash: ids = tid2eid[token_id], read as unsigned, ids ≥ E (routed experts) clamped to 0,
@@ -92,9 +92,9 @@ TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in);
 double score_underflow_slack(MoeScoring scoring);
 
 // Bounds [rows, E'] of the keys the top-k kernel ranks by, from the per-logit bounds (the
-// tie-stability bounds of numerics §2): softmax ranks logits, so the logit bounds; sigmoid /
-// sqrtsoftplus: e_s = sup|f′|·e over [l − e, l + e] + the FP32 evaluation of f (γ_10·|f| +
-// score_underflow_slack) + the FP32 rounding of s + bias (u·|s + bias|), u = 2^-24. The one
+// tie-stability bounds of docs/spec/numerics.md §2): softmax ranks logits, so the logit bounds;
+// sigmoid / sqrtsoftplus: e_s = sup|f′|·e over [l − e, l + e] + the FP32 evaluation of f (γ_10·|f|
+// + score_underflow_slack) + the FP32 rounding of s + bias (u·|s + bias|), u = 2^-24. The one
 // source of the key bounds: the judges use it as it is. Derivation in routing.cpp.
 std::vector<double> score_key_bounds(const MoeTopKOp& op, const std::vector<double>& logits,
                                      const std::vector<double>& logit_bounds,
@@ -131,8 +131,8 @@ struct TieCheck {
 };
 
 // Judges backend ids [rows, top_k] against oracle keys and key bounds [rows, E'] (E' = cols).
-// Sound pairwise form of numerics §2/§9: the backend's value of expert i lies within e_i of
-// key_i, so a selected set / order is wrong only where it contradicts a provable order. This
+// Sound pairwise form of docs/spec/numerics.md §2/§9: the backend's value of expert i lies within
+// e_i of key_i, so a selected set / order is wrong only where it contradicts a provable order. This
 // implies §2's set rule (cut gap > e_(k) + e_(k+1)) whenever e_(k) and e_(k+1) are the largest
 // bounds on their side of the cut — with uneven bounds the cut rule alone could fail a correct
 // kernel — and is §9's "selected set within the bound of the oracle's" below the cut bound.

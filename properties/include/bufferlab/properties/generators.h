@@ -25,7 +25,7 @@ void showValue(const Target& target, std::ostream& os);
 
 namespace gen {
 
-// The families of spec §1.2 (also the `--family` names of `fuzz`).
+// The families of docs/spec/buffers.md §1.2 (also the `--family` names of `fuzz`).
 const std::vector<std::string>& family_names();
 
 // A valid config of `family` with random independent feature flags.

@@ -17,8 +17,8 @@ using Violations = std::vector<std::string>;
 Violations layout_disjoint_and_aligned(const std::vector<LayoutEntry>& entries, uint64_t alignment,
                                        uint64_t redzone, uint64_t arena_bytes);
 
-// A field is 0 exactly when it is a "null when 0" field whose feature is off (spec §3);
-// every other field is > 0. The expected-null conditions are written here from the spec,
+// A field is 0 exactly when it is a "null when 0" field whose feature is off (docs/spec/buffers.md
+// §3); every other field is > 0. The expected-null conditions are written here from the spec,
 // independently of the sizing code.
 Violations null_fields_as_specified(const ModelConfig& c, const Target& t, const BufferSizes& s);
 

@@ -42,8 +42,8 @@ struct LmHeadRows {
 };
 
 // logits[r] = x[row_r] · W_vocabᵀ for the logits rows of the pass, gathered from the final
-// norm's rows (numerics §8; which rows: docs/spec/buffers.md §4.9). BF16 in, FP32 accumulate, BF16
-// out.
+// norm's rows (docs/spec/numerics.md §8; which rows: docs/spec/buffers.md §4.9). BF16 in, FP32
+// accumulate, BF16 out.
 struct LmHeadOp {
   struct Shape {
     uint64_t rows = 0;         // rows of the pass the gather reads from

@@ -40,7 +40,8 @@ struct SwigluOp {
   std::vector<Access> accesses() const;
 };
 
-// Activation formats of the dense-FFN activation path (docs/spec/buffers.md §4.9, numerics §7).
+// Activation formats of the dense-FFN activation path (docs/spec/buffers.md §4.9,
+// docs/spec/numerics.md §7).
 enum class FfnActFormat { fp8, int8, nvfp4 };
 const char* to_string(FfnActFormat f);
 
@@ -49,7 +50,7 @@ const char* to_string(FfnActFormat f);
 //   fp8:   act e4m3 [P, K]            scale f32  [P, cdiv(K,128)]
 //   int8:  act i8   [P, K]            scale f32  [P, cdiv(K,32)]
 //   nvfp4: act e2m1 [P, 2·cdiv(K,2)]  scale e4m3 [P, cdiv(K,16)], then the FP32 global
-//          scale g (amax over the rows, numerics §7) right after the group scales.
+//          scale g (amax over the rows, docs/spec/numerics.md §7) right after the group scales.
 // act at offset 0 of ffn_act_a, scales at offset 0 of ffn_act_scale.
 struct FfnActQuantOp {
   struct Shape {

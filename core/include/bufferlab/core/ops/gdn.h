@@ -1,8 +1,8 @@
 // The ops of a Gated DeltaNet layer between its two projections (docs/spec/numerics.md §5,
 // docs/spec/buffers.md §4.5, §5): de-interleave of in_proj_qkvz, causal conv1d + SiLU, the β/α
-// gates, the chunked core (W/U, state pass, output — the stages numerics §9 checks) or the
-// token-by-token recurrence, and the gated RMSNorm. Extents come from the config and the
-// pass rows; only the §4.5 region OFFSETS come from the sizing under test (nt).
+// gates, the chunked core (W/U, state pass, output — the stages docs/spec/numerics.md §9 checks) or
+// the token-by-token recurrence, and the gated RMSNorm. Extents come from the config and the pass
+// rows; only the §4.5 region OFFSETS come from the sizing under test (nt).
 //
 // Every op a backend executes binds its operands through bind(ws) (typed addresses, each
 // checked to hold exactly the elements shape() says). What the spec leaves open is pinned
@@ -18,7 +18,7 @@
 //   - q, k: L2-normalised per head in FP32, x·(1/sqrt(Σx² + kGdnL2Eps)); q then times the
 //     FP32 constant kd^-1/2. Every stage that reads q or k normalises the f32 conv output it
 //     reads (nothing normalised is stored).
-//   - softplus(x) = x for x > 20, else log1p(exp(x)) (numerics §6's, for GDN's α too).
+//   - softplus(x) = x for x > 20, else log1p(exp(x)) (docs/spec/numerics.md §6's, for GDN's α too).
 //   - Chunked stages (C = 64, kd = vd = 128 only; an Error otherwise): W, U solved by
 //     forward substitution in FP32 (row i from the FP32 rows l < i), stored BF16; the state
 //     pass snapshots the FP32 carry S_c to BF16 in S, computes uc = U − W·S_c from the STORED
@@ -44,10 +44,10 @@ inline constexpr float kGdnL2Eps = 1e-6f;        // q/k L2 normalisation epsilon
 inline constexpr float kGdnAlphaFloor = 1e-30f;  // gc accumulates log max(α, 1e-30)
 // The largest kd / vd the recurrence handles (per-head state tiles of kd×vd FP32).
 inline constexpr uint64_t kMaxGdnHeadDim = 256;
-// The only head size the chunked path runs (numerics §5).
+// The only head size the chunked path runs (docs/spec/numerics.md §5).
 inline constexpr uint64_t kGdnChunkedHeadDim = 128;
 
-// Head geometry of a GDN layer (spec §1).
+// Head geometry of a GDN layer (docs/spec/buffers.md §1).
 struct GdnGeometry {
   uint64_t nk = 0, kd = 0, nv = 0, vd = 0, kernel = 0;
   uint64_t qkvz = 0;       // ssm_qkvz_size = 2·nk·kd + 2·nv·vd: [Q|K|V|Z] per token
@@ -147,8 +147,8 @@ struct GdnChunkCarve {
   static GdnChunkCarve make(uint64_t nt, uint64_t nv, uint64_t kd, uint64_t vd);
 };
 
-// The chunked GDN core (numerics §5, C = 64) over the prefill rows of a pass: `streams`
-// sequences of L tokens each, kernel-batched, rows [row0, row0 + streams·L). Stream b
+// The chunked GDN core (docs/spec/numerics.md §5, C = 64) over the prefill rows of a pass:
+// `streams` sequences of L tokens each, kernel-batched, rows [row0, row0 + streams·L). Stream b
 // uses chunks_per_stream = cdiv(L, 64) chunks; region (b, c, v) = (b·cdiv(L,64) + c)·nv + v
 // (§4.5). Every stream's regions are separate accesses, so a carve whose nt is short shows
 // as an overlap between streams/arrays or a bounds finding.
@@ -238,7 +238,7 @@ struct GdnRecurrentOp {
   std::vector<Access> accesses() const;
 };
 
-// Gated RMSNorm y = RMSNorm(o)·w·silu(z) per value head (numerics §1, §5), in place on
+// Gated RMSNorm y = RMSNorm(o)·w·silu(z) per value head (docs/spec/numerics.md §1, §5), in place on
 // attn_output [rows, nv·vd] (identical read and write TensorRef); z is the Z block of the
 // de-interleaved rows (read as whole rows: a TensorRef is one contiguous range). FP32:
 // r = 1/sqrt(mean(o²) + eps), y = o·r·w·z/(1 + exp(−z)), stored BF16; w bf16 [vd], plain

@@ -38,8 +38,8 @@ inline constexpr uint64_t kMaxMamba2Dim = 256;  // largest head dim P and state 
 inline constexpr float kMamba2DtMin = 1e-9f, kMamba2DtMax = 1e9f;
 inline constexpr float kSoftplusThreshold = 20.0f;  // softplus(x) = x above it
 
-// Geometry of a Mamba-2 layer (spec §1). in_proj rows are [z (d_inner) | xBC (d_xbc) |
-// dt (H)]; xBC is [x (d_inner) | B (ng·N) | C (ng·N)].
+// Geometry of a Mamba-2 layer (docs/spec/buffers.md §1). in_proj rows are [z (d_inner) | xBC
+// (d_xbc) | dt (H)]; xBC is [x (d_inner) | B (ng·N) | C (ng·N)].
 struct Mamba2Geometry {
   uint64_t H = 0, P = 0, N = 0, ng = 0, kernel = 0;
   uint64_t G = 0;  // max(n_groups, 1): groups of the CB array (§4.6)
@@ -184,9 +184,9 @@ struct Mamba2RecurrentOp {
 };
 
 // Gated RMSNorm of the SSD output with z (the in_proj prefix of each row), grouped over
-// d_inner / G columns → norm_output bf16 [rows, d_inner] (spec §5 norm_output). Mamba-2's
-// norm_before_gate = False: g = o·silu(z), y = g·rsqrt(mean_group(g²) + eps)·w, FP32, BF16
-// store; w bf16 [d_inner], plain weight.
+// d_inner / G columns → norm_output bf16 [rows, d_inner] (docs/spec/buffers.md §5 norm_output).
+// Mamba-2's norm_before_gate = False: g = o·silu(z), y = g·rsqrt(mean_group(g²) + eps)·w, FP32,
+// BF16 store; w bf16 [d_inner], plain weight.
 struct Mamba2GatedNormOp {
   struct Shape {
     uint64_t rows = 0, d_inner = 0, group_size = 0, z_row_stride = 0;

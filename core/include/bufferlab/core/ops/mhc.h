@@ -33,7 +33,7 @@
 
 namespace bufferlab {
 
-// The largest hc_mult a kernel handles (numerics §3: up to 16, 4 in real models): the
+// The largest hc_mult a kernel handles (docs/spec/numerics.md §3: up to 16, 4 in real models): the
 // per-token matrices (hc×hc comb, the (2 + hc)·hc mix vector) live in fixed-size registers
 // / stack arrays. Backends refuse a launch beyond it with an Error.
 inline constexpr uint64_t kMaxMhcMult = 16;
@@ -66,15 +66,15 @@ struct MhcDiagnostics {
   uint64_t nonfinite_tokens = 0;
 };
 
-// Sinkhorn-form pre step (numerics §3, steps 1–5): per token the mix vector, pre/post
+// Sinkhorn-form pre step (docs/spec/numerics.md §3, steps 1–5): per token the mix vector, pre/post
 // weights and the Sinkhorn-normalised comb matrix, and the block input Σ pre_i x_i.
 //   fn    f32 [mix, hc·h]   mixing weights, mix = (2 + hc)·hc rows [pre | post | comb]
 //   scale f32 [3]           s0 (pre), s1 (post), s2 (comb)
 //   bias  f32 [mix]
 //   post  f32 [rows, hc]    → hc_post;  comb f32 [rows, hc, hc] (comb_ij at [t, i, j]) → hc_comb
 //   block_in bf16 [rows, h] → norm_output
-// rms_eps is the model's rms_norm_eps; hc_eps and iters the Sinkhorn's (numerics §3 step 4).
-// Kernel mutant M-SKCOL skips the final exact column normalisation.
+// rms_eps is the model's rms_norm_eps; hc_eps and iters the Sinkhorn's (docs/spec/numerics.md §3
+// step 4). Kernel mutant M-SKCOL skips the final exact column normalisation.
 struct MhcPreOp {
   struct Shape {
     uint64_t rows = 0, hc = 0, h = 0, mix = 0, iters = 0;
@@ -105,7 +105,7 @@ struct MhcPreOp {
 // low [T, r], carved back to back at the pass's T rows.
 struct MhcSplitCarve {
   // The split path runs passes of T ≤ kMaxRows tokens; longer ones take the GEMM path
-  // (numerics §4). The one rule every caller (plans, harness, CLI, generators) asks.
+  // (docs/spec/numerics.md §4). The one rule every caller (plans, harness, CLI, generators) asks.
   static constexpr uint64_t kMaxRows = 64;
   static bool takes_split_path(uint64_t rows) { return rows <= kMaxRows; }
 
@@ -133,8 +133,8 @@ struct MhcSlab {
 };
 std::vector<MhcSlab> mhc_gemm_slabs(uint64_t tokens);
 
-// Low-rank pre step (numerics §4), split path: one stage per step over all T ≤ 64 rows, FP32
-// throughout (weights included).
+// Low-rank pre step (docs/spec/numerics.md §4), split path: one stage per step over all T ≤ 64
+// rows, FP32 throughout (weights included).
 //   norm:     n_i = x_i·rsqrt(mean(x_i²) + eps)·(1 + w_i) per stream i → normed f32 [T, hc·h]
 //   down:     low = silu((W_down·n)/hc) → low f32 [T, r];
 //             post_i = 2σ((W_inject·n)_i / hc) → hc_post f32 [T, hc]
@@ -248,7 +248,7 @@ struct MhcPostOp {
 };
 
 // Head before the final norm: pre weights without Sinkhorn, y = Σ_i pre_i x_i →
-// hidden_states bf16 [rows, h] "@hc_head" (both forms; numerics §3 "Head"):
+// hidden_states bf16 [rows, h] "@hc_head" (both forms; docs/spec/numerics.md §3 "Head"):
 // r = flattened rsqrt as in the pre step, pre_i = σ(r·(fn·x)_i·s0 + b_i) + hc_eps.
 //   fn f32 [hc, hc·h]; scale f32 [1] (s0); bias f32 [hc].
 struct MhcHeadOp {

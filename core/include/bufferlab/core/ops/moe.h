@@ -25,7 +25,7 @@ struct TopKRegions {
 };
 TopKRegions topk_regions(uint64_t rows, uint64_t top_k);  // checked
 
-// The router GEMM's precision path (docs/spec/buffers.md §5 "Paths", numerics §2).
+// The router GEMM's precision path (docs/spec/buffers.md §5 "Paths", docs/spec/numerics.md §2).
 enum class RouterPrecision { bf16, fp32_gate, fp32_routing };
 const char* to_string(RouterPrecision p);
 
@@ -60,7 +60,7 @@ struct MoeRouterOp {
 };
 
 // The largest expert count (E + zero experts) and top_k a top-k kernel must handle
-// (numerics §2: up to 1024 scored experts, top_k ≤ 32). make() does not enforce them;
+// (docs/spec/numerics.md §2: up to 1024 scored experts, top_k ≤ 32). make() does not enforce them;
 // backends refuse a launch beyond them with an Error.
 inline constexpr uint64_t kMaxScoredExperts = 1024;
 inline constexpr uint64_t kMaxTopK = 32;
@@ -114,14 +114,14 @@ struct MoeTopKOp {
   std::vector<Access> accesses() const;
 };
 
-// The expert input x [T, D] (D = moe_input_size): ssm_ba (the latent, spec §5) for latent
-// MoE, else norm_output.
+// The expert input x [T, D] (D = moe_input_size): ssm_ba (the latent, docs/spec/buffers.md §5) for
+// latent MoE, else norm_output.
 TensorRef moe_expert_input(const ModelConfig& config, uint64_t rows);
 
 // Groups every token's input row by its selected experts: gathered [T·top_k, D] bf16 in
-// expert_down_out (spec §5: gathered rows live there before the down projection writes it).
-// The grouping (expert row ranges) is recomputed from the ids by every grouped kernel; no
-// index map is stored.
+// expert_down_out (docs/spec/buffers.md §5: gathered rows live there before the down projection
+// writes it). The grouping (expert row ranges) is recomputed from the ids by every grouped kernel;
+// no index map is stored.
 //
 // THE gather order (every backend and the oracle): a slot s = t·top_k + j whose id is a
 // routed expert (id < experts) goes to gathered row
@@ -153,7 +153,7 @@ struct MoeGatherOp {
 
 // One grouped BF16 expert GEMM (FP32 accumulate), expert of each slice from the ids:
 // gate/up: gathered [T·top_k, D] · W[e]ᵀ ([E, I, D]) → expert_gate_out / expert_up_out rows
-//          [T][top_k·I] (token-major, one slice per selected expert, numerics §2);
+//          [T][top_k·I] (token-major, one slice per selected expert, docs/spec/numerics.md §2);
 // down:    expert_gate_out [T][top_k·I] (the activation) · W[e]ᵀ ([E, D, I]) →
 //          expert_down_out [T·top_k, D].
 enum class ExpertProj { gate, up, down };

@@ -72,7 +72,7 @@ struct Q2DequantOp {
 //   swiglu     "bf16+swiglu-epilogue" out = bf16(silu(x·Wᵀ) · up), up = inputs[1] = the output
 //              tensor itself, read and rewritten in place (the MoE shared expert)
 //   accumulate "bf16+accumulate"      out = bf16(out + x·Wᵀ), out = inputs[1] (β = 1)
-// FP32 math throughout (numerics §2: BF16 in, FP32 accumulate).
+// FP32 math throughout (docs/spec/numerics.md §2: BF16 in, FP32 accumulate).
 enum class GemmEpilogue { store, swiglu, accumulate };
 
 // A GEMM writing out_rows rows of [*, N]: rows [0, rows) are the result, rows
@@ -113,7 +113,7 @@ struct GemmOp {
   std::vector<Access> accesses() const;
 };
 
-// LoRA (numerics §7): shrink xa = x·Aᵀ → lora_xa [T, rank]; expand delta = xa·Bᵀ →
+// LoRA (docs/spec/numerics.md §7): shrink xa = x·Aᵀ → lora_xa [T, rank]; expand delta = xa·Bᵀ →
 // lora_delta [T, N]; add y += scale·delta in place. Each token picks its adapter from
 // lora_seq_slot.
 struct LoraOp {

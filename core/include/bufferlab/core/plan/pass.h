@@ -51,7 +51,7 @@ struct Pass {
   uint64_t stream_tokens() const;
 
   // The reason the engine refuses the pass for this run shape, or nothing when it launches
-  // (spec §2). Co-dispatch eligibility is not a refusal: see plan::build.
+  // (docs/spec/buffers.md §2). Co-dispatch eligibility is not a refusal: see plan::build.
   std::optional<std::string> refusal(const RunShape& shape) const;
   // Throws Error when the pass is malformed for its kind (t = 0, n outside its range, ...).
   void validate() const;

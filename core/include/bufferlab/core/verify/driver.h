@@ -1,6 +1,6 @@
-// Verifying a whole configuration: every launchable pass of a boundary grid (spec §2) on
-// every path combination (spec §5), each plan checked against the layout of the sizing
-// under test. Used by `bufferlab verify`, `bufferlab fuzz` and the property suite.
+// Verifying a whole configuration: every launchable pass of a boundary grid (docs/spec/buffers.md
+// §2) on every path combination (docs/spec/buffers.md §5), each plan checked against the layout of
+// the sizing under test. Used by `bufferlab verify`, `bufferlab fuzz` and the property suite.
 #pragma once
 
 #include <cstdint>

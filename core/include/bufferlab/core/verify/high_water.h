@@ -17,7 +17,8 @@ namespace bufferlab::verify {
 
 // Where a buffer's high-water mark is reached: the first plan (in walk order) and step whose
 // access ends there. A co-dispatch pass also needs its q12_bytes of scratch to be eligible
-// (spec §4.4): that requirement counts as a reach of scratch with by_eligibility set.
+// (docs/spec/buffers.md §4.4): that requirement counts as a reach of scratch with by_eligibility
+// set.
 struct HighWater {
   uint64_t end = 0;      // highest end offset reached; 0 when never touched
   bool touched = false;  // some access (of at least one byte) or eligibility reached it
