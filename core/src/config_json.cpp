@@ -327,6 +327,12 @@ ModelConfig config_from_normalized_json(const json& root, std::vector<ConfigKeyU
     uses.push_back({ConfigKeyUse::Kind::read, std::string(kConfigKey) + "." + key, key,
                     config_json_detail::show(value)});
   }
+  // Missing keys take §1's defaults, except the keys that size a mechanism the config has
+  // (a MoE config without num_experts_per_tok is refused, not given a top-k of 1).
+  config_json_detail::require_mechanism_keys(c, [&](const std::string& key) {
+    const auto it = config->find(key);
+    return it != config->end() && !it->is_null();
+  });
   return c;
 }
 

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ nlohmann::json float_to_json(double value);
 
 // The Hugging Face mapping of docs/spec/buffers.md §1.1 (not validated), with every key read, field
 // derived and key ignored appended to `uses`.
+// Refuses a config that has a mechanism (MoE, Mamba-2, GDN, MLA, indexer, grouped O) but
+// lacks one of the keys that size it, naming the key and its known spellings: no silent
+// default. `given_key(spelling)` says whether the file gives that key (null counts as absent).
+void require_mechanism_keys(const ModelConfig& c,
+                            const std::function<bool(const std::string&)>& given_key);
+
 ModelConfig config_from_hf_json(const nlohmann::json& root, std::vector<ConfigKeyUse>& uses);
 
 // Appends a `defaulted` row for every §1 field of `c` that no row of `uses` names.

@@ -471,13 +471,16 @@ uint64_t trigger_value(const ModelConfig& c, const std::string& trigger) {
   throw Error("internal: unknown trigger field " + trigger);
 }
 
-void require_mechanism_keys(const HfConfig& hf, const ModelConfig& c) {
+}  // namespace
+
+void require_mechanism_keys(const ModelConfig& c,
+                            const std::function<bool(const std::string&)>& given_key) {
   for (const Mechanism& m : mechanisms()) {
     const uint64_t trigger = trigger_value(c, m.trigger);
     if (trigger == 0) continue;
     for (const SizingKey& k : m.keys) {
       bool given = false;
-      for (const char* spelling : k.spellings) given = given || hf.find(spelling) != nullptr;
+      for (const char* spelling : k.spellings) given = given || given_key(spelling);
       if (given) continue;
       std::string known;
       for (const char* spelling : k.spellings)
@@ -489,8 +492,6 @@ void require_mechanism_keys(const HfConfig& hf, const ModelConfig& c) {
   }
 }
 
-}  // namespace
-
 ModelConfig config_from_hf_json(const json& root, std::vector<ConfigKeyUse>& uses) {
   HfConfig hf(root);
   require_keys(hf);
@@ -501,7 +502,7 @@ ModelConfig config_from_hf_json(const json& root, std::vector<ConfigKeyUse>& use
   read_layer_pattern(hf, c);
   read_norm_eps(hf, c);
   read_mrope(hf, c);
-  require_mechanism_keys(hf, c);
+  require_mechanism_keys(c, [&](const std::string& key) { return hf.find(key) != nullptr; });
   uses = hf.uses();
   return c;
 }

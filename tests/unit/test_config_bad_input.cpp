@@ -355,6 +355,16 @@ TEST(ConfigBadNormalized, WrongTypes) {
   expect_bad_config_patch({{"mlp_only_layers", 3}}, {"config.mlp_only_layers = 3"});
 }
 
+// The normalized form applies the same rule as the Hugging Face form: a MoE config that
+// leaves num_experts_per_tok out (or null) is refused, never read as a top-k of 1.
+TEST(ConfigBadNormalized, MoEWithoutTopKIsNotASilentOne) {
+  json j = to_normalized_json(preset("tiny-moe"));
+  j["config"].erase("num_experts_per_tok");
+  expect_bad_json(j, {"num_experts = ", "num_experts_per_tok is not given"});
+  j["config"]["num_experts_per_tok"] = nullptr;
+  expect_bad_json(j, {"num_experts_per_tok is not given"});
+}
+
 TEST(ConfigBadNormalized, IsValidated) {
   expect_bad_config_patch({{"vocab_size", 0}}, {"vocab_size = 0"});
 }
