@@ -1,5 +1,6 @@
 // RunShape validation: every limit that counts tokens or sequences is at least 1 (a 0 would
-// size nothing yet let the verifier "pass" plans of a shape no engine runs).
+// size nothing yet let the verifier "pass" plans of a shape no engine runs);
+// docs/spec/buffers.md §2.1.
 #include "bufferlab/core/run_shape.h"
 
 #include <string>

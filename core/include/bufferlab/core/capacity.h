@@ -1,7 +1,7 @@
 // Capacity: does the arena fit the target's device memory? An arena larger than the GPU's
 // memory is a finding of its own (`capacity`), whatever the verifier says about the plans:
 // no engine can allocate it. `plan` and `verify` report the arena's share of the memory and
-// exit 1 when it does not fit (issue 15 item 3).
+// exit 1 when it does not fit (docs/spec/buffers.md §2.2).
 #pragma once
 
 #include <cstdint>

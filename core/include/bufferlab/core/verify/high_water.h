@@ -1,4 +1,4 @@
-// High-water marks (the slack report, docs/spec/buffers.md §3): for every buffer, the highest
+// High-water marks (the slack report, docs/spec/buffers.md §7): for every buffer, the highest
 // end offset any access of the plans a verification walks reaches, and the access that
 // reaches it. `verify` prints them next to the bytes allocated; `plan --sizing tight` sizes
 // every buffer at its mark (tight_sizes).
