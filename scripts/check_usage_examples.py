@@ -2,7 +2,7 @@
 """Re-run the `$ bufferlab ...` examples of the docs and compare their output with the text.
 
 usage: scripts/check_usage_examples.py BUFFERLAB [--update] [--only REGEX] [--scratch DIR]
-                                       [--dump DIR] [FILE.md ...]        (default: docs/usage.md)
+                                       [--dump DIR] [MARKDOWN_FILE ...]   (default: docs/usage.md)
 
 Every fenced block with lines starting with `$ ` is an example: the command (continued over
 lines ending in `\\` or inside an open single quote) and the lines after it, its output. The
