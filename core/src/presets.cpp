@@ -38,6 +38,10 @@ constexpr FilePreset kFilePresets[] = {
     {"mixtral-8x7b", "Mixtral-8x7B-v0.1.json", "moe", "Mixtral-8x7B-v0.1: MoE, 8 experts, top-2"},
     {"gpt-oss-20b", "gpt-oss-20b.json", "moe",
      "gpt-oss-20b: MoE (32 experts, top-4), sliding/full attention, SwiGLU clamp"},
+    {"glm-5", "GLM-5.json", "mla",
+     "GLM-5: MLA + MoE + sparse-attention indexer, head_dim 64 given (finding F9)"},
+    {"nemotron-3-nano-30b", "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json", "mamba",
+     "NVIDIA-Nemotron-3-Nano-30B-A3B: Mamba-2 hybrid + MoE (128 experts, top-6)"},
 };
 
 const char* embedded_text(const char* file) {

@@ -66,12 +66,28 @@ using bufferlab::testing::kSpecFields;
 
 // docs/spec/buffers.md §1.2: the reference preset, one per shipped real config, one tiny per
 // family.
-const std::vector<std::string> kSpecPresets = {
-    "qwen3-next-80b", "qwen3-8b",          "qwen3-30b-a3b",  "qwen3-next-80b-thinking",
-    "deepseek-v3.2",  "deepseek-v4-flash", "nemotron-h-56b", "qwen2.5-vl-7b",
-    "llama-3.1-8b",   "mixtral-8x7b",      "gpt-oss-20b",    "tiny-dense",
-    "tiny-moe",       "tiny-gdn",          "tiny-mamba",     "tiny-mla",
-    "tiny-mhc",       "tiny-mhc-lowrank",  "tiny-qsa",       "tiny-lora"};
+const std::vector<std::string> kSpecPresets = {"qwen3-next-80b",
+                                               "qwen3-8b",
+                                               "qwen3-30b-a3b",
+                                               "qwen3-next-80b-thinking",
+                                               "deepseek-v3.2",
+                                               "deepseek-v4-flash",
+                                               "nemotron-h-56b",
+                                               "qwen2.5-vl-7b",
+                                               "llama-3.1-8b",
+                                               "mixtral-8x7b",
+                                               "gpt-oss-20b",
+                                               "glm-5",
+                                               "nemotron-3-nano-30b",
+                                               "tiny-dense",
+                                               "tiny-moe",
+                                               "tiny-gdn",
+                                               "tiny-mamba",
+                                               "tiny-mla",
+                                               "tiny-mhc",
+                                               "tiny-mhc-lowrank",
+                                               "tiny-qsa",
+                                               "tiny-lora"};
 
 // A small valid Hugging Face config the bad-input tests start from.
 json small_hf_config() {
@@ -297,9 +313,9 @@ TEST_F(CliTest, ConfigExplainTableOfGlm5) {
   expect_error({"config", "--preset", "qwen3-8b", "--explain"}, "--explain needs --config");
 }
 
-TEST_F(CliTest, PresetsListsAllTwentyPresets) {
+TEST_F(CliTest, PresetsListsAllTwentyTwoPresets) {
   const json list = run_json({"presets", "--json"});
-  ASSERT_EQ(list.size(), 20u);
+  ASSERT_EQ(list.size(), 22u);
   for (const auto& name : kSpecPresets) {
     bool found = false;
     for (const auto& p : list) found = found || p.at("name") == name;
