@@ -166,6 +166,9 @@ TEST_F(CliUsage, AnArenaLargerThanTheTargetIsACapacityFinding) {
   EXPECT_EQ(as_json.exit_code, 1);
   const json j = json::parse(as_json.out);
   EXPECT_GT(j.at("arena_bytes").get<uint64_t>(), uint64_t{1} << 54);
+  EXPECT_FALSE(j.at("capacity").at("fits").get<bool>());
+  EXPECT_EQ(j.at("capacity").at("arena_bytes"), j.at("arena_bytes"));
+  EXPECT_EQ(j.at("capacity").at("memory_bytes").get<uint64_t>(), 141'000'000'000u);
   EXPECT_TRUE(contains(as_json.err, "capacity: the arena does not fit the target: it needs "))
       << as_json.err;
   // The sweep names the points that do not fit.

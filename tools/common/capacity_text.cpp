@@ -45,4 +45,11 @@ std::string capacity_finding(const Capacity& c, const Target& target) {
       target.memory_shared ? ", shared with the CPU" : "");
 }
 
+nlohmann::json capacity_json(const Capacity& capacity) {
+  return {{"arena_bytes", capacity.arena_bytes},
+          {"memory_bytes", capacity.memory_bytes},
+          {"percent", capacity.percent()},
+          {"fits", capacity.fits()}};
+}
+
 }  // namespace bufferlab::cli

@@ -1,6 +1,6 @@
 // `bufferlab plan`: size and lay out the arena for one model and run shape, printed as a
-// table, as JSON (exactly plan_json), as an SVG, or swept over max_batch_tokens. Exit 1 when
-// the arena does not fit the target's memory (a `capacity` finding), 2 on errors.
+// table, as JSON (plan_json and the capacity object), as an SVG, or swept over max_batch_tokens.
+// Exit 1 when the arena does not fit the target's memory (a `capacity` finding), 2 on errors.
 #include <cstdio>
 #include <memory>
 #include <string>

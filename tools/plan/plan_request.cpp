@@ -3,6 +3,7 @@
 #include "plan/plan_request.h"
 
 #include "bufferlab/core/verify/high_water.h"
+#include "common/capacity_text.h"
 
 namespace bufferlab::cli {
 
@@ -29,6 +30,7 @@ PlanResult evaluate(const PlanRequest& request) {
                             {"note", kTightNote}};
   }
   result.capacity = capacity_of(result.layout.arena_bytes(), c.target);
+  result.json["capacity"] = capacity_json(result.capacity);
   return result;
 }
 

@@ -32,8 +32,8 @@ struct PlanResult {
   PlanContext context;
   BufferSizes sizes;
   Layout layout;
-  // plan_json(sizes, layout, context); for tight, "sizing" says "tight" and "tight" says how
-  // the bytes were found.
+  // plan_json(sizes, layout, context) and "capacity" (capacity_json); for tight, "sizing" says
+  // "tight" and "tight" says how the bytes were found.
   nlohmann::json json;
   std::string sizing;        // "spec", "corrected+B8", "tight"
   uint64_t tight_plans = 0;  // tight: the plans the high-water marks came from
