@@ -2,7 +2,8 @@
 # Builds the `bufferlab` program (default preset), showing each phase and the build's own
 # progress, then runs it. Without arguments it runs the main job on the built-in default: one
 # report, `bufferlab verify --preset qwen3-next-80b` — the model, run shape and target, what
-# the verifier checked over every launchable pass and path, the result (exit 1 on findings).
+# the verifier checked over every launchable pass and path, the result (exit 1 on findings),
+# the slack table (what each buffer's plans really use) and the commands to try next.
 # With arguments it runs `bufferlab ARGS...`, e.g. `bash scripts/run.sh plan --preset X`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
