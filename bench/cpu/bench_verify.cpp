@@ -36,12 +36,9 @@ const std::vector<PresetInfo>& presets() {
   return all;
 }
 
-// (a) One preset (state.range(0) indexes list_presets()) at the docs/spec/buffers.md §2 default run
-// shape on its default target.
-void BM_VerifyConfig(benchmark::State& state) {
-  const PresetInfo& info = presets().at(static_cast<size_t>(state.range(0)));
-  state.SetLabel(info.name);
-  const ModelConfig config = preset(info.name);
+// Verifies `config` once per iteration at the docs/spec/buffers.md §2 default run shape on the
+// default target, corrected sizing; counters per config and the ratio to one sizing + layout.
+void verify_config_loop(benchmark::State& state, const ModelConfig& config) {
   const RunShape shape;
   const Target target;
   const auto grid = verify::pass_grid(shape);
@@ -68,6 +65,13 @@ void BM_VerifyConfig(benchmark::State& state) {
   state.counters["findings"] = static_cast<double>(findings / configs);
   state.counters["x_sizing_baseline"] = per_config / baseline;
 }
+
+// (a) One preset (state.range(0) indexes list_presets()).
+void BM_VerifyConfig(benchmark::State& state) {
+  const PresetInfo& info = presets().at(static_cast<size_t>(state.range(0)));
+  state.SetLabel(info.name);
+  verify_config_loop(state, preset(info.name));
+}
 BENCHMARK(BM_VerifyConfig)
     ->DenseRange(0, static_cast<int64_t>(presets().size()) - 1)
     ->Unit(benchmark::kMillisecond)
@@ -85,33 +89,12 @@ const std::vector<std::string>& shipped_config_files() {
   return files;
 }
 
-// (a') The same as (a) for one shipped config file (state.range(0) indexes
-// shipped_config_files()), loaded through the config.json loader as `--config FILE` does.
+// (a') One shipped config file (state.range(0) indexes shipped_config_files()), loaded
+// through the config.json loader as `--config FILE` does.
 void BM_VerifyShippedConfig(benchmark::State& state) {
   const std::string& path = shipped_config_files().at(static_cast<size_t>(state.range(0)));
   state.SetLabel(std::filesystem::path(path).filename().string());
-  const ModelConfig config = load_config_file(path);
-  const RunShape shape;
-  const Target target;
-  const auto grid = verify::pass_grid(shape);
-  const double baseline = baseline_seconds([&] {
-    auto layout =
-        Layout::build(BufferSizes::from_config(config, shape, target, Sizing::corrected()));
-    benchmark::DoNotOptimize(layout);
-  });
-  uint64_t configs = 0;
-  const auto t0 = Clock::now();
-  for (auto _ : state) {
-    const auto sizes = BufferSizes::from_config(config, shape, target, Sizing::corrected());
-    const verify::ConfigReport report = verify::verify_config(config, sizes, target, shape, grid);
-    benchmark::DoNotOptimize(report);
-    ++configs;
-  }
-  const double per_config =
-      std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(configs);
-  state.counters["configs_per_s"] =
-      benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
-  state.counters["x_sizing_baseline"] = per_config / baseline;
+  verify_config_loop(state, load_config_file(path));
 }
 BENCHMARK(BM_VerifyShippedConfig)
     ->DenseRange(0, static_cast<int64_t>(shipped_config_files().size()) - 1)

@@ -21,13 +21,12 @@ void add_around(std::set<uint64_t>& s, uint64_t center, uint64_t lo, uint64_t hi
   }
 }
 
-// Plans depend on a decode pass only through its rows (rung(n)).
+}  // namespace
+
 std::string plan_key(const Pass& p) {
   if (p.kind == PassKind::decode) return "decode/" + std::to_string(p.decode_rows());
   return p.to_string();
 }
-
-}  // namespace
 
 std::vector<Pass> pass_grid(const RunShape& shape) {
   const uint64_t m = shape.max_batch_tokens, bs = shape.max_batch_size;

@@ -56,14 +56,10 @@ HighWaterMarks high_water_marks(const ModelConfig& config, const BufferSizes& si
                                 const std::vector<plan::Paths>& paths) {
   const std::vector<plan::Paths> combos = paths.empty() ? plan::all_paths(config, target) : paths;
   HighWaterMarks marks;
-  // Decode plans depend only on the padded rows (as in verify_config).
-  std::set<std::string> done;
+  std::set<std::string> done;  // plan_key: each distinct plan once, as in verify_config
   for (const plan::Pass& pass : passes) {
     if (pass.refusal(shape)) continue;
-    const std::string key = pass.kind == plan::PassKind::decode
-                                ? "decode/" + std::to_string(pass.decode_rows())
-                                : pass.to_string();
-    if (!done.insert(key).second) continue;
+    if (!done.insert(plan_key(pass)).second) continue;
     for (const plan::Paths& p : combos)
       marks.record(plan::build(config, sizes, target, shape, pass, p));
   }

@@ -23,6 +23,10 @@ namespace bufferlab::verify {
 // L at 1, 63, 64, 65 and the largest L that fits (and one more, refused).
 std::vector<plan::Pass> pass_grid(const RunShape& shape);
 
+// Two passes with the same key build the same plans: a decode pass depends only on its
+// padded rows (rung(n)), so the walks of verify_config and high_water_marks build each key once.
+std::string plan_key(const plan::Pass& pass);
+
 struct KindSummary {
   plan::PassKind kind = plan::PassKind::prefill;
   uint64_t passes = 0;   // passes of the grid
