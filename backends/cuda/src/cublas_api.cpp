@@ -8,7 +8,7 @@
 #include "bufferlab/core/error.h"
 #include "bufferlab/cuda/cuda_backend.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 // Names after cublas_v2.h's macros, so cublasCreate resolves as cublasCreate_v2.
@@ -63,7 +63,7 @@ const CublasApi& cublas_api() {
   return api;
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
 namespace bufferlab {
 

@@ -7,9 +7,9 @@
 // an Error naming the library instead of a loader failure at start.
 #pragma once
 
-#include <cublas_v2.h>
+#include "cuda_libraries.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 // cublasGemmEx's exported C signature; the header adds a C++ overload (a cudaDataType compute
 // type), so decltype cannot name it.
@@ -38,4 +38,4 @@ struct CublasApi {
 // naming the library, the missing symbol and dlerror() when it cannot.
 const CublasApi& cublas_api();
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

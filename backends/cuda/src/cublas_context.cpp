@@ -8,7 +8,7 @@
 #include "cuda_check.h"
 #include "moe_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 constexpr uint64_t kAlign = 256;
@@ -76,4 +76,4 @@ LibraryContext::~LibraryContext() {
   if (block_ != nullptr) cudaFree(block_);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

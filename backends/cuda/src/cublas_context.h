@@ -17,14 +17,13 @@
 // Error; GEMMs larger than the staging area are chunked. Private to the CUDA backend.
 #pragma once
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
+#include "cuda_libraries.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line);
@@ -75,7 +74,7 @@ class LibraryContext {
   std::vector<uint32_t> host_offsets_;
 };
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
 #define BUFFERLAB_CUBLAS_CHECK(call) \
   ::bufferlab::cuda::check_cublas((call), #call, __FILE__, __LINE__)

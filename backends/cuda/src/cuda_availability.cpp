@@ -2,7 +2,7 @@
 // that gives the clearest answer — driver, devices, then whether our kernels load on device 0.
 // Every query returns an error code, so a machine without a driver or GPU gets a sentence,
 // never a crash.
-#include <cuda_runtime.h>
+#include "cuda_platform.h"
 
 #include <string>
 

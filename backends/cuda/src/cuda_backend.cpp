@@ -5,7 +5,7 @@
 // fixed block made with the backend (cublas_context.h); no op allocates device memory.
 #include "bufferlab/cuda/cuda_backend.h"
 
-#include <cuda_runtime.h>
+#include "cuda_platform.h"
 
 #include <memory>
 #include <string>

@@ -5,7 +5,7 @@
 
 #include "bufferlab/core/error.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
   // Clears the last error so a recoverable failure does not resurface from the next call.
@@ -14,4 +14,4 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
               ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -13,12 +13,14 @@
 // The simulated backend's symbols live in their own namespace, so one program can link both.
 #define BUFFERLAB_CUDA_NS cuda_sim
 namespace bufferlab {
+namespace cuda_sim {}
+namespace cuda = cuda_sim;                 // `cuda::` names this build's backend
 using namespace ::bufferlab::sim::device;  // the CUDA names, hiding the host libm's
-}
+}  // namespace bufferlab
 
 // `__shared__ Type name;` — one object per block, in the block's shared arena.
-#define BL_SHARED(Type, name)           \
-  static const char name##_site_ = 0;   \
+#define BL_SHARED(Type, name)         \
+  static const char name##_site_ = 0; \
   auto& name = ::bufferlab::sim::shared_object<Type>(&name##_site_, #name)
 // `extern __shared__ T name[];` — the launch's dynamic shared memory.
 #define BL_DYNAMIC_SHARED(T, name) T* name = ::bufferlab::sim::dynamic_shared<T>()

@@ -34,7 +34,7 @@
 #include "cuda_check.h"
 #include "gdn_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace gdn_device;
@@ -99,7 +99,7 @@ constexpr size_t kWuSmem =
     sizeof(float) * (size_t{kC} * kPad + size_t{kC} * kC + size_t{kC} * kD + 2 * size_t{kC});
 
 __global__ void __launch_bounds__(kThreads) gdn_chunk_wu_kernel(GdnChunkLaunch a) {
-  extern __shared__ float smem[];
+  BL_DYNAMIC_SHARED(float, smem);
   float* k = smem;              // [64][kPad]: k rows, then W rows in place
   float* lmat = k + kC * kPad;  // [64][64]: L_il, zero for l ≥ i
   float* u = lmat + kC * kC;    // [64][128]: U rows
@@ -159,7 +159,7 @@ constexpr size_t kStateSmem =
     sizeof(float) * (size_t{kD} * kSlice + size_t{kC} * kD + size_t{kC} * kD + size_t{kC} * kSlice);
 
 __global__ void __launch_bounds__(kThreads) gdn_chunk_state_kernel(GdnChunkLaunch a) {
-  extern __shared__ float smem[];
+  BL_DYNAMIC_SHARED(float, smem);
   float* carry = smem;             // [128][32]: S[d][slice column], FP32
   float* w = carry + kD * kSlice;  // [64][128]: stored W rows, as FP32
   float* ke = w + kC * kD;         // [64][128]: k_i·exp(gc_last − gc_i)
@@ -242,7 +242,7 @@ constexpr size_t kOutputSmem =
     sizeof(float) * (2 * size_t{kC} * kPad + size_t{kC} * kC + kC) + sizeof(uint16_t) * kSTile;
 
 __global__ void __launch_bounds__(kThreads) gdn_chunk_output_kernel(GdnChunkLaunch a) {
-  extern __shared__ float smem[];
+  BL_DYNAMIC_SHARED(float, smem);
   float* q = smem;              // [64][kPad]: scaled normalised q rows
   float* k = q + kC * kPad;     // [64][kPad]: k rows; then the stored uc as FP32 [64][128]
   float* amat = k + kC * kPad;  // [64][64]: A_il, zero for l > i
@@ -297,7 +297,7 @@ void launch(const char* stage, Kernel kernel, uint64_t blocks, size_t smem, cons
                 " blocks exceed the grid limit");
   BUFFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a);
+  BL_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -321,4 +321,4 @@ void launch_gdn_chunk_output(const GdnChunkLaunch& a, cudaStream_t stream) {
   launch("gdn_chunk_output", gdn_chunk_output_kernel, regions(a), kOutputSmem, a, stream);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -16,7 +16,7 @@
 #include "cuda_check.h"
 #include "gdn_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace gdn_device;
@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kThreads) gdn_gates_kernel(GdnGatesLaunch a) {
 }
 
 __global__ void __launch_bounds__(kNormThreads) gdn_gated_norm_kernel(GdnGatedNormLaunch a) {
-  __shared__ float warp_partials[kNormWarps];
-  __shared__ float total;
+  BL_SHARED(float[kNormWarps], warp_partials);
+  BL_SHARED(float, total);
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const uint64_t n = a.rows * a.heads;
@@ -123,16 +123,16 @@ __global__ void __launch_bounds__(kNormThreads) gdn_gated_norm_kernel(GdnGatedNo
 
 void launch_gdn_conv(const GdnConvLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.channels == 0) return;
-  gdn_conv_kernel<<<blocks_for(a.rows * a.channels), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(gdn_conv_kernel, blocks_for(a.rows * a.channels), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
   if (a.kernel < 2) return;
-  gdn_conv_tail_kernel<<<blocks_for(a.sequences * a.channels), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(gdn_conv_tail_kernel, blocks_for(a.sequences * a.channels), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_gdn_gates(const GdnGatesLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.nv == 0) return;
-  gdn_gates_kernel<<<blocks_for(a.rows * a.nv), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(gdn_gates_kernel, blocks_for(a.rows * a.nv), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -140,8 +140,8 @@ void launch_gdn_gated_norm(const GdnGatedNormLaunch& a, cudaStream_t stream) {
   const uint64_t items = a.rows * a.heads;
   if (items == 0 || a.head_dim == 0) return;
   const auto blocks = static_cast<unsigned>(std::min<uint64_t>(items, kMaxBlocks));
-  gdn_gated_norm_kernel<<<blocks, kNormThreads, 0, stream>>>(a);
+  BL_LAUNCH(gdn_gated_norm_kernel, blocks, kNormThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

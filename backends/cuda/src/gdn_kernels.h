@@ -12,11 +12,11 @@
 // Private to the CUDA backend.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "cuda_platform.h"
 
 #include <cstdint>
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 // ---- conv1d, gates, gated norm (gdn_conv.cu) ----
 
@@ -92,11 +92,11 @@ struct GdnRecurrentLaunch {
 };
 void launch_gdn_recurrent(const GdnRecurrentLaunch& a, cudaStream_t stream);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
 #if defined(__CUDACC__)
 // Device helpers shared by the GDN kernels (CUDA translation units only).
-namespace bufferlab::cuda::gdn_device {
+namespace bufferlab::BUFFERLAB_CUDA_NS::gdn_device {
 
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
@@ -129,5 +129,5 @@ __device__ inline float log_alpha(float alpha, float floor) {
   return logf(alpha < floor ? floor : alpha);
 }
 
-}  // namespace bufferlab::cuda::gdn_device
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS::gdn_device
 #endif

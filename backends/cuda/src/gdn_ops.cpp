@@ -11,7 +11,7 @@
 #include "bufferlab/core/error.h"
 #include "gdn_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 // Value head v reads key head v / (nv/nk). The message is built only on failure.
@@ -130,4 +130,4 @@ void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op) {
   launch_gdn_gated_norm(a, nullptr);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

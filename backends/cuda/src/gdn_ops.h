@@ -8,7 +8,7 @@
 #include "bufferlab/core/workspace.h"
 #include "cublas_context.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 void gdn_conv(const Workspace& ws, const GdnConvOp& op);
 void gdn_gates(const Workspace& ws, const GdnGatesOp& op);
@@ -17,4 +17,4 @@ void gdn_chunk(LibraryContext& ctx, const Workspace& ws, const GdnChunkOp& op, M
 void gdn_recurrent(const Workspace& ws, const GdnRecurrentOp& op);
 void gdn_gated_norm(const Workspace& ws, const GdnGatedNormOp& op);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

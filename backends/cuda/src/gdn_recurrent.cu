@@ -17,7 +17,7 @@
 #include "cuda_check.h"
 #include "gdn_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace gdn_device;
@@ -30,8 +30,8 @@ constexpr int kRowsPerThread = kMaxDim / kRowGroups;  // 64
 constexpr uint64_t kMaxGridX = 0x7FFFFFFF;
 
 __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnRecurrentLaunch a) {
-  __shared__ float kq[2][kMaxDim];                 // normalised k; scaled normalised q
-  __shared__ float partial[2][kRowGroups][kCols];  // per row group: Sᵀk, then Sᵀq
+  BL_SHARED(float[2][kMaxDim], kq);                 // normalised k; scaled normalised q
+  BL_SHARED(float[2][kRowGroups][kCols], partial);  // per row group: Sᵀk, then Sᵀq
   const uint64_t slices = (a.vd + kCols - 1) / kCols;
   const uint64_t slice = blockIdx.x % slices, sh = blockIdx.x / slices;
   const uint64_t h = sh % a.nv, seq = sh / a.nv;
@@ -116,8 +116,8 @@ void launch_gdn_recurrent(const GdnRecurrentLaunch& a, cudaStream_t stream) {
   const uint64_t blocks = a.sequences * a.nv * ((a.vd + kCols - 1) / kCols);
   if (blocks > kMaxGridX)
     throw Error("gdn_recurrent: " + std::to_string(blocks) + " blocks exceed the grid limit");
-  gdn_recurrent_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(gdn_recurrent_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -20,7 +20,7 @@
 #include "moe_kernels.h"
 #include "moe_ops.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 int as_int(uint64_t v, const char* what) {
@@ -134,4 +134,4 @@ void lm_head(LibraryContext& ctx, const Workspace& ws, const LmHeadOp& op) {
   }
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -9,7 +9,7 @@
 #include "cuda_check.h"
 #include "moe_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
@@ -54,22 +54,22 @@ __global__ void round_kernel(float* v, uint64_t rows, uint64_t cols, uint64_t st
 void launch_gemm_epilogue(const float* acc, uint16_t* out, uint64_t rows, uint64_t cols,
                           uint64_t out_stride, bool swiglu, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  gemm_epilogue_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(acc, out, rows, cols,
-                                                                         out_stride, swiglu);
+  BL_LAUNCH(gemm_epilogue_kernel, blocks_for(rows * cols), kThreads, 0, stream, acc, out, rows,
+            cols, out_stride, swiglu);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_widen_bf16(const uint16_t* src, float* dst, uint64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  widen_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n);
+  BL_LAUNCH(widen_kernel, blocks_for(n), kThreads, 0, stream, src, dst, n);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_round_to_bf16(float* v, uint64_t rows, uint64_t cols, uint64_t stride,
                           cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  round_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(v, rows, cols, stride);
+  BL_LAUNCH(round_kernel, blocks_for(rows * cols), kThreads, 0, stream, v, rows, cols, stride);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

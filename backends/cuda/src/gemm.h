@@ -2,13 +2,13 @@
 // (CUBLAS_COMPUTE_32F), through the backend's one handle. Private to the CUDA backend.
 #pragma once
 
-#include <cublas_v2.h>
+#include "cuda_libraries.h"
 
 #include <cstdint>
 
 #include "cublas_context.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 // Row-major operands; ld* are row strides in elements. cuBLAS is column-major, so the call
 // computes Yᵀ[N, rows] = op(W)[N, K] · Xᵀ[K, rows]: A = W (column-major [K, N], ld ldw,
@@ -33,4 +33,4 @@ struct RowGemm {
 // Extents beyond cuBLAS's int range are an Error. Enqueued on the default stream.
 void row_gemm(LibraryContext& ctx, const RowGemm& g);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

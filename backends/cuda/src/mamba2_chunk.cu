@@ -25,7 +25,7 @@
 #include "cuda_check.h"
 #include "mamba2_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace mamba2_device;
@@ -48,8 +48,8 @@ __device__ uint64_t chunk_len(uint64_t rows, uint64_t c) {
 // ---------------------------------------------------------------- cumsum
 
 __global__ void __launch_bounds__(kChunk) mamba2_cumsum_kernel(Mamba2CumsumLaunch a) {
-  __shared__ float products[kChunk];
-  __shared__ float sums[kChunk];
+  BL_SHARED(float[kChunk], products);
+  BL_SHARED(float[kChunk], sums);
   const int t = static_cast<int>(threadIdx.x);
   for (uint64_t item = blockIdx.x; item < a.H * a.chunks; item += gridDim.x) {
     const uint64_t h = item / a.chunks, c = item % a.chunks;
@@ -100,8 +100,8 @@ __device__ void load_tile(float* tile, const uint16_t* chunk_rows, uint64_t d_xb
 }
 
 __global__ void __launch_bounds__(kBmmThreads) mamba2_bmm_kernel(Mamba2BmmLaunch a) {
-  __shared__ float c_tile[kChunk * kTileStride];
-  __shared__ float b_tile[kChunk * kTileStride];
+  BL_SHARED(float[kChunk * kTileStride], c_tile);
+  BL_SHARED(float[kChunk * kTileStride], b_tile);
   const int tx = static_cast<int>(threadIdx.x) % kSide, ty = static_cast<int>(threadIdx.x) / kSide;
   for (uint64_t item = blockIdx.x; item < a.chunks * a.G; item += gridDim.x) {
     const uint64_t c = item / a.G, g = item % a.G;  // item = c·G + g: CB's chunk-major order
@@ -155,10 +155,12 @@ static_assert((kStateFloats + kChunk * kMaxSlice + kWorkFloats + 3 * kChunk) * 4
               "static shared memory of the scan block");
 
 __global__ void __launch_bounds__(kScanThreads) mamba2_scan_kernel(Mamba2ScanLaunch a) {
-  __shared__ float state[kStateFloats];    // h0[p][n] at p·(N + 1) + n
-  __shared__ float x[kChunk * kMaxSlice];  // x_s[p] at s·ps + p, zero past the rows
-  __shared__ float work[kWorkFloats];      // C tile | scaled CB | B tile
-  __shared__ float cs[kChunk], dt[kChunk], w[kChunk];
+  BL_SHARED(float[kStateFloats], state);    // h0[p][n] at p·(N + 1) + n
+  BL_SHARED(float[kChunk * kMaxSlice], x);  // x_s[p] at s·ps + p, zero past the rows
+  BL_SHARED(float[kWorkFloats], work);      // C tile | scaled CB | B tile
+  BL_SHARED(float[kChunk], cs);
+  BL_SHARED(float[kChunk], dt);
+  BL_SHARED(float[kChunk], w);
   const int tid = static_cast<int>(threadIdx.x);
   const uint64_t ps = mamba2_slice_rows(a.P, a.N), slices = (a.P + ps - 1) / ps;
   const uint64_t N = a.N, ns = a.N + 1, heads_per_group = a.H / a.G;
@@ -266,21 +268,22 @@ __global__ void __launch_bounds__(kScanThreads) mamba2_scan_kernel(Mamba2ScanLau
 
 void launch_mamba2_cumsum(const Mamba2CumsumLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.H == 0) return;
-  mamba2_cumsum_kernel<<<blocks_for(a.H * a.chunks), kChunk, 0, stream>>>(a);
+  BL_LAUNCH(mamba2_cumsum_kernel, blocks_for(a.H * a.chunks), kChunk, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_mamba2_bmm(const Mamba2BmmLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.G == 0) return;
-  mamba2_bmm_kernel<<<blocks_for(a.chunks * a.G), kBmmThreads, 0, stream>>>(a);
+  BL_LAUNCH(mamba2_bmm_kernel, blocks_for(a.chunks * a.G), kBmmThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_mamba2_scan(const Mamba2ScanLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.H == 0 || a.P == 0) return;
   const uint64_t ps = mamba2_slice_rows(a.P, a.N);
-  mamba2_scan_kernel<<<blocks_for(a.H * ((a.P + ps - 1) / ps)), kScanThreads, 0, stream>>>(a);
+  BL_LAUNCH(mamba2_scan_kernel, blocks_for(a.H * ((a.P + ps - 1) / ps)), kScanThreads, 0, stream,
+            a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

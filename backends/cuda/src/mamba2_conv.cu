@@ -16,7 +16,7 @@
 #include "cuda_check.h"
 #include "mamba2_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace mamba2_device;
@@ -77,8 +77,8 @@ __device__ float warp_sum(float v) {
 // The sum of `v` over the block, returned to every thread; every thread of the block calls
 // it. The second barrier orders the read of `total` before the next call's writes.
 __device__ float block_sum(float v) {
-  __shared__ float warp_partials[kWarps];
-  __shared__ float total;
+  BL_SHARED(float[kWarps], warp_partials);
+  BL_SHARED(float, total);
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   v = warp_sum(v);
   if (lane == 0) warp_partials[warp] = v;
@@ -120,19 +120,19 @@ __global__ void __launch_bounds__(kThreads) mamba2_gated_norm_kernel(Mamba2Gated
 void launch_mamba2_conv(const Mamba2ConvLaunch& a, cudaStream_t stream) {
   const uint64_t items = a.rows * a.channels;
   if (items == 0 || a.kernel == 0 || a.L == 0) return;
-  mamba2_conv_kernel<<<blocks_for(items, kThreads), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mamba2_conv_kernel, blocks_for(items, kThreads), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
   const uint64_t tails = a.sequences * a.channels;
   if (tails == 0 || a.kernel == 1) return;
-  mamba2_conv_tail_kernel<<<blocks_for(tails, kThreads), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mamba2_conv_tail_kernel, blocks_for(tails, kThreads), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_mamba2_gated_norm(const Mamba2GatedNormLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.group_size == 0 || a.d_inner == 0) return;
   const uint64_t blocks = a.rows * (a.d_inner / a.group_size);
-  mamba2_gated_norm_kernel<<<blocks_for(blocks, 1), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mamba2_gated_norm_kernel, blocks_for(blocks, 1), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -11,13 +11,13 @@
 // order, so a result does not depend on the launch or the timing (deterministic).
 #pragma once
 
-#include <cuda_runtime.h>
+#include "cuda_platform.h"
 
 #include <cstdint>
 
 #include "bufferlab/core/ops/mamba2.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 // ---- conv1d and gated norm (mamba2_conv.cu) ----
 
@@ -125,13 +125,13 @@ __host__ __device__ constexpr uint64_t mamba2_slice_rows(uint64_t P, uint64_t N)
   return capped == 0 ? 1 : capped;
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
 #if defined(__CUDACC__)
 // Device helpers shared by the Mamba-2 kernels (CUDA translation units only). min / max /
 // clamps are written as std::min / std::max are (the first argument when the comparison is
 // false), as the CPU kernels use them: a NaN propagates instead of being clamped away.
-namespace bufferlab::cuda::mamba2_device {
+namespace bufferlab::BUFFERLAB_CUDA_NS::mamba2_device {
 
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
@@ -152,5 +152,5 @@ __device__ inline float step(float dt_raw, float dt_bias) {
 // min(x, 0) as std::min(x, 0.0f): NaN stays NaN.
 __device__ inline float min0(float x) { return 0.0f < x ? 0.0f : x; }
 
-}  // namespace bufferlab::cuda::mamba2_device
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS::mamba2_device
 #endif

@@ -15,7 +15,7 @@
 #include "mamba2_kernels.h"
 #include "mamba2_ops.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 // The column layout every SSD kernel addresses (ops/mamba2.h): x of head h at [h·P, (h+1)·P)
@@ -167,4 +167,4 @@ void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) {
   launch_mamba2_gated_norm(a, nullptr);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

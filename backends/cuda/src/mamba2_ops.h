@@ -8,7 +8,7 @@
 #include "bufferlab/core/workspace.h"
 #include "cublas_context.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op);
 // `mutant`: M-SSDSTATE (scan stage) or none.
@@ -16,4 +16,4 @@ void mamba2_chunk(LibraryContext& ctx, const Workspace& ws, const Mamba2ChunkOp&
 void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op);
 void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

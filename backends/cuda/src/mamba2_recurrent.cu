@@ -14,7 +14,7 @@
 #include "cuda_check.h"
 #include "mamba2_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace mamba2_device;
@@ -28,10 +28,12 @@ constexpr uint64_t kMaxBlocks = 65535 * 4;
 __device__ float bf(uint16_t b) { return bf16_bits_to_f32(b); }
 
 __global__ void __launch_bounds__(kThreads) mamba2_recurrent_kernel(Mamba2RecurrentLaunch a) {
-  __shared__ float state[kStateFloats];  // h[p][n] at p·(N + 1) + n
-  __shared__ float x[kMaxSlice];
-  __shared__ float B[kMaxN], C[kMaxN];
-  __shared__ float step_dt, step_decay;
+  BL_SHARED(float[kStateFloats], state);  // h[p][n] at p·(N + 1) + n
+  BL_SHARED(float[kMaxSlice], x);
+  BL_SHARED(float[kMaxN], B);
+  BL_SHARED(float[kMaxN], C);
+  BL_SHARED(float, step_dt);
+  BL_SHARED(float, step_decay);
   const int tid = static_cast<int>(threadIdx.x);
   const uint64_t ps = mamba2_slice_rows(a.P, a.N), slices = (a.P + ps - 1) / ps;
   const uint64_t N = a.N, ns = a.N + 1, heads_per_group = a.H / a.G;
@@ -86,9 +88,9 @@ void launch_mamba2_recurrent(const Mamba2RecurrentLaunch& a, cudaStream_t stream
   if (a.sequences == 0 || a.L == 0 || a.H == 0 || a.P == 0) return;
   const uint64_t ps = mamba2_slice_rows(a.P, a.N);
   const uint64_t blocks = a.sequences * a.H * ((a.P + ps - 1) / ps);
-  mamba2_recurrent_kernel<<<static_cast<unsigned>(std::min(kMaxBlocks, blocks)), kThreads, 0,
-                            stream>>>(a);
+  BL_LAUNCH(mamba2_recurrent_kernel, static_cast<unsigned>(std::min(kMaxBlocks, blocks)), kThreads,
+            0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

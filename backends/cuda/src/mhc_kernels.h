@@ -9,11 +9,11 @@
 // division (no fast-math intrinsics). Private to the CUDA backend.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "cuda_platform.h"
 
 #include <cstdint>
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 // ---- pre (Sinkhorn form) and head (mhc_sinkhorn.cu) ----
 
@@ -118,11 +118,11 @@ void launch_mhc_post(const MhcPostLaunch& a, cudaStream_t stream);
 void launch_mhc_expand(const uint16_t* input, float* streams, uint64_t rows, uint64_t hc,
                        uint64_t h, cudaStream_t stream);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
 #if defined(__CUDACC__)
 // Device helpers shared by the mHC kernels (CUDA translation units only).
-namespace bufferlab::cuda::mhc_device {
+namespace bufferlab::BUFFERLAB_CUDA_NS::mhc_device {
 
 inline constexpr int kWarpSize = 32;
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
@@ -143,5 +143,5 @@ __device__ inline float inverse_scale(float max_abs) {
 
 __device__ inline float quiet_nan() { return __int_as_float(0x7FC00000); }
 
-}  // namespace bufferlab::cuda::mhc_device
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS::mhc_device
 #endif

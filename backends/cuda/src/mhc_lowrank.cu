@@ -23,7 +23,7 @@
 #include "cuda_check.h"
 #include "mhc_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace mhc_device;
@@ -77,7 +77,7 @@ __device__ float block_reduce(float v, bool is_max, NormShared& sh) {
 
 template <bool kBf16Out>
 __global__ void __launch_bounds__(kThreads) mhc_norm_kernel(MhcNormLaunch a) {
-  __shared__ NormShared sh;
+  BL_SHARED(NormShared, sh);
   const uint64_t tid = threadIdx.x;
   const uint64_t t = blockIdx.x;
   const uint64_t hc = a.hc, h = a.h, W = hc * h;
@@ -209,9 +209,9 @@ void launch_mhc_lowrank_norm(const MhcNormLaunch& a, cudaStream_t stream) {
     throw Error("hc_lowrank norm: " + std::to_string(a.rows) + " rows exceed the grid limit");
   const auto blocks = static_cast<unsigned>(a.rows);
   if (a.normed_bf16 != nullptr)
-    mhc_norm_kernel<true><<<blocks, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(mhc_norm_kernel<true>, blocks, kThreads, 0, stream, a);
   else
-    mhc_norm_kernel<false><<<blocks, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(mhc_norm_kernel<false>, blocks, kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -222,7 +222,7 @@ void launch_mhc_split_down(const MhcSplitDownLaunch& a, cudaStream_t stream) {
   const uint64_t blocks = (items + kWarps - 1) / kWarps;
   if (blocks > 0x7FFFFFFFull)
     throw Error("hc_lowrank_split down: " + std::to_string(items) + " outputs exceed the grid");
-  mhc_split_down_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mhc_split_down_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -230,7 +230,7 @@ void launch_mhc_split_collapse(const MhcSplitCollapseLaunch& a, cudaStream_t str
   const uint64_t items = a.rows * a.h;
   if (items == 0) return;
   check_mhc("hc_lowrank_split collapse", a.hc);
-  mhc_split_collapse_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mhc_split_collapse_kernel, blocks_for(items), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -238,8 +238,8 @@ void launch_mhc_down_epilogue(const float* acc, uint16_t* low, uint64_t n, uint6
                               cudaStream_t stream) {
   if (n == 0) return;
   check_mhc("hc_lowrank_slab down", hc);
-  mhc_down_epilogue_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, low, n,
-                                                                   static_cast<float>(hc));
+  BL_LAUNCH(mhc_down_epilogue_kernel, blocks_for(n), kThreads, 0, stream, acc, low, n,
+            static_cast<float>(hc));
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -247,8 +247,8 @@ void launch_mhc_slab_collapse(const MhcSlabCollapseLaunch& a, cudaStream_t strea
   const uint64_t items = a.rows * std::max(a.h, a.hc);
   if (items == 0) return;
   check_mhc("hc_lowrank_slab collapse", a.hc);
-  mhc_slab_collapse_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mhc_slab_collapse_kernel, blocks_for(items), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -23,7 +23,7 @@
 #include "mhc_kernels.h"
 #include "mhc_ops.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 // The message (op.params()) is built only when the check fails: a launch allocates nothing.
@@ -274,4 +274,4 @@ void mhc_post(const Workspace& ws, const MhcPostOp& op, Mutant mutant) {
   launch_mhc_post(a, nullptr);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -9,7 +9,7 @@
 #include "bufferlab/core/workspace.h"
 #include "cublas_context.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 void mhc_expand(const Workspace& ws, const MhcExpandOp& op);
 // Synchronises (copies the non-finite token counter back). `mutant`: M-SKCOL or none.
@@ -24,4 +24,4 @@ void mhc_post(const Workspace& ws, const MhcPostOp& op, Mutant mutant);
 // Synchronises (non-finite counter).
 MhcDiagnostics mhc_head(LibraryContext& ctx, const Workspace& ws, const MhcHeadOp& op);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -17,7 +17,7 @@
 #include "cuda_check.h"
 #include "mhc_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
@@ -93,7 +93,7 @@ void launch_mhc_post(const MhcPostLaunch& a, cudaStream_t stream) {
   check_mhc("hc_post", a.hc);
   const uint64_t items = a.rows * a.h;
   if (items == 0) return;
-  mhc_post_kernel<<<blocks_for(items), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mhc_post_kernel, blocks_for(items), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -102,8 +102,8 @@ void launch_mhc_expand(const uint16_t* input, float* streams, uint64_t rows, uin
   check_mhc("hc_expand", hc);
   const uint64_t items = rows * h;
   if (items == 0) return;
-  mhc_expand_kernel<<<blocks_for(items), kThreads, 0, stream>>>(input, streams, rows, hc, h);
+  BL_LAUNCH(mhc_expand_kernel, blocks_for(items), kThreads, 0, stream, input, streams, rows, hc, h);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

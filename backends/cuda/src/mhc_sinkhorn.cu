@@ -33,7 +33,7 @@
 #include "cuda_check.h"
 #include "mhc_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 using namespace mhc_device;
@@ -102,7 +102,7 @@ __device__ void normalise_row(float (*c)[kMaxMhc + 1], int i, int hc, float eps)
 
 template <int TB>
 __global__ void __launch_bounds__(kThreads) mhc_mix_kernel(MhcMixLaunch a) {
-  __shared__ MixShared<TB> sh;
+  BL_SHARED(MixShared<TB>, sh);
   constexpr int kLanesPerToken = kWarpSize / TB;  // k lanes of one token in a warp
   constexpr int kStep = kThreads / TB;            // k lanes of one token in the block
   const int tid = static_cast<int>(threadIdx.x);
@@ -266,7 +266,7 @@ void launch(const MhcMixLaunch& a, cudaStream_t stream) {
   const uint64_t blocks = (a.rows + TB - 1) / TB;
   if (blocks > 0x7FFFFFFFull)
     throw Error("hc_pre: " + std::to_string(a.rows) + " rows exceed the grid limit");
-  mhc_mix_kernel<TB><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(mhc_mix_kernel<TB>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -283,4 +283,4 @@ void launch_mhc_mix(const MhcMixLaunch& a, cudaStream_t stream) {
     launch<1>(a, stream);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

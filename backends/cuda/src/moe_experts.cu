@@ -3,7 +3,7 @@
 // offsets read off the sorted keys), row gathers / scatters by slot, the SwiGLU product and
 // the weighted combine. Simple grid-stride kernels; rows move 16 bytes at a time when every
 // row start is 16-byte aligned.
-#include <cub/device/device_radix_sort.cuh>
+#include "cuda_libraries.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "cuda_check.h"
 #include "moe_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
@@ -153,8 +153,8 @@ const uint32_t* launch_grouping(const GroupingLaunch& a, cudaStream_t stream) {
   const auto experts = static_cast<uint32_t>(a.experts);
   cub::DoubleBuffer<uint32_t> keys(a.keys[0], a.keys[1]), values(a.values[0], a.values[1]);
   if (a.slots > 0) {
-    make_sort_pairs<<<blocks_for(a.slots), kThreads, 0, stream>>>(a.ids, a.slots, experts,
-                                                                  a.keys[0], a.values[0]);
+    BL_LAUNCH(make_sort_pairs, blocks_for(a.slots), kThreads, 0, stream, a.ids, a.slots, experts,
+              a.keys[0], a.values[0]);
     BUFFERLAB_CUDA_CHECK(cudaGetLastError());
     const int bits = key_bits(a.experts);
     const int n = static_cast<int>(a.slots);
@@ -169,8 +169,8 @@ const uint32_t* launch_grouping(const GroupingLaunch& a, cudaStream_t stream) {
     BUFFERLAB_CUDA_CHECK(
         cub::DeviceRadixSort::SortPairs(a.temp, have, keys, values, n, 0, bits, stream));
   }
-  offsets_from_sorted<<<blocks_for(a.slots + 1), kThreads, 0, stream>>>(keys.Current(), a.slots,
-                                                                        experts, a.offsets);
+  BL_LAUNCH(offsets_from_sorted, blocks_for(a.slots + 1), kThreads, 0, stream, keys.Current(),
+            a.slots, experts, a.offsets);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
   return values.Current();
 }
@@ -179,9 +179,9 @@ void launch_row_gather(const RowGatherLaunch& a, cudaStream_t stream) {
   if (a.count == 0 || a.width == 0) return;
   const unsigned grid = blocks_for(a.count, 1);
   if (vector_rows(a.src, a.dst, a.width, a.src_stride, a.dst_stride))
-    row_gather_kernel<uint4><<<grid, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(row_gather_kernel<uint4>, grid, kThreads, 0, stream, a);
   else
-    row_gather_kernel<uint16_t><<<grid, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(row_gather_kernel<uint16_t>, grid, kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -189,23 +189,23 @@ void launch_row_scatter(const RowScatterLaunch& a, cudaStream_t stream) {
   if (a.count == 0 || a.width == 0) return;
   const unsigned grid = blocks_for(a.count, 1);
   if (vector_rows(a.src, a.dst, a.width, a.src_stride, a.dst_stride))
-    row_scatter_kernel<uint4><<<grid, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(row_scatter_kernel<uint4>, grid, kThreads, 0, stream, a);
   else
-    row_scatter_kernel<uint16_t><<<grid, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(row_scatter_kernel<uint16_t>, grid, kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_swiglu(uint16_t* gate, const uint16_t* up, uint64_t n, float limit,
                    cudaStream_t stream) {
   if (n == 0) return;
-  swiglu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(gate, up, n, limit);
+  BL_LAUNCH(swiglu_kernel, blocks_for(n), kThreads, 0, stream, gate, up, n, limit);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void launch_combine(const CombineLaunch& a, cudaStream_t stream) {
   if (a.rows == 0 || a.width == 0) return;
-  combine_kernel<<<blocks_for(a.rows, 1), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(combine_kernel, blocks_for(a.rows, 1), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

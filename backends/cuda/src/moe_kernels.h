@@ -4,12 +4,12 @@
 // `stream`. Private to the CUDA backend.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "cuda_platform.h"
 
 #include <cstddef>
 #include <cstdint>
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 // ---- Top-k (moe_topk.cu) ----
 
@@ -106,4 +106,4 @@ void launch_widen_bf16(const uint16_t* src, float* dst, uint64_t n, cudaStream_t
 void launch_round_to_bf16(float* v, uint64_t rows, uint64_t cols, uint64_t stride,
                           cudaStream_t stream);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -26,7 +26,7 @@
 #include "moe_kernels.h"
 #include "moe_ops.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 constexpr uint64_t kStagingAlign = 256;
@@ -244,4 +244,4 @@ void moe_combine(LibraryContext& ctx, const Workspace& ws, const MoeCombineOp& o
                 (op.reads_input ? "" : " (or a zero expert was selected where none can be)"));
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

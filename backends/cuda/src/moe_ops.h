@@ -12,7 +12,7 @@
 #include "bufferlab/core/workspace.h"
 #include "cublas_context.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 void moe_router(LibraryContext& ctx, const Workspace& ws, const MoeRouterOp& op, Mutant mutant);
 // Synchronises (copies the NaN-key counter and the hash error flag back).
@@ -27,4 +27,4 @@ void moe_combine(LibraryContext& ctx, const Workspace& ws, const MoeCombineOp& o
 void gemm(LibraryContext& ctx, const Workspace& ws, const GemmOp& op);
 void lm_head(LibraryContext& ctx, const Workspace& ws, const LmHeadOp& op);
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -16,7 +16,7 @@
 #include "moe_kernels.h"
 #include "moe_ops.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 void moe_router(LibraryContext& ctx, const Workspace& ws, const MoeRouterOp& op, Mutant mutant) {
   const MoeRouterOp::Bound b = op.bind(ws);
@@ -69,4 +69,4 @@ void moe_router(LibraryContext& ctx, const Workspace& ws, const MoeRouterOp& op,
     launch_round_to_bf16(b.logits_f32, d.rows, d.experts, d.experts, nullptr);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

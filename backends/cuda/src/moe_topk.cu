@@ -13,7 +13,7 @@
 #include "cuda_check.h"
 #include "moe_kernels.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 constexpr int kWarpSize = 32;
@@ -197,8 +197,8 @@ void launch_topk(const TopKLaunch& a, cudaStream_t stream) {
   const uint64_t blocks = (a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > 0x7FFFFFFFull)
     throw Error("moe_topk: " + std::to_string(a.rows) + " rows exceed the grid limit");
-  topk_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  BL_LAUNCH(topk_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -13,7 +13,7 @@
 #include "cuda_check.h"
 #include "rmsnorm_kernel.h"
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
@@ -30,8 +30,8 @@ __device__ float warp_sum(float v) {
 
 // The sum of `v` over the block, returned to every thread. Called once per block.
 __device__ float block_sum(float v) {
-  __shared__ float warp_partials[kWarps];
-  __shared__ float total;
+  BL_SHARED(float[kWarps], warp_partials);
+  BL_SHARED(float, total);
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   v = warp_sum(v);
@@ -172,9 +172,9 @@ void launch_fused_add_rmsnorm(const RmsNormLaunch& a, cudaStream_t stream) {
     throw Error("rmsnorm: " + std::to_string(a.rows) + " rows exceed the grid limit 2^31 - 1");
   const dim3 grid(static_cast<unsigned>(a.rows));
   if (rmsnorm_vector_path(a))
-    fused_add_rmsnorm_kernel<true><<<grid, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(fused_add_rmsnorm_kernel<true>, grid, kThreads, 0, stream, a);
   else
-    fused_add_rmsnorm_kernel<false><<<grid, kThreads, 0, stream>>>(a);
+    BL_LAUNCH(fused_add_rmsnorm_kernel<false>, grid, kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -183,4 +183,4 @@ cudaError_t probe_rmsnorm_kernel() {
   return cudaFuncGetAttributes(&attributes, fused_add_rmsnorm_kernel<false>);
 }
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS

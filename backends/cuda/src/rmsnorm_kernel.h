@@ -3,11 +3,11 @@
 // Private to the CUDA backend.
 #pragma once
 
-#include <cuda_runtime.h>
+#include "cuda_platform.h"
 
 #include <cstdint>
 
-namespace bufferlab::cuda {
+namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 struct RmsNormLaunch {
   const uint16_t* input = nullptr;   // bf16 [rows, width]; null without the add
@@ -30,4 +30,4 @@ void launch_fused_add_rmsnorm(const RmsNormLaunch& a, cudaStream_t stream);
 // Whether the device can run this build's kernels (cudaErrorNoKernelImageForDevice otherwise).
 cudaError_t probe_rmsnorm_kernel();
 
-}  // namespace bufferlab::cuda
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS
