@@ -5,6 +5,9 @@
 #if defined(BUFFERLAB_HAVE_CUDA)
 #include "bufferlab/cuda/cuda_backend.h"
 #endif
+#if defined(BUFFERLAB_HAVE_CUDA_SIM)
+#include "bufferlab/cuda_sim/cuda_sim_backend.h"
+#endif
 
 namespace bufferlab {
 
@@ -16,7 +19,15 @@ bool cuda_backend_built() {
 #endif
 }
 
-std::vector<std::string> backend_names() { return {"cpu", "cuda"}; }
+bool cuda_sim_backend_built() {
+#if defined(BUFFERLAB_HAVE_CUDA_SIM)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::vector<std::string> backend_names() { return {"cpu", "cuda", "cuda-sim"}; }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu") return make_cpu_backend();
@@ -27,7 +38,15 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     throw BackendUnavailable("this build has no CUDA backend (configured without nvcc)");
 #endif
   }
-  throw Error("unknown backend '" + name + "' (known: cpu, cuda)");
+  if (name == "cuda-sim") {
+#if defined(BUFFERLAB_HAVE_CUDA_SIM)
+    return make_cuda_sim_backend();
+#else
+    throw BackendUnavailable(
+        "this build has no CUDA simulator (configured without Boost.Context or without GCC)");
+#endif
+  }
+  throw Error("unknown backend '" + name + "' (known: cpu, cuda, cuda-sim)");
 }
 
 }  // namespace bufferlab

@@ -1,4 +1,5 @@
-// Loads cuBLAS with dlopen on first use (why: cublas_api.h).
+// Loads cuBLAS with dlopen on first use (why: cublas_api.h); in the simulator the table holds
+// the stand-ins of backends/cuda_sim instead.
 #include "cublas_api.h"
 
 #include <dlfcn.h>
@@ -7,6 +8,22 @@
 
 #include "bufferlab/core/error.h"
 #include "bufferlab/cuda/cuda_backend.h"
+
+#if defined(BUFFERLAB_CUDA_SIM)
+
+namespace bufferlab::BUFFERLAB_CUDA_NS {
+
+const CublasApi& cublas_api() {
+  static const CublasApi api{&cublasCreate,         &cublasDestroy,        &cublasSetStream,
+                             &cublasSetWorkspace,   &cublasSetPointerMode, &cublasSetAtomicsMode,
+                             &cublasSetMathMode,    &cublasGemmEx,         &cublasGetStatusName,
+                             &cublasGetStatusString};
+  return api;
+}
+
+}  // namespace bufferlab::BUFFERLAB_CUDA_NS
+
+#else
 
 namespace bufferlab::BUFFERLAB_CUDA_NS {
 namespace {
@@ -77,3 +94,5 @@ std::string cublas_unavailable_reason() {
 }
 
 }  // namespace bufferlab
+
+#endif

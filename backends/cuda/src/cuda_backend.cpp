@@ -21,6 +21,10 @@
 #include "rmsnorm_kernel.h"
 
 namespace bufferlab {
+namespace BUFFERLAB_CUDA_NS {
+std::unique_ptr<Backend> make_kernel_backend();
+}  // namespace BUFFERLAB_CUDA_NS
+
 namespace {
 
 std::shared_ptr<std::byte> device_allocate(uint64_t bytes) {
@@ -34,7 +38,11 @@ std::shared_ptr<std::byte> device_allocate(uint64_t bytes) {
 
 class CudaBackend final : public Backend {
  public:
+#if defined(BUFFERLAB_CUDA_SIM)
+  std::string name() const override { return "cuda-sim"; }
+#else
   std::string name() const override { return "cuda"; }
+#endif
 
   void upload(const Workspace& ws, const TensorRef& dst, const void* src) override {
     BUFFERLAB_CUDA_CHECK(
@@ -186,10 +194,18 @@ void CudaBackend::mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp
 
 }  // namespace
 
+// The backend itself, for this build's factory: make_cuda_backend below on a GPU, the
+// simulated backend's wrapper (backends/cuda_sim) in the simulator.
+std::unique_ptr<Backend> BUFFERLAB_CUDA_NS::make_kernel_backend() {
+  return std::make_unique<CudaBackend>();
+}
+
+#if !defined(BUFFERLAB_CUDA_SIM)
 std::unique_ptr<Backend> make_cuda_backend() {
   const std::string reason = cuda_unavailable_reason();
   if (!reason.empty()) throw BackendUnavailable(reason);
-  return std::make_unique<CudaBackend>();
+  return cuda::make_kernel_backend();
 }
+#endif
 
 }  // namespace bufferlab

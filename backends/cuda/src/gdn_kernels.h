@@ -94,7 +94,7 @@ void launch_gdn_recurrent(const GdnRecurrentLaunch& a, cudaStream_t stream);
 
 }  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(BUFFERLAB_CUDA_SIM)
 // Device helpers shared by the GDN kernels (CUDA translation units only).
 namespace bufferlab::BUFFERLAB_CUDA_NS::gdn_device {
 

@@ -127,7 +127,7 @@ __host__ __device__ constexpr uint64_t mamba2_slice_rows(uint64_t P, uint64_t N)
 
 }  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(BUFFERLAB_CUDA_SIM)
 // Device helpers shared by the Mamba-2 kernels (CUDA translation units only). min / max /
 // clamps are written as std::min / std::max are (the first argument when the comparison is
 // false), as the CPU kernels use them: a NaN propagates instead of being clamped away.

@@ -120,7 +120,7 @@ void launch_mhc_expand(const uint16_t* input, float* streams, uint64_t rows, uin
 
 }  // namespace bufferlab::BUFFERLAB_CUDA_NS
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(BUFFERLAB_CUDA_SIM)
 // Device helpers shared by the mHC kernels (CUDA translation units only).
 namespace bufferlab::BUFFERLAB_CUDA_NS::mhc_device {
 

@@ -1,4 +1,4 @@
-// Picks a Backend by name ("cpu", "cuda"). The only place that knows which backends exist.
+// Picks a Backend by name ("cpu", "cuda", "cuda-sim"). The only place that knows which backends exist.
 #pragma once
 
 #include <memory>
@@ -14,5 +14,6 @@ namespace bufferlab {
 std::unique_ptr<Backend> make_backend(const std::string& name);
 std::vector<std::string> backend_names();  // the names this build knows
 bool cuda_backend_built();
+bool cuda_sim_backend_built();  // the kernel simulator (backends/cuda_sim)
 
 }  // namespace bufferlab

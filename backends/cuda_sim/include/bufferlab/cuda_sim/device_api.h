@@ -6,6 +6,7 @@
 // bufferlab::sim, so no symbol collides with the real runtime's.
 #pragma once
 
+#include <cmath>  // INFINITY, NAN
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,9 +18,11 @@
 #include "bufferlab/cuda_sim/cublas_shim.h"
 #include "bufferlab/cuda_sim/runtime_shim.h"
 
-// CUDA's declaration specifiers mean nothing on the host.
+// CUDA's declaration specifiers. Device functions are always inlined: the instrumentation
+// hooks see a store only as an assignment, and a call returning a struct straight into
+// device memory (`out[i] = pack(v)`) would be a store it never reports.
 #define __global__
-#define __device__
+#define __device__ __attribute__((always_inline))
 #define __host__
 #define __forceinline__ inline
 #define __noinline__
@@ -108,8 +111,7 @@ enum class VoteKind { any, all, ballot };
 unsigned vote(VoteKind kind, unsigned mask, int predicate, const char* file, int line);
 
 template <class T>
-T shuffle_as(ShuffleKind kind, unsigned mask, T v, int arg, int width, const char* file,
-             int line) {
+T shuffle_as(ShuffleKind kind, unsigned mask, T v, int arg, int width, const char* file, int line) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffle of ≤ 8 bytes");
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
@@ -191,25 +193,26 @@ inline constexpr int warpSize = 32;
 #define __syncthreads_or(p) ::bufferlab::sim::syncthreads_or((p), BUFFERLAB_SIM_SITE)
 #define __syncthreads_and(p) ::bufferlab::sim::syncthreads_and((p), BUFFERLAB_SIM_SITE)
 #define __syncthreads_count(p) ::bufferlab::sim::syncthreads_count((p), BUFFERLAB_SIM_SITE)
-#define __syncwarp(...) ::bufferlab::sim::syncwarp(::bufferlab::sim::device::warp_mask(__VA_ARGS__), BUFFERLAB_SIM_SITE)
+#define __syncwarp(...) \
+  ::bufferlab::sim::syncwarp(::bufferlab::sim::device::warp_mask(__VA_ARGS__), BUFFERLAB_SIM_SITE)
 inline unsigned warp_mask(unsigned m = 0xFFFFFFFFu) { return m; }
 
 // Warp shuffles and votes (the site is the call's, for the rendezvous and the finding).
-#define __shfl_sync(m, v, l, ...)                                                      \
-  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::idx, (m), (v), (l),     \
+#define __shfl_sync(m, v, l, ...)                                                 \
+  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::idx, (m), (v), (l), \
                                ::bufferlab::sim::device::shfl_width(__VA_ARGS__), \
                                BUFFERLAB_SIM_SITE)
-#define __shfl_up_sync(m, v, d, ...)                                                   \
-  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::up, (m), (v), (d),      \
+#define __shfl_up_sync(m, v, d, ...)                                              \
+  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::up, (m), (v), (d),  \
                                ::bufferlab::sim::device::shfl_width(__VA_ARGS__), \
                                BUFFERLAB_SIM_SITE)
-#define __shfl_down_sync(m, v, d, ...)                                                 \
-  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::down, (m), (v), (d),    \
-                               ::bufferlab::sim::device::shfl_width(__VA_ARGS__), \
+#define __shfl_down_sync(m, v, d, ...)                                             \
+  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::down, (m), (v), (d), \
+                               ::bufferlab::sim::device::shfl_width(__VA_ARGS__),  \
                                BUFFERLAB_SIM_SITE)
-#define __shfl_xor_sync(m, v, x, ...)                                                  \
-  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::bfly, (m), (v), (x),    \
-                               ::bufferlab::sim::device::shfl_width(__VA_ARGS__), \
+#define __shfl_xor_sync(m, v, x, ...)                                              \
+  ::bufferlab::sim::shuffle_as(::bufferlab::sim::ShuffleKind::bfly, (m), (v), (x), \
+                               ::bufferlab::sim::device::shfl_width(__VA_ARGS__),  \
                                BUFFERLAB_SIM_SITE)
 inline int shfl_width(int w = 32) { return w; }
 #define __any_sync(m, p) \
@@ -256,6 +259,9 @@ inline float ceilf(float x) { return __builtin_ceilf(x); }
 inline float truncf(float x) { return __builtin_truncf(x); }
 inline float rintf(float x) { return __builtin_rintf(x); }
 inline float copysignf(float a, float b) { return __builtin_copysignf(a, b); }
+inline float frexpf(float x, int* e) { return __builtin_frexpf(x, e); }
+inline float ldexpf(float x, int e) { return __builtin_ldexpf(x, e); }
+inline float nextafterf(float a, float b) { return __builtin_nextafterf(a, b); }
 // Volatile so the host compiler cannot fuse them into an FMA (the point of the _rn forms).
 inline float __fmul_rn(float a, float b) {
   volatile float r = a * b;
@@ -276,17 +282,39 @@ inline float __uint_as_float(unsigned v) { return __builtin_bit_cast(float, v); 
 inline unsigned __float_as_uint(float v) { return __builtin_bit_cast(unsigned, v); }
 
 // Functions with an ulp bound (CUDA C++ Programming Guide, "Mathematical Functions").
-inline float expf(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::exp, x); }
-inline float exp2f(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::exp2, x); }
-inline float expm1f(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::expm1, x); }
-inline float logf(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::log, x); }
-inline float log2f(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::log2, x); }
-inline float log1pf(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::log1p, x); }
-inline float sinf(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::sin, x); }
-inline float cosf(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::cos, x); }
-inline float tanhf(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::tanh, x); }
-inline float rsqrtf(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::rsqrt, x); }
-inline float erff(float x) { return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::erf, x); }
+inline float expf(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::exp, x);
+}
+inline float exp2f(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::exp2, x);
+}
+inline float expm1f(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::expm1, x);
+}
+inline float logf(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::log, x);
+}
+inline float log2f(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::log2, x);
+}
+inline float log1pf(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::log1p, x);
+}
+inline float sinf(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::sin, x);
+}
+inline float cosf(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::cos, x);
+}
+inline float tanhf(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::tanh, x);
+}
+inline float rsqrtf(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::rsqrt, x);
+}
+inline float erff(float x) {
+  return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::erf, x);
+}
 inline float powf(float x, float y) {
   return ::bufferlab::sim::device_math(::bufferlab::sim::MathFn::pow, x, y);
 }
