@@ -17,9 +17,18 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/cuda_sim/cub_shim.h"
 #include "bufferlab/cuda_sim/cublas_shim.h"
+#include "findings.h"
 
 namespace bufferlab::sim::device {
 namespace {
+
+// The stand-in reported its refused range as an out-of-bounds finding naming the operand.
+void expect_out_of_bounds(const std::string& operand) {
+  const std::vector<Finding> findings = take_findings();
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].check, Check::out_of_bounds);
+  EXPECT_EQ(findings[0].kernel, operand);
+}
 
 // One simulated device allocation holding a copy of host bytes.
 class DeviceBytes {
@@ -312,11 +321,13 @@ TEST_F(GemmValidation, AnOperandPastItsAllocationIsInvalidAndNothingIsComputed) 
   Args x;
   x.lda = 16;  // A spans 16·2 + 4 BF16 elements = 72 bytes of a 64-byte allocation
   EXPECT_EQ(call(x), CUBLAS_STATUS_INVALID_VALUE);
+  expect_out_of_bounds("cublasGemmEx A");
   expect_c_untouched();
   Args y;
   y.ct = CUDA_R_32F;
   y.ldc = 14;  // C spans 14 + 3 floats = 68 bytes
   EXPECT_EQ(call(y), CUBLAS_STATUS_INVALID_VALUE);
+  expect_out_of_bounds("cublasGemmEx C");
   expect_c_untouched();
 }
 
@@ -503,6 +514,7 @@ TEST(CubSortPairs, ABufferShorterThanTheItemsIsRejectedUntouched) {
   size_t bytes = query(64, 3);
   EXPECT_NE(cub::sort_pairs_u32(rig.temp.as<void>(), bytes, keys, values, 64, 0, 3, nullptr),
             cudaSuccess);
+  expect_out_of_bounds("cub::DeviceRadixSort values");
   EXPECT_EQ(keys.selector, 0);
   EXPECT_EQ(rig.k0.download<uint32_t>(), input);
   EXPECT_EQ(short_values.download<uint32_t>(), std::vector<uint32_t>(32, 9));

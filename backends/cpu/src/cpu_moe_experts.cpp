@@ -150,6 +150,11 @@ void moe_expert_gemm(const Workspace& ws, const MoeExpertGemmOp& op, Scratch& sc
   require_grouped_experts(experts, op);
   if (overlaps(p.input, rows * top_k * K * 2, p.output, rows * top_k * N * 2))
     throw Error(op.params() + ": the input overlaps the output");
+  // gate/up: slots no routed expert owns get zero slices (ops/moe.h: SwiGLU runs over every
+  // slot).
+  if (op.proj != ExpertProj::down)
+    for (uint64_t slot = 0; slot < rows * top_k; ++slot)
+      if (p.ids[slot] >= experts) std::memset(p.output + slot * N, 0, N * sizeof(uint16_t));
   SlotGrouping grouping(p.ids, rows * top_k, experts, scratch);
   const bool input_by_slot = op.proj == ExpertProj::down;
   while (grouping.next_chunk())

@@ -162,6 +162,10 @@ void moe_expert_gemm(LibraryContext& ctx, const Workspace& ws, const MoeExpertGe
   BUFFERLAB_CUDA_CHECK(
       cudaMemcpy(off, ctx.offsets(), (d.experts + 1) * sizeof(uint32_t), cudaMemcpyDeviceToHost));
   const uint64_t routed = off[d.experts];
+  // gate/up: slots no routed expert owns get zero slices (ops/moe.h: SwiGLU runs over every
+  // slot).
+  if (routed < slots && op.proj != ExpertProj::down)
+    BUFFERLAB_CUDA_CHECK(cudaMemsetAsync(b.output, 0, mul(mul(slots, d.N), sizeof(uint16_t))));
   if (routed == 0) return;
 
   const bool down = op.proj == ExpertProj::down;

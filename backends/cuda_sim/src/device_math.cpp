@@ -94,7 +94,13 @@ uint32_t bits(float f) {
 float device_math(MathFn fn, float x, float y) {
   const double e = exact(fn, x, y);
   const auto nearest = static_cast<float>(e);
-  if (!options().perturb_math || !std::isfinite(nearest) || nearest == 0.0f) return nearest;
+  // An exactly representable result is returned exactly: CUDA documents these special values
+  // (expf(±0) = 1, logf(1) = +0, cosf(0) = 1, tanhf(±0) = ±0, ...), and a kernel may rely on them.
+  // A result that rounds to zero stays zero (an underflow, as the device's: softmax weights
+  // far below the maximum are defined as 0).
+  if (!options().perturb_math || !std::isfinite(nearest) || static_cast<double>(nearest) == e ||
+      nearest == 0.0f)
+    return nearest;
   // The floats f with |f − e| < bound · ulp: from the one below e, (bound − 1) steps down to
   // bound steps up. A step leaving that window is clamped back to the nearest float.
   const int bound = ulp_bound(fn);

@@ -106,7 +106,14 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
                                       " is not one the backend uses (the stand-in refuses it)");
     return fail(cudaErrorInvalidMemcpyDirection);
   }
-  if (src_device && !library_access("cudaMemcpy source", src, bytes, Touch::read))
+  // A copy to the host is the harness (or the backend) looking: it reads what is there,
+  // written or not, and is checked for bounds only; a device-to-device copy is a step.
+  if (kind == cudaMemcpyDeviceToHost && !is_device_range(src, bytes)) {
+    library_finding("cudaMemcpy", "a device source outside every live allocation");
+    return fail(cudaErrorInvalidValue);
+  }
+  if (kind == cudaMemcpyDeviceToDevice &&
+      !library_access("cudaMemcpy source", src, bytes, Touch::read))
     return fail(cudaErrorInvalidValue);
   if (dst_device && !library_access("cudaMemcpy destination", dst, bytes, Touch::write))
     return fail(cudaErrorInvalidValue);

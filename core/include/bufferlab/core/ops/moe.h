@@ -172,7 +172,9 @@ struct MoeExpertGemmOp {
 
   // gate/up: input = gathered rows (gather order above), output = token-major slices, slice
   // (t, j) written only where ids[t·top_k + j] is a routed expert. down: input slice (t, j)
-  // of expert_gate_out, output row t·top_k + j, again only for routed slots.
+  // of expert_gate_out, output row t·top_k + j, again only for routed slots. gate/up write
+  // the other slots' slices as zeros: SwiGLU runs over every slot and must not read bytes no
+  // step wrote (a cuda-sim finding, docs/findings.md).
   struct Bound {
     const uint16_t* input = nullptr;
     const uint32_t* ids = nullptr;     // [rows, top_k]
