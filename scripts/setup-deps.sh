@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs BufferLab's build dependencies from Debian's packages — only the missing ones,
 # quietly; safe to run again. The CUDA toolkit (/usr/local/cuda) is optional: without nvcc
-# the CUDA backend is simply not built.
+# the CUDA backend is simply not built. Boost.Context runs the kernel simulator (cuda-sim).
 # ccache is only a speed-up (cmake/BufferLabCcache.cmake uses it when found; CCACHE_DISABLE=1
 # turns it off): the build never needs it.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev librapidcheck-dev libgtest-dev libgmock-dev
-  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev clang-format ccache)
+  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev libboost-context-dev clang-format
+  ccache)
 
 missing=()
 for p in "${packages[@]}"; do

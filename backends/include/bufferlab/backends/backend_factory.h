@@ -1,4 +1,5 @@
-// Picks a Backend by name ("cpu", "cuda", "cuda-sim"). The only place that knows which backends exist.
+// Picks a Backend by name ("cpu", "cuda", "cuda-sim"). The only place that knows which backends
+// exist.
 #pragma once
 
 #include <memory>
