@@ -27,6 +27,24 @@ bool cuda_sim_backend_built() {
 #endif
 }
 
+std::string cuda_sim_activity() {
+#if defined(BUFFERLAB_HAVE_CUDA_SIM)
+  const SimCounters& c = sim_counters();
+  if (c.launches == 0 && c.library_calls == 0) return "";
+  std::string kernels;
+  for (const auto& [name, count] : c.launches_by_kernel)
+    kernels += (kernels.empty() ? "" : ", ") + name + " x" + std::to_string(count);
+  return std::to_string(c.launches) + " launches of " +
+         std::to_string(c.launches_by_kernel.size()) + " kernels (" + kernels + "), " +
+         std::to_string(c.blocks) + " blocks, " + std::to_string(c.threads) + " threads; checked " +
+         std::to_string(c.loads) + " loads, " + std::to_string(c.stores) + " stores, " +
+         std::to_string(c.atomics) + " atomics, " + std::to_string(c.shared_accesses) +
+         " shared accesses, " + std::to_string(c.library_calls) + " library accesses";
+#else
+  return "";
+#endif
+}
+
 std::vector<std::string> backend_names() { return {"cpu", "cuda", "cuda-sim"}; }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {

@@ -172,8 +172,20 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
   // runners reported it before they took typed options.
   c.hc = s.hc = parse_mhc_options(c.raw);
   c.ssm = s.ssm = parse_gdn_mamba2_options(c.raw);
-  const CompareResult r = op.runner(*backend, s);
+  CompareResult r;
+  try {
+    r = op.runner(*backend, s);
+  } catch (const KernelCheckFailure& e) {
+    // The simulator's checkers stopped the op: its findings are the verdict.
+    fmt::print("{}", e.what());
+    const std::string activity = cuda_sim_activity();
+    if (!activity.empty()) fmt::print("cuda-sim: {}\n", activity);
+    fmt::print("DISAGREE: the kernel simulator's checkers found the problems above\n");
+    exit_code() = kExitDisagree;
+    return;
+  }
   const bool agree = r.report.passed() && r.findings.empty();
+  const std::string activity = cuda_sim_activity();
   if (c.json) {
     nlohmann::json j = report_json(r.report);
     if (!r.findings.empty()) {
@@ -185,6 +197,7 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
     j["arena_bytes"] = s.layout.arena_bytes();
     j["weight_pool_bytes"] = r.weight_pool_bytes;
     j["mutant"] = c.mutant;
+    if (!activity.empty()) j["simulator"] = activity;
     for (const auto& [key, value] : r.extra_json.items()) j[key] = value;
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -200,6 +213,7 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
     // The lines that explain the result (tie checks, the first differing token, notes)
     // come before the verdict, which is the last line.
     fmt::print("{}", r.details);
+    if (!activity.empty()) fmt::print("cuda-sim: {}\n", activity);
     fmt::print("re-run: {}\n", rerun_line(c, op, s.seed));
     if (r.findings.empty())
       fmt::print("{}", oracle::format_outcome(r.report));
@@ -290,7 +304,9 @@ void register_compare_command(CLI::App& app) {
                   "tokens of the pass: rows of the op (default 16; gdn/ssd: per sequence)")
       ->type_name("N");
   sub->add_option("--seed", cmd->seed, "seed of the generated inputs (default 1)")->type_name("S");
-  sub->add_option("--backend", cmd->backend, "cpu or cuda (default cpu)")->type_name("NAME");
+  sub->add_option("--backend", cmd->backend,
+                  "cpu, cuda or cuda-sim (the CUDA kernels on the kernel simulator; default cpu)")
+      ->type_name("NAME");
   sub->add_option("--variant", cmd->variant, "rmsnorm: add | f32 | unit | norm (default add)")
       ->type_name("NAME");
   sub->add_option("--path", cmd->path,

@@ -353,7 +353,9 @@ void register_fuzz_command(CLI::App& app) {
                   "stack), gdn (Gated DeltaNet, chunked and recurrent) or ssd (Mamba-2 SSD, "
                   "chunked and recurrent) at their full ranges on --backend, instead of plans")
       ->type_name("FAMILY");
-  sub->add_option("--backend", cmd->backend, "--numeric: cpu or cuda (default cpu)")
+  sub->add_option(
+         "--backend", cmd->backend,
+         "--numeric: cpu, cuda or cuda-sim (the CUDA kernels on the kernel simulator; default cpu)")
       ->type_name("NAME");
   sub->add_option("--skip", cmd->skip,
                   "--numeric: start at case index N (with --cases 1: re-run case N alone)")

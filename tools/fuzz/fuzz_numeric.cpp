@@ -369,7 +369,13 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
     if (o.max_cases > 0 && i >= o.skip + o.max_cases) break;
     if (o.seconds > 0 && run.seconds() >= o.seconds) break;
     const uint64_t cs = fuzz::case_seed(o.seed, i);  // the plan fuzz's derivation
-    const DrawnCase d = draw_and_run(o.family, *backend, cs);
+    DrawnCase d;
+    try {
+      d = draw_and_run(o.family, *backend, cs);
+    } catch (const KernelCheckFailure& e) {  // the kernel simulator's checkers (cuda-sim)
+      d.check = o.family;
+      d.outcome = {false, "kernel check", std::string(e.what()), std::nullopt};
+    }
     ++p.cases;
     if (!d.outcome.passed) {
       ++p.failures;
@@ -386,6 +392,7 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
       fmt::print("case:  {}\n", d.description);
       fmt::print("check: {} ({})\n", d.check, d.check_description);
       fmt::print("{}", d.outcome.report);
+      if (const std::string a = cuda_sim_activity(); !a.empty()) fmt::print("cuda-sim: {}\n", a);
       fmt::print("re-run: {}\n", rerun_line(o, i));
       if (!d.config.is_null() && !d.compare_options.empty()) {
         std::filesystem::path config = path;
@@ -404,6 +411,7 @@ int run_numeric_fuzz(const NumericFuzzOptions& o,
   update();
   p.done = true;
   if (on_progress) on_progress(p);
+  if (const std::string a = cuda_sim_activity(); !a.empty()) fmt::print("cuda-sim: {}\n", a);
   fmt::print(
       "fuzz --numeric {}: {} cases in {:.1f} s, {:.1f} cases/s, seed {}, shard {}/{}, backend "
       "{}{}: no failure\n",

@@ -27,6 +27,9 @@ using namespace ::bufferlab::sim::device;  // the CUDA names, hiding the host li
 // `kernel<<<grid, block, smem, stream>>>(args...)` through the simulator's executor.
 #define BL_LAUNCH(kernel, grid, block, smem, stream, ...) \
   ::bufferlab::sim::launch(#kernel, kernel, (grid), (block), (smem), (stream), __VA_ARGS__)
+// The same for a kernel held in a variable: `name` is what findings and coverage call it.
+#define BL_LAUNCH_NAMED(name, kernel, grid, block, smem, stream, ...) \
+  ::bufferlab::sim::launch((name), kernel, (grid), (block), (smem), (stream), __VA_ARGS__)
 
 #else
 
@@ -36,6 +39,8 @@ using namespace ::bufferlab::sim::device;  // the CUDA names, hiding the host li
 #define BL_SHARED(Type, name) __shared__ ::bufferlab::cuda_type_t<Type> name
 #define BL_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
 #define BL_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define BL_LAUNCH_NAMED(name, kernel, grid, block, smem, stream, ...) \
   kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 
 namespace bufferlab {

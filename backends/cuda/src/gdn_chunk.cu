@@ -297,7 +297,7 @@ void launch(const char* stage, Kernel kernel, uint64_t blocks, size_t smem, cons
                 " blocks exceed the grid limit");
   BUFFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
-  BL_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, a);
+  BL_LAUNCH_NAMED(stage, kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -307,18 +307,18 @@ uint64_t regions(const GdnChunkLaunch& a) { return a.streams * a.chunks_per_stre
 
 void launch_gdn_chunk_wu(const GdnChunkLaunch& a, cudaStream_t stream) {
   if (regions(a) == 0) return;
-  launch("gdn_chunk_wu", gdn_chunk_wu_kernel, regions(a), kWuSmem, a, stream);
+  launch("gdn_chunk_wu_kernel", gdn_chunk_wu_kernel, regions(a), kWuSmem, a, stream);
 }
 
 void launch_gdn_chunk_state(const GdnChunkLaunch& a, cudaStream_t stream) {
   if (regions(a) == 0) return;
-  launch("gdn_chunk_state", gdn_chunk_state_kernel, a.streams * a.nv * (kD / kSlice), kStateSmem, a,
-         stream);
+  launch("gdn_chunk_state_kernel", gdn_chunk_state_kernel, a.streams * a.nv * (kD / kSlice),
+         kStateSmem, a, stream);
 }
 
 void launch_gdn_chunk_output(const GdnChunkLaunch& a, cudaStream_t stream) {
   if (regions(a) == 0) return;
-  launch("gdn_chunk_output", gdn_chunk_output_kernel, regions(a), kOutputSmem, a, stream);
+  launch("gdn_chunk_output_kernel", gdn_chunk_output_kernel, regions(a), kOutputSmem, a, stream);
 }
 
 }  // namespace bufferlab::BUFFERLAB_CUDA_NS

@@ -73,7 +73,7 @@ std::string Finding::to_string() const {
 }
 
 KernelFindings::KernelFindings(std::vector<Finding> findings)
-    : Error(report(findings)), findings_(std::move(findings)) {}
+    : KernelCheckFailure(report(findings)), findings_(std::move(findings)) {}
 
 void record(Finding f) {
   Store& s = store();

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "bufferlab/core/error.h"
+#include "bufferlab/core/backend.h"
 
 namespace bufferlab::sim {
 
@@ -42,7 +42,7 @@ struct Finding {
 };
 
 // Thrown by the simulated backend when an op's launches produced findings.
-class KernelFindings : public Error {
+class KernelFindings : public KernelCheckFailure {
  public:
   explicit KernelFindings(std::vector<Finding> findings);
   const std::vector<Finding>& findings() const { return findings_; }

@@ -32,6 +32,14 @@ class BackendUnavailable : public Error {
   explicit BackendUnavailable(const std::string& why) : Error(why) {}
 };
 
+// Thrown when a backend's own checkers saw the op misbehave (the kernel simulator: an access
+// outside the op's footprint, a race, ...): the op ran, its result is not to be trusted, and
+// the message lists each finding. Callers report it as a disagreement, not a usage error.
+class KernelCheckFailure : public Error {
+ public:
+  explicit KernelCheckFailure(const std::string& report) : Error(report) {}
+};
+
 // Every op descriptor of the registry (op_registry.h), in its order. Plans hold ops no
 // backend runs yet (the registry's `planned` ones, and GemmOp's non-BF16 kinds): execute()
 // refuses those with an Error.
