@@ -212,9 +212,9 @@ void check_global(const void* p, size_t bytes, bool write, bool atomic) {
     const bool both_atomic = atomic && (previous & (uint64_t{1} << 31)) != 0;
     if (same_launch && other_block && !both_atomic) {
       finding(Check::block_write_race, static_cast<const std::byte*>(p) + i, bytes - i, true,
-              "store to " + buffer_of(p) + " that another block of the launch also stored (block " +
-                  std::to_string((previous & 0x7FFFFFFFull) - 1) +
-                  " in launch order), not atomically");
+              "store to " + buffer_of(p) +
+                  " that another block of the launch also stored (linear block index " +
+                  std::to_string((previous & 0x7FFFFFFFull) - 1) + "), not atomically");
       break;
     }
     writer[i] = mine;

@@ -183,10 +183,14 @@ void arrive(CollectiveKind kind, unsigned mask, const char* file, int line, int 
   ThreadState& t = self();
   BlockState& b = *t_block;
   if (((mask >> t.lane) & 1u) == 0) {
+    // Undefined on the device. The lane does not take part (its result is poison): joined
+    // under a mask widened by its own bit it would wait alone for lanes that completed the
+    // mask's collective and left, and the stall would blame them as missing.
     kernel_finding(Check::collective_mask, "lane " + std::to_string(t.lane) +
                                                " calls a warp collective at " + site(file, line) +
                                                " with a mask that excludes it");
-    mask |= 1u << t.lane;
+    t.result = ~uint64_t{0};
+    return;
   }
   std::vector<Collective>& pending = b.collectives[t.warp];
   Collective* c = nullptr;
