@@ -2,8 +2,8 @@
 // same run, never absolute times:
 //  (1) a simulated thread switch: an empty kernel (launch + one fiber per thread), a
 //      1024-thread block calling __syncthreads() k times, a warp doing k __shfl_xor_sync —
-//      each per thread (per barrier, per collective) against the same count of plain calls of
-//      a non-inlined function;
+//      each per thread (per barrier, per collective) against one call of a non-inlined
+//      function in a plain loop;
 //  (2) the access checkers: the same memory-bound kernel compiled with the simulator's
 //      instrumentation and without it (checked / unchecked, and checked loads + stores per
 //      second), and the nondeterminism re-run (SimOptions::rerun on / off).
