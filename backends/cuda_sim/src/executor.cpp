@@ -213,7 +213,11 @@ void arrive(CollectiveKind kind, unsigned mask, const char* file, int line, int 
   t.wait = Wait::collective;
   t.wait_file = file;
   t.wait_line = line;
-  if (c->arrived == mask) complete(b, *c);
+  if (c->arrived == mask) {
+    complete(b, *c);
+    // Done: out of the list, so a warp's k-th collective does not scan the k − 1 before it.
+    pending.erase(pending.begin() + (c - pending.data()));
+  }
   suspend(t);
 }
 
