@@ -34,12 +34,16 @@ std::string cuda_sim_activity() {
   std::string kernels;
   for (const auto& [name, count] : c.launches_by_kernel)
     kernels += (kernels.empty() ? "" : ", ") + name + " x" + std::to_string(count);
-  return std::to_string(c.launches) + " launches of " +
-         std::to_string(c.launches_by_kernel.size()) + " kernels (" + kernels + "), " +
+  auto count = [](uint64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  return count(c.launches, "launch", "launches") + " of " +
+         count(c.launches_by_kernel.size(), "kernel", "kernels") + " (" + kernels + "), " +
          std::to_string(c.blocks) + " blocks, " + std::to_string(c.threads) + " threads; checked " +
          std::to_string(c.loads) + " loads, " + std::to_string(c.stores) + " stores, " +
          std::to_string(c.atomics) + " atomics, " + std::to_string(c.shared_accesses) +
-         " shared accesses, " + std::to_string(c.library_calls) + " library accesses";
+         " shared accesses, " + std::to_string(c.library_calls) + " library accesses" +
+         (sim_options().rerun ? " (every launch ran twice: the nondeterminism re-run)" : "");
 #else
   return "";
 #endif

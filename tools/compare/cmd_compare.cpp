@@ -172,18 +172,7 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
   // runners reported it before they took typed options.
   c.hc = s.hc = parse_mhc_options(c.raw);
   c.ssm = s.ssm = parse_gdn_mamba2_options(c.raw);
-  CompareResult r;
-  try {
-    r = op.runner(*backend, s);
-  } catch (const KernelCheckFailure& e) {
-    // The simulator's checkers stopped the op: its findings are the verdict.
-    fmt::print("{}", e.what());
-    const std::string activity = cuda_sim_activity();
-    if (!activity.empty()) fmt::print("cuda-sim: {}\n", activity);
-    fmt::print("DISAGREE: the kernel simulator's checkers found the problems above\n");
-    exit_code() = kExitDisagree;
-    return;
-  }
+  const CompareResult r = op.runner(*backend, s);
   const bool agree = r.report.passed() && r.findings.empty();
   const std::string activity = cuda_sim_activity();
   if (c.json) {
@@ -258,12 +247,14 @@ void run_rmsnorm_compare(const CompareCommand& c, const CompareOpEntry& entry) {
     j["variant"] = c.variant;
     j["arena_bytes"] = layout.arena_bytes();
     j["weight_pool_bytes"] = op.weight_pool_bytes();
+    if (const std::string a = cuda_sim_activity(); !a.empty()) j["simulator"] = a;
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("compare {} (variant {}) on {}, {} tokens: arena {}, weight pool {}\n", c.op,
                c.variant, c.model.label(), tokens, human_bytes(layout.arena_bytes()),
                human_bytes(op.weight_pool_bytes()));
     fmt::print("{}", oracle::format_report_body(report));
+    if (const std::string a = cuda_sim_activity(); !a.empty()) fmt::print("cuda-sim: {}\n", a);
     fmt::print("re-run: {}\n", rerun_line(c, entry, seed));
     fmt::print("{}", oracle::format_outcome(report));
   }
@@ -276,8 +267,16 @@ void run_compare(CompareCommand& c) {
     throw Error("--op: unknown op '" + c.op + "' (known: " + compare_op_names(", ") + ")");
   require_mutant_applies(c, *entry);
   require_options_apply(c.op, c.raw);
-  if (entry->runner != nullptr) return run_op_compare(c, *entry);
-  run_rmsnorm_compare(c, *entry);
+  try {
+    if (entry->runner != nullptr) return run_op_compare(c, *entry);
+    run_rmsnorm_compare(c, *entry);
+  } catch (const KernelCheckFailure& e) {
+    // The kernel simulator's checkers stopped the op: their findings are the verdict.
+    fmt::print("{}", e.what());
+    if (const std::string a = cuda_sim_activity(); !a.empty()) fmt::print("cuda-sim: {}\n", a);
+    fmt::print("DISAGREE: the kernel simulator's checkers found the problems above\n");
+    exit_code() = kExitDisagree;
+  }
 }
 
 // "a kernel mutant on the backend: B14 | M-TIE | ...; gdn: the sizing mutant B15".

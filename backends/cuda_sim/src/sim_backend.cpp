@@ -117,6 +117,7 @@ class SimBackend final : public Backend {
 }  // namespace
 
 void set_sim_options(const SimOptions& options) { sim::options() = options; }
+const SimOptions& sim_options() { return sim::options(); }
 const SimCounters& sim_counters() { return sim::counters(); }
 void reset_sim_counters() { sim::counters() = SimCounters{}; }
 

@@ -16,7 +16,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name);
 std::vector<std::string> backend_names();  // the names this build knows
 bool cuda_backend_built();
 bool cuda_sim_backend_built();  // the kernel simulator (backends/cuda_sim)
-// What the kernel simulator did in this process: "12 launches of 5 kernels (topk_kernel ×2,
+// What the kernel simulator did in this process: "12 launches of 5 kernels (topk_kernel x2,
 // ...), 1,024 blocks; checked 3,000 loads, 1,200 stores, 4 atomics, 800 shared accesses, 6
 // library accesses" — or "" when it has not run (or is not built).
 std::string cuda_sim_activity();

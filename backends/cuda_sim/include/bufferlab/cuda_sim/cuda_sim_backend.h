@@ -35,6 +35,7 @@ struct SimCounters {
 
 // Sets the options for the process (the simulator is one simulated device per process).
 void set_sim_options(const SimOptions& options);
+const SimOptions& sim_options();
 const SimCounters& sim_counters();
 void reset_sim_counters();
 
