@@ -49,6 +49,17 @@ std::string cuda_sim_activity() {
 #endif
 }
 
+void set_cuda_sim_seed(uint64_t seed) {
+#if defined(BUFFERLAB_HAVE_CUDA_SIM)
+  SimOptions o = sim_options();
+  o.seed = seed;
+  set_sim_options(o);
+#else
+  (void)seed;
+  throw Error("this build has no CUDA simulator (configured without Boost.Context or GCC)");
+#endif
+}
+
 std::vector<std::string> backend_names() { return {"cpu", "cuda", "cuda-sim"}; }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {

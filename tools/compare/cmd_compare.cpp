@@ -82,6 +82,7 @@ struct CompareCommand {
   std::string tokens = "16";
   std::string seed = "1";
   std::string backend = "cpu";
+  std::string sim_seed;  // --sim-seed (cuda-sim only); empty: the simulator's default, 1
   std::string variant = "add";
   std::string path = "bf16";
   std::string pattern = "random";
@@ -114,6 +115,7 @@ std::string rerun_line(const CompareCommand& c, const CompareOpEntry& op, uint64
   if (op.reads(kOptLowRankPath) && c.path_given) line += " --path " + c.path;
   line += ssm_rerun_options(c.ssm) + hc_rerun_options(c.hc);
   if (c.mutant != "none") line += " --mutant " + c.mutant;
+  if (!c.sim_seed.empty()) line += " --sim-seed " + c.sim_seed;
   return line;
 }
 
@@ -132,6 +134,11 @@ void require_mutant_applies(const CompareCommand& c, const CompareOpEntry& op) {
 
 // Opens the backend, or reports "skipped" (exit 77) and returns null.
 std::unique_ptr<Backend> open_backend(const CompareCommand& c) {
+  if (!c.sim_seed.empty()) {
+    if (c.backend != "cuda-sim")
+      throw Error("--sim-seed applies to --backend cuda-sim only, not --backend " + c.backend);
+    set_cuda_sim_seed(parse_u64("--sim-seed", c.sim_seed));
+  }
   try {
     std::unique_ptr<Backend> backend = make_backend(c.backend);
     // B15 (gdn only, require_mutant_applies) is a sizing mutant: compare_gdn lays out its
@@ -306,6 +313,9 @@ void register_compare_command(CLI::App& app) {
   sub->add_option("--backend", cmd->backend,
                   "cpu, cuda or cuda-sim (the CUDA kernels on the kernel simulator; default cpu)")
       ->type_name("NAME");
+  sub->add_option("--sim-seed", cmd->sim_seed,
+                  "cuda-sim: the simulator's schedule seed (block and thread order; default 1)")
+      ->type_name("S");
   sub->add_option("--variant", cmd->variant, "rmsnorm: add | f32 | unit | norm (default add)")
       ->type_name("NAME");
   sub->add_option("--path", cmd->path,

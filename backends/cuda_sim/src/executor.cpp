@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <boost/context/fiber.hpp>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -86,7 +87,9 @@ std::string site(const char* file, int line) {
 }
 
 std::string dim_text(device::uint3 v) {
-  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+  char text[48];  // (GCC 12 warns -Wrestrict on the std::string concatenation)
+  std::snprintf(text, sizeof text, "(%u,%u,%u)", v.x, v.y, v.z);
+  return text;
 }
 
 ThreadState& self() {

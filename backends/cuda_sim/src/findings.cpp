@@ -68,7 +68,7 @@ std::string Finding::to_string() const {
   if (!address.empty()) s += " at " + address;
   if (!detail.empty()) s += ": " + detail;
   if (!op.empty()) s += " (op " + op + ")";
-  s += " (seed " + std::to_string(seed) + ")";
+  s += " (sim seed " + std::to_string(seed) + ")";
   return s;
 }
 

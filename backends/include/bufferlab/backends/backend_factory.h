@@ -2,6 +2,7 @@
 // exist.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,5 +21,8 @@ bool cuda_sim_backend_built();  // the kernel simulator (backends/cuda_sim)
 // ...), 1,024 blocks; checked 3,000 loads, 1,200 stores, 4 atomics, 800 shared accesses, 6
 // library accesses" — or "" when it has not run (or is not built).
 std::string cuda_sim_activity();
+// The kernel simulator's schedule seed (block order, thread order between barriers; every
+// finding names it) for this process; an Error when the simulator is not built.
+void set_cuda_sim_seed(uint64_t seed);
 
 }  // namespace bufferlab
