@@ -7,7 +7,7 @@
 set -euo pipefail
 launched_file="$1"
 src_dir="$2"
-[ -f "$launched_file" ] || { echo "coverage: no launches recorded in $launched_file"; exit 1; }
+[ -f "$launched_file" ] || { echo "cuda-sim coverage: no launches recorded in $launched_file"; exit 1; }
 # The declarations may break after __launch_bounds__(...): read each file as one line.
 mapfile -t kernels < <(for f in "$src_dir"/*.cu; do tr '\n' ' ' < "$f"; echo; done |
   grep -oE "__global__[[:space:]]+void([[:space:]]+__launch_bounds__\([^)]*\))?[[:space:]]+[A-Za-z_0-9]+" |
@@ -24,7 +24,7 @@ for k in "${kernels[@]}"; do
   fi
 done
 if [ "$missing" -gt 0 ]; then
-  echo "coverage: $missing of ${#kernels[@]} kernels never launched"
+  echo "cuda-sim coverage: $missing of ${#kernels[@]} kernels never launched"
   exit 1
 fi
-echo "coverage: all ${#kernels[@]} kernels launched"
+echo "cuda-sim coverage: all ${#kernels[@]} kernels launched"

@@ -18,4 +18,9 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 status=0
 ctest --test-dir build -LE slow --output-on-failure -j "$(nproc)" || status=$?
 bash scripts/ctest-skips.sh build
+# The cuda-sim label's kernel coverage (its ctest checks it; this is the one line to read).
+launched=build/tests/cuda_sim_launched_kernels.txt
+if [ -f "$launched" ]; then
+  bash scripts/sim_kernel_coverage.sh "$launched" backends/cuda/src | tail -1 || true
+fi
 exit "$status"

@@ -64,6 +64,7 @@ bool DeviceMemory::release(const void* p) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = live_.find(offset_of(p));
   if (it == live_.end()) return false;
+  generation_.fetch_add(1, std::memory_order_relaxed);
   uint64_t offset = it->first,
            bytes = round_up(it->second.bytes == 0 ? 1 : it->second.bytes, kAllocationAlignment);
   live_.erase(it);
@@ -90,14 +91,23 @@ bool DeviceMemory::release(const void* p) {
 const Allocation* DeviceMemory::find(const void* p, uint64_t bytes) const {
   if (!in_region(p)) return nullptr;
   const uint64_t offset = offset_of(p);
+  auto holds = [&](const Allocation& a) {
+    return offset >= a.offset && offset + bytes <= a.offset + a.bytes && offset + bytes >= offset;
+  };
+  thread_local struct {
+    uint64_t generation = 0;
+    Allocation allocation;
+  } cache;
+  const uint64_t generation = generation_.load(std::memory_order_relaxed);
+  if (cache.generation == generation && holds(cache.allocation)) return &cache.allocation;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.upper_bound(offset);
   if (it == live_.begin()) return nullptr;
   --it;
-  const Allocation& a = it->second;
-  if (offset < a.offset || offset + bytes > a.offset + a.bytes || offset + bytes < offset)
-    return nullptr;
-  return &a;
+  if (!holds(it->second)) return nullptr;
+  cache.generation = generation;
+  cache.allocation = it->second;
+  return &cache.allocation;
 }
 
 uint64_t DeviceMemory::allocated_bytes() const {

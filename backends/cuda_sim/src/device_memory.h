@@ -5,6 +5,7 @@
 // atomically). Pages are committed on first touch; a freed range gives its pages back.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -60,6 +61,10 @@ class DeviceMemory {
   std::map<uint64_t, Allocation> live_;  // by offset
   std::map<uint64_t, uint64_t> free_;    // offset → bytes, coalesced
   uint64_t serial_ = 0;
+  // Bumped by every release: a thread's cached lookup (device_memory.cpp) is valid while it
+  // has not changed. Kernels touch one buffer many times in a row, so most lookups are
+  // answered from that cache, without the lock and the map.
+  std::atomic<uint64_t> generation_{1};
 };
 
 }  // namespace bufferlab::sim
