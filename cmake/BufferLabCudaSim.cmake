@@ -22,3 +22,14 @@ if(NOT BUFFERLAB_CUDA_SIM STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "BufferLab: CUDA simulator ${BUFFERLAB_HAVE_CUDA_SIM} (BUFFERLAB_CUDA_SIM=${BUFFERLAB_CUDA_SIM})")
+
+# The compile options of every source holding kernels for the simulator (the backend's .cu
+# files, the checkers' self-test kernels, the simulator benchmarks): GCC's ThreadSanitizer
+# instrumentation without its runtime (every load and store calls the simulator's hooks,
+# backends/cuda_sim/src/access_hooks.cpp), no loop-to-memcpy rewriting (an explicit memcpy would
+# bypass the hooks), stack-clash protection (a frame larger than the fiber stack probes it page
+# by page and faults on the guard page), no FMA contraction (nvcc's choices cannot be copied:
+# a stated limit), and CUDA's `#pragma unroll` and forced inlining quiet on the host.
+set(BUFFERLAB_SIM_KERNEL_OPTIONS
+  -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-tree-loop-distribute-patterns
+  -fstack-clash-protection -ffp-contract=off -Wno-unknown-pragmas -Wno-attributes)

@@ -19,6 +19,14 @@ __global__ void store_one_kernel(float* p, int index) { p[index] = 1.0f; }
 
 __global__ void copy_one_kernel(const float* in, float* out) { out[0] = in[0]; }
 
+// A frame larger than a fiber's 256 KiB stack (stack-clash protection probes it page by page,
+// so the first probe past the stack lands on the guard page); `words` bytes are touched.
+__global__ void stack_hog_kernel(float* out, int words) {
+  volatile float frame[96 << 10];  // 384 KiB
+  for (int i = 0; i < words; ++i) frame[i] = static_cast<float>(i);
+  out[0] = frame[words - 1];
+}
+
 // Every block stores 1.0f to p[index_per_block * blockIdx.x]: 0 makes all blocks share p[0].
 __global__ void block_store_kernel(float* p, unsigned index_per_block) {
   p[index_per_block * blockIdx.x] = 1.0f;
@@ -273,6 +281,12 @@ int copy_floats(const void* src, void* dst, int n) {
   BL_LAUNCH(copy_floats_kernel, 1, kWarp, 0, nullptr, static_cast<const float*>(src),
             static_cast<float*>(dst), n);
   return static_cast<int>(cudaGetLastError());
+}
+
+int overflow_fiber_stack() {
+  float* out = device_array<float>(1);
+  BL_LAUNCH(stack_hog_kernel, 1, 1, 0, nullptr, out, 96 << 10);
+  return finish(out);
 }
 
 }  // namespace bufferlab::sim_selftest

@@ -64,4 +64,8 @@ int launch_dynamic_shared_64k(bool set_attribute, std::vector<float>* out);
 // addresses); the test sets the footprint around it (sim::set_footprint).
 int copy_floats(const void* src, void* dst, int n);
 
+// A kernel whose frame overflows its fiber's stack: the process dies of SIGSEGV on the guard
+// page, after the simulator names the kernel (no twin: every other kernel is one).
+int overflow_fiber_stack();
+
 }  // namespace bufferlab::sim_selftest

@@ -6,6 +6,7 @@
 // on), as the kernel tests are.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <memory>
 #include <string>
 #include <vector>
@@ -303,6 +304,14 @@ TEST_F(SimCheckerFootprint, FootprintWriteToReadOnly) {
 TEST_F(SimCheckerFootprint, FootprintTwinDeclared) {
   EXPECT_EQ(copy_floats(at(BufferId::hidden_states), at(BufferId::residual), 64), kSuccess);
   expect_none();
+}
+
+// Guard pages: an overflowing fiber faults on its guard page instead of writing into the next
+// stack, and the simulator says which kernel did it before the process dies of the signal.
+TEST(SimCheckerDeathTest, AFiberStackOverflowHitsTheGuardPage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(overflow_fiber_stack(), ::testing::KilledBySignal(SIGSEGV),
+              "overflowed its 256 KiB fiber stack \\(kernel stack_hog_kernel\\)");
 }
 
 }  // namespace

@@ -6,10 +6,12 @@
 // threads); a collective completes when every lane of its mask has arrived at the same call.
 // When nothing can run, what is waiting is a finding: a collective whose lanes exited or wait
 // elsewhere, a barrier reached at different sites.
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/context/fiber.hpp>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +37,54 @@ namespace {
 constexpr size_t kStackBytes = size_t{256} << 10;
 constexpr size_t kPage = 4096;
 
+// The running launch, block and simulated thread of this OS thread.
+thread_local ThreadState* t_thread = nullptr;
+thread_local BlockState* t_block = nullptr;
+thread_local LaunchState* t_launch = nullptr;
+
+// Guard pages, for the fault handler: a fixed table it can read without locks.
+constexpr size_t kMaxGuards = 1 << 14;
+std::atomic<uintptr_t> g_guards[kMaxGuards];
+std::atomic<size_t> g_guard_count{0};
+
+// A fault in a guard page is a simulated thread overflowing its stack: say so, then die of
+// the signal as before (anything else is not ours: the default action).
+void on_fault(int sig, siginfo_t* info, void*) {
+  const auto at = reinterpret_cast<uintptr_t>(info->si_addr);
+  const size_t n = g_guard_count.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n && i < kMaxGuards; ++i) {
+    const uintptr_t guard = g_guards[i].load(std::memory_order_relaxed);
+    if (at < guard || at >= guard + kPage) continue;
+    const char head[] = "cuda-sim: a simulated thread overflowed its 256 KiB fiber stack (kernel ";
+    const char* kernel = t_launch != nullptr ? t_launch->spec.kernel : "?";
+    ssize_t ignored = write(2, head, sizeof head - 1);
+    ignored = write(2, kernel, std::strlen(kernel));
+    ignored = write(2, "); the guard page stopped it\n", 29);
+    (void)ignored;
+    break;
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// The handler runs on its own stack: the faulting one is the overflowed fiber's.
+void install_fault_handler() {
+  static bool installed = [] {
+    stack_t alt{};
+    alt.ss_size = size_t{64} << 10;
+    alt.ss_sp =
+        mmap(nullptr, alt.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (alt.ss_sp != MAP_FAILED) sigaltstack(&alt, nullptr);
+    struct sigaction action {};
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
 class StackPool {
  public:
   bctx::stack_context take() {
@@ -43,10 +93,16 @@ class StackPool {
       base = free_.back();
       free_.pop_back();
     } else {
+      install_fault_handler();
       base = mmap(nullptr, kStackBytes + kPage, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (base == MAP_FAILED) throw Error("cuda-sim: cannot map a fiber stack");
       mprotect(base, kPage, PROT_NONE);  // the guard page: an overflow faults, not corrupts
+      const size_t i = g_guard_count.load(std::memory_order_relaxed);
+      if (i < kMaxGuards) {
+        g_guards[i].store(reinterpret_cast<uintptr_t>(base), std::memory_order_relaxed);
+        g_guard_count.store(i + 1, std::memory_order_release);
+      }
     }
     bctx::stack_context sc;
     sc.size = kStackBytes;
@@ -76,10 +132,6 @@ uint64_t mix(uint64_t x) {  // SplitMix64's finaliser
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-
-thread_local ThreadState* t_thread = nullptr;
-thread_local BlockState* t_block = nullptr;
-thread_local LaunchState* t_launch = nullptr;
 
 std::string site(const char* file, int line) {
   const char* slash = std::strrchr(file, '/');
@@ -321,7 +373,7 @@ void run_thread(ThreadState& t) {
   t_thread = nullptr;
 }
 
-void run_block(LaunchState& launch, BlockState& b, std::mt19937_64& rng) {
+void run_block(BlockState& b, std::mt19937_64& rng) {
   t_block = &b;
   b.runnable.clear();
   for (ThreadState& t : b.threads) b.runnable.push_back(&t);
@@ -339,7 +391,6 @@ void run_block(LaunchState& launch, BlockState& b, std::mt19937_64& rng) {
     resolve_stall(b);
     if (b.runnable.empty()) break;  // nothing waits at a barrier or a collective: all exited
   }
-  (void)launch;
   t_block = nullptr;
 }
 
@@ -523,7 +574,7 @@ void run_once(LaunchState& launch, uint64_t seed) {
   BlockState& b = block_storage(threads);
   for (uint64_t linear : order) {
     b.reset(linear, s, threads);
-    run_block(launch, b, rng);
+    run_block(b, rng);
     ++counters().blocks;
     counters().threads += threads;
   }
