@@ -229,6 +229,24 @@ bool in_shared_arena(const void* p) {
   return q >= b->shared && q < b->shared + kSharedArenaBytes;
 }
 
+namespace {
+
+// A shared-memory finding at arena byte `at` of an access of `bytes`.
+void shared_finding(Check check, size_t at, size_t bytes, bool write, std::string detail) {
+  Finding f;
+  f.check = check;
+  f.kernel = current_kernel();
+  f.where = current_where();
+  f.address = "shared+" + std::to_string(at) + " (" + (write ? "store" : "load") + " of " +
+              std::to_string(bytes) + " B)";
+  f.detail = std::move(detail);
+  f.op = footprint().op;
+  f.seed = options().seed;
+  record(std::move(f));
+}
+
+}  // namespace
+
 void check_shared(const void* p, size_t bytes, bool write) {
   BlockState& b = *current_block();
   const ThreadState* t = current_thread();
@@ -242,58 +260,35 @@ void check_shared(const void* p, size_t bytes, bool write) {
       const bool ww = s.write_epoch == b.epoch && s.writer != me;
       const bool rw = s.read_epoch == b.epoch && (s.reader != me || s.many_readers);
       if (ww || rw) {
-        Finding f;
-        f.check = Check::shared_race;
-        f.kernel = current_kernel();
-        f.where = current_where();
-        f.address =
-            "shared+" + std::to_string(offset + i) + " (store of " + std::to_string(bytes) + " B)";
-        f.detail = std::string("store to shared memory ") +
-                   (ww ? "another thread stored" : "another thread loaded") +
-                   " since the last barrier (thread " +
-                   std::to_string((ww ? s.writer : s.reader) - 1) + ")";
-        f.op = footprint().op;
-        f.seed = options().seed;
-        record(std::move(f));
+        shared_finding(Check::shared_race, offset + i, bytes, true,
+                       std::string("store to shared memory ") +
+                           (ww ? "another thread stored" : "another thread loaded") +
+                           " since the last barrier (thread " +
+                           std::to_string((ww ? s.writer : s.reader) - 1) + ")");
         break;
       }
       s.write_epoch = b.epoch;
       s.writer = me;
-    } else {
-      if (s.write_epoch < b.start_epoch) {
-        Finding f;
-        f.check = Check::shared_uninit;
-        f.kernel = current_kernel();
-        f.where = current_where();
-        f.address =
-            "shared+" + std::to_string(offset + i) + " (load of " + std::to_string(bytes) + " B)";
-        f.detail = "load of shared memory no thread of this block wrote";
-        f.op = footprint().op;
-        f.seed = options().seed;
-        record(std::move(f));
-        break;
-      }
-      if (s.write_epoch == b.epoch && s.writer != me) {
-        Finding f;
-        f.check = Check::shared_race;
-        f.kernel = current_kernel();
-        f.where = current_where();
-        f.address =
-            "shared+" + std::to_string(offset + i) + " (load of " + std::to_string(bytes) + " B)";
-        f.detail = "load of shared memory another thread stored since the last barrier (thread " +
-                   std::to_string(s.writer - 1) + ")";
-        f.op = footprint().op;
-        f.seed = options().seed;
-        record(std::move(f));
-        break;
-      }
-      if (s.read_epoch == b.epoch && s.reader != me) {
-        s.many_readers = true;
-      } else if (s.read_epoch != b.epoch) {
-        s.read_epoch = b.epoch;
-        s.reader = me;
-        s.many_readers = false;
-      }
+      continue;
+    }
+    if (s.write_epoch < b.start_epoch) {
+      shared_finding(Check::shared_uninit, offset + i, bytes, false,
+                     "load of shared memory no thread of this block wrote");
+      break;
+    }
+    if (s.write_epoch == b.epoch && s.writer != me) {
+      shared_finding(Check::shared_race, offset + i, bytes, false,
+                     "load of shared memory another thread stored since the last barrier "
+                     "(thread " +
+                         std::to_string(s.writer - 1) + ")");
+      break;
+    }
+    if (s.read_epoch == b.epoch && s.reader != me) {
+      s.many_readers = true;
+    } else if (s.read_epoch != b.epoch) {
+      s.read_epoch = b.epoch;
+      s.reader = me;
+      s.many_readers = false;
     }
   }
 }
