@@ -34,6 +34,18 @@ __global__ void block_store_kernel(float* p, unsigned index_per_block) {
 
 __global__ void block_atomic_kernel(int* p) { atomicAdd(&p[0], 1); }
 
+// The two threads of a block store to p[index_per_thread · threadIdx.x]: 0 makes them share
+// p[0]; with `barrier`, thread 1 stores only after a __syncthreads() (ordered: allowed).
+__global__ void pair_store_kernel(float* p, unsigned index_per_thread, bool barrier) {
+  if (barrier) {
+    if (threadIdx.x == 0) p[0] = 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 1) p[0] = 2.0f;
+    return;
+  }
+  p[index_per_thread * threadIdx.x] = 1.0f;
+}
+
 // Thread 0 stores 1.0f to a shared value (first before a barrier, so the later load never
 // meets unwritten bytes), stores it again, and thread 1 loads it: with `barrier` a
 // __syncthreads() separates the second store and the load. The value stored is always the
@@ -287,6 +299,22 @@ int overflow_fiber_stack() {
   float* out = device_array<float>(1);
   BL_LAUNCH(stack_hog_kernel, 1, 1, 0, nullptr, out, 96 << 10);
   return finish(out);
+}
+
+int two_threads_store_one_element() {
+  float* p = device_array<float>(2);
+  BL_LAUNCH(pair_store_kernel, 1, 2, 0, nullptr, p, 0u, false);
+  return finish(p);
+}
+int two_threads_store_own_elements() {
+  float* p = device_array<float>(2);
+  BL_LAUNCH(pair_store_kernel, 1, 2, 0, nullptr, p, 1u, false);
+  return finish(p);
+}
+int two_threads_store_across_a_barrier() {
+  float* p = device_array<float>(2);
+  BL_LAUNCH(pair_store_kernel, 1, 2, 0, nullptr, p, 0u, true);
+  return finish(p);
 }
 
 }  // namespace bufferlab::sim_selftest

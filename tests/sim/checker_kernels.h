@@ -23,6 +23,12 @@ int two_blocks_store_one_element();
 int two_blocks_store_own_elements();
 int two_blocks_atomic_add_one_element();
 
+// thread_write_race: two threads of one block store one global element between two barriers;
+// twins: each its own element, and the two stores ordered by a __syncthreads().
+int two_threads_store_one_element();
+int two_threads_store_own_elements();
+int two_threads_store_across_a_barrier();
+
 // shared_race: thread 0 stores a shared value thread 1 loads with no barrier between; twin:
 // a __syncthreads() between.
 int shared_store_load_no_barrier();

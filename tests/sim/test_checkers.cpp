@@ -122,6 +122,23 @@ TEST_F(SimChecker, BlockWriteRaceTwinAtomicAdd) {
   expect_none();
 }
 
+// ---- thread_write_race ----
+
+TEST_F(SimChecker, ThreadWriteRaceTwoThreadsOneElement) {
+  EXPECT_EQ(two_threads_store_one_element(), kSuccess);
+  const auto findings = expect_only(Check::thread_write_race, "pair_store_kernel", "block (0,0,0)");
+  for (const Finding& f : findings)
+    EXPECT_NE(f.detail.find("another thread of the block"), std::string::npos) << f.to_string();
+}
+TEST_F(SimChecker, ThreadWriteRaceTwinOwnElements) {
+  EXPECT_EQ(two_threads_store_own_elements(), kSuccess);
+  expect_none();
+}
+TEST_F(SimChecker, ThreadWriteRaceTwinAcrossABarrier) {
+  EXPECT_EQ(two_threads_store_across_a_barrier(), kSuccess);
+  expect_none();
+}
+
 // ---- shared_race ----
 
 TEST_F(SimChecker, SharedRaceNoBarrier) {

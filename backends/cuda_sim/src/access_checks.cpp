@@ -220,6 +220,28 @@ void check_global(const void* p, size_t bytes, bool write, bool atomic) {
     writer[i] = mine;
   }
   for (size_t i = 0; i < bytes; ++i) writer[i] = mine;
+  // Within the block: a byte two of its threads stored between two barriers, one of them not
+  // atomically (the epoch names the block's barrier interval: epochs are never reused).
+  const ThreadState* t = current_thread();
+  const BlockState* b = current_block();
+  if (t == nullptr || b == nullptr) return;
+  uint64_t* thread_writer = memory.thread_writer() + memory.offset_of(p);
+  const uint64_t me = (b->epoch << 12) | (atomic ? uint64_t{1} << 11 : 0) | (t->linear + 1);
+  for (size_t i = 0; i < bytes; ++i) {
+    const uint64_t previous = thread_writer[i];
+    const bool same_interval = (previous >> 12) == b->epoch;
+    const bool other_thread = (previous & 0x7FF) != (me & 0x7FF);
+    const bool both_atomic = atomic && (previous & (uint64_t{1} << 11)) != 0;
+    if (same_interval && other_thread && !both_atomic) {
+      finding(Check::thread_write_race, static_cast<const std::byte*>(p) + i, bytes - i, true,
+              "store to " + buffer_of(p) +
+                  " that another thread of the block also stored since the last barrier "
+                  "(thread " +
+                  std::to_string((previous & 0x7FF) - 1) + "), not atomically");
+      break;
+    }
+  }
+  for (size_t i = 0; i < bytes; ++i) thread_writer[i] = me;
 }
 
 bool in_shared_arena(const void* p) {

@@ -42,6 +42,8 @@ DeviceMemory::DeviceMemory() {
   base_ = reinterpret_cast<uintptr_t>(reserve(kDeviceCapacity, "device memory"));
   written_ = static_cast<uint8_t*>(reserve(kDeviceCapacity, "written-bytes shadow"));
   writer_ = static_cast<uint64_t*>(reserve(kDeviceCapacity * sizeof(uint64_t), "writer shadow"));
+  thread_writer_ =
+      static_cast<uint64_t*>(reserve(kDeviceCapacity * sizeof(uint64_t), "thread-writer shadow"));
   free_.emplace(0, kDeviceCapacity);
 }
 
@@ -71,6 +73,7 @@ bool DeviceMemory::release(const void* p) {
   discard(at(offset), bytes);
   discard(written_ + offset, bytes);
   discard(writer_ + offset, bytes * sizeof(uint64_t));
+  discard(thread_writer_ + offset, bytes * sizeof(uint64_t));
   // Coalesce with the free neighbours.
   auto next = free_.lower_bound(offset);
   if (next != free_.end() && next->first == offset + bytes) {

@@ -1,8 +1,9 @@
 // The simulated device's global memory: one reserved address range that every cudaMalloc
 // carves from, so "is this a device address" is one comparison in the access hooks. Beside
-// it, two shadows the checkers keep per device byte: `written` (some step stored it since it
-// was allocated or poisoned) and `writer` (which block of which launch last stored it, not
-// atomically). Pages are committed on first touch; a freed range gives its pages back.
+// it, three shadows the checkers keep per device byte: `written` (some step stored it since it
+// was allocated or poisoned), `writer` (which block of which launch last stored it) and
+// `thread_writer` (which thread of its block, in which barrier interval). Pages are committed on
+// first touch; a freed range gives its pages back.
 #pragma once
 
 #include <atomic>
@@ -43,6 +44,7 @@ class DeviceMemory {
   // Shadows, indexed by offset_of(p).
   uint8_t* written() const { return written_; }
   uint64_t* writer() const { return writer_; }
+  uint64_t* thread_writer() const { return thread_writer_; }
   void mark_written(const void* p, uint64_t bytes, bool value);
 
   // Every live allocation, for the nondeterminism check's snapshot.
@@ -57,6 +59,7 @@ class DeviceMemory {
   uintptr_t base_ = 0;
   uint8_t* written_ = nullptr;
   uint64_t* writer_ = nullptr;
+  uint64_t* thread_writer_ = nullptr;
   mutable std::mutex mutex_;
   std::map<uint64_t, Allocation> live_;  // by offset
   std::map<uint64_t, uint64_t> free_;    // offset → bytes, coalesced

@@ -19,6 +19,7 @@ enum class Check {
   out_of_bounds,       // an access outside every live device allocation
   uninitialized_read,  // a read of arena bytes no earlier step wrote
   block_write_race,    // two blocks of one launch wrote one byte, not atomically
+  thread_write_race,   // two threads of one block wrote one global byte between two barriers
   shared_race,         // shared memory touched by two threads with no barrier between
   shared_uninit,       // a read of shared memory not written in this block
   barrier_divergence,  // a barrier reached at different sites, or never by some threads
