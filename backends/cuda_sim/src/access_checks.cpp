@@ -110,10 +110,7 @@ SimOptions& options() {
   static SimOptions o;
   return o;
 }
-SimCounters& counters() {
-  static SimCounters c;
-  return c;
-}
+SimCounters g_counters;
 Footprint& footprint() {
   static Footprint f;
   return f;
@@ -242,13 +239,6 @@ void check_global(const void* p, size_t bytes, bool write, bool atomic) {
     }
   }
   for (size_t i = 0; i < bytes; ++i) thread_writer[i] = me;
-}
-
-bool in_shared_arena(const void* p) {
-  const BlockState* b = current_block();
-  if (b == nullptr) return false;
-  const auto* q = static_cast<const std::byte*>(p);
-  return q >= b->shared && q < b->shared + kSharedArenaBytes;
 }
 
 namespace {

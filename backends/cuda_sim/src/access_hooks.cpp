@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "device_memory.h"
+#include "executor_state.h"
 #include "sim_state.h"
 
 namespace bufferlab::sim {

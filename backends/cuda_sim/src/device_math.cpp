@@ -115,6 +115,9 @@ float device_math(MathFn fn, float x, float y) {
   // two, or to an infinity, falls back to the nearest float).
   const double ulp = std::abs(static_cast<double>(std::nextafter(nearest, INFINITY)) - nearest);
   if (!std::isfinite(r) || std::abs(static_cast<double>(r) - e) >= bound * ulp) return nearest;
+  // Never across zero: a device expf is never negative, a logf of x > 1 never ≤ 0 (a step
+  // from the smallest subnormal could otherwise reach −0 or below, and a sqrt of it NaN).
+  if (r == 0.0f || std::signbit(r) != std::signbit(nearest)) return nearest;
   return r;
 }
 

@@ -33,11 +33,6 @@ uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-DeviceMemory& DeviceMemory::get() {
-  static DeviceMemory memory;
-  return memory;
-}
-
 DeviceMemory::DeviceMemory() {
   base_ = reinterpret_cast<uintptr_t>(reserve(kDeviceCapacity, "device memory"));
   written_ = static_cast<uint8_t*>(reserve(kDeviceCapacity, "written-bytes shadow"));

@@ -27,7 +27,10 @@ struct Allocation {
 
 class DeviceMemory {
  public:
-  static DeviceMemory& get();
+  static DeviceMemory& get() {
+    static DeviceMemory memory;
+    return memory;
+  }
 
   void* allocate(uint64_t bytes);  // nullptr when the simulated device is full
   bool release(const void* p);     // false when p is not the start of a live allocation

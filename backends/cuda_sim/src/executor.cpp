@@ -30,17 +30,16 @@ namespace bufferlab::sim {
 
 namespace bctx = boost::context;
 
+constinit thread_local ThreadState* t_thread = nullptr;
+constinit thread_local BlockState* t_block = nullptr;
+constinit thread_local LaunchState* t_launch = nullptr;
+
 namespace {
 
 // ---- Fiber stacks: allocated once, reused by every block, each with a guard page ----
 
 constexpr size_t kStackBytes = size_t{256} << 10;
 constexpr size_t kPage = 4096;
-
-// The running launch, block and simulated thread of this OS thread.
-thread_local ThreadState* t_thread = nullptr;
-thread_local BlockState* t_block = nullptr;
-thread_local LaunchState* t_launch = nullptr;
 
 // Guard pages, for the fault handler: a fixed table it can read without locks.
 constexpr size_t kMaxGuards = 1 << 14;
@@ -412,7 +411,6 @@ device::dim3 grid_dim() {
   return t_launch->spec.grid;
 }
 
-bool in_kernel_thread() { return t_thread != nullptr; }
 std::string current_kernel() { return t_launch != nullptr ? t_launch->spec.kernel : ""; }
 std::string current_where() {
   if (t_block == nullptr) return "";
@@ -424,9 +422,6 @@ uint64_t current_writer_tag() {
   return (t_launch->serial << 32) | ((t_block->linear + 1) & 0xFFFFFFFFull);
 }
 uint64_t current_launch_serial() { return t_launch != nullptr ? t_launch->serial : 0; }
-LaunchState* current_launch() { return t_launch; }
-BlockState* current_block() { return t_block; }
-ThreadState* current_thread() { return t_thread; }
 
 // ---- Barriers and collectives ----
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bufferlab/cuda_sim/device_api.h"
+#include "sim_state.h"
 
 namespace bufferlab::sim {
 
@@ -99,9 +100,17 @@ struct LaunchState {
   PageSet pages;
   PageSet take_pages() { return std::move(pages); }
 };
-LaunchState* current_launch();
-BlockState* current_block();
-ThreadState* current_thread();
+inline LaunchState* current_launch() { return t_launch; }
+inline BlockState* current_block() { return t_block; }
+inline ThreadState* current_thread() { return t_thread; }
+
+// The running block's shared arena, for the hooks' classification.
+inline bool in_shared_arena(const void* p) {
+  const BlockState* b = t_block;
+  if (b == nullptr) return false;
+  const auto* q = static_cast<const std::byte*>(p);
+  return q >= b->shared && q < b->shared + kSharedArenaBytes;
+}
 
 // After the first run: the pages' results, with the pages put back as they were before it.
 PageSet capture_and_restore(PageSet& saved);

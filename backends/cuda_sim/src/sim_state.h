@@ -20,7 +20,18 @@ struct Access;
 namespace bufferlab::sim {
 
 SimOptions& options();
-SimCounters& counters();
+// The counters, one object read by the hot access paths without a function call.
+extern SimCounters g_counters;
+inline SimCounters& counters() { return g_counters; }
+
+struct ThreadState;
+struct BlockState;
+struct LaunchState;
+// The running launch, block and simulated thread of this OS thread, set by the executor
+// (executor.cpp); constinit, so the access hooks read them without a TLS wrapper call.
+extern constinit thread_local ThreadState* t_thread;
+extern constinit thread_local BlockState* t_block;
+extern constinit thread_local LaunchState* t_launch;
 
 // The running op's declared footprint in device addresses: reads, and writes (write or
 // phantom write), each a sorted list of disjoint [begin, end) ranges, and the workspace's
@@ -46,14 +57,12 @@ std::string describe_address(const void* p);
 // Where a finding happened: the running kernel, block and thread ("" outside a kernel).
 std::string current_kernel();
 std::string current_where();
-bool in_kernel_thread();
+inline bool in_kernel_thread() { return t_thread != nullptr; }
 
 // The access checkers (access_checks.cpp), called by the instrumentation hooks for kernel
 // code and by library_access for the stand-ins.
 void check_global(const void* p, size_t bytes, bool write, bool atomic);
 void check_shared(const void* p, size_t bytes, bool write);
-// The running block's shared arena, for the hooks' classification.
-bool in_shared_arena(const void* p);
 
 // The launch's page saves for the nondeterminism re-run: a store calls this first.
 void note_store_pages(const void* p, size_t bytes);
