@@ -187,12 +187,7 @@ void note_store_pages(const void* p, size_t bytes) {
 
 void check_global(const void* p, size_t bytes, bool write, bool atomic) {
   SimCounters& c = counters();
-  if (atomic)
-    ;  // counted by atomic_rmw
-  else if (write)
-    ++c.stores;
-  else
-    ++c.loads;
+  if (!atomic) ++(write ? c.stores : c.loads);  // atomic_rmw counts atomics
   if (write && DeviceMemory::get().in_region(p)) note_store_pages(p, bytes);
   check_device_access(p, bytes, write, atomic, nullptr);
   if (!write || current_launch() == nullptr || DeviceMemory::get().find(p, bytes) == nullptr)
@@ -214,7 +209,6 @@ void check_global(const void* p, size_t bytes, bool write, bool atomic) {
                   std::to_string((previous & 0x7FFFFFFFull) - 1) + "), not atomically");
       break;
     }
-    writer[i] = mine;
   }
   for (size_t i = 0; i < bytes; ++i) writer[i] = mine;
   // Within the block: a byte two of its threads stored between two barriers, one of them not
