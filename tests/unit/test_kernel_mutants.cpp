@@ -13,10 +13,12 @@
 //   M-GDNCARRY (the GDN state pass carries its BF16 snapshot instead of the FP32 state):
 //         judge_gdn on 128 tokens (two chunks) fails "final state (state)";
 //   M-SSDSTATE (the SSD scan starts every chunk from the zero state): judge_mamba2 on 130 tokens
-//         fails "y (scan)" from token 64 on.
-// The same runs without a mutant pass. Prints the kernel mutation score (must be 6/6). Runs on
-// the CPU backend, and on CUDA too where one is usable. (The static sizing / plan mutants are
-// scored by test_mutation_score.cpp.)
+//         fails "y (scan)" from token 64 on;
+//   M-GROUP (router groups ranked by their single best key, not the sum of their two best): the
+//         chain's group step fails ("group: ...") on DeepSeek-V3's routing shape.
+// The same runs without a mutant pass. Prints the kernel mutation score (must be 7/7). Runs on
+// the CPU backend, on the kernel simulator where it is built, and on CUDA where one is usable. (The
+// static sizing / plan mutants are scored by test_mutation_score.cpp.)
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -57,6 +59,9 @@ struct Available {
 std::vector<Available> backends() {
   std::vector<Available> out;
   out.push_back({make_backend("cpu"), oracle::kUnitRoundoffCpu, oracle::cpu_bounds()});
+  if (cuda_sim_backend_built())
+    out.push_back(
+        {make_backend("cuda-sim"), oracle::kUnitRoundoffDeviceGemm, oracle::device_bounds()});
   try {
     out.push_back({make_backend("cuda"), oracle::kUnitRoundoffDeviceGemm, oracle::device_bounds()});
   } catch (const BackendUnavailable&) {
@@ -195,6 +200,36 @@ bool m_tie_caught(Backend& b) {
   return caught;
 }
 
+// DeepSeek-V3's routing shape: 256 experts in 8 groups, keep 4, top 8, sigmoid + bias.
+gen::RoutingCase deepseek_groups(uint64_t seed) {
+  gen::RoutingCase c;
+  c.config.hidden_size = 64;
+  c.config.scoring_func = "sigmoid";
+  c.config.use_routing_bias = true;
+  c.config.norm_topk_prob = true;
+  c.config.routed_scaling_factor = 2.5;
+  c.config.vocab_size = 1;
+  gen::with_router_groups(c, 8, 32, 4, 8);
+  c.rows = 32;
+  c.precision = RouterPrecision::fp32_gate;
+  c.seed = seed;
+  return c;
+}
+
+// M-GROUP caught: the group step of the chain's tie check names a selected expert whose group
+// g others provably outrank.
+bool m_group_caught(Backend& b, double u) {
+  const auto v = chain(b, u, deepseek_groups(16));
+  const auto& bad = v.ties ? v.ties->first_group_bad : std::nullopt;
+  const bool ok = !v.passed() && bad && bad->reason.rfind("group: ", 0) == 0;
+  EXPECT_TRUE(ok) << b.name() << "\n" << oracle::format_verdict(v);
+  if (ok)
+    std::printf("  M-GROUP on %s: %llu of 32 rows fail the group step; row %llu: %s\n",
+                b.name().c_str(), static_cast<unsigned long long>(v.ties->group_failures),
+                static_cast<unsigned long long>(bad->row), bad->reason.c_str());
+  return ok;
+}
+
 // ---- GDN and Mamba-2 ----
 
 // Two chunks of one sequence, kd = vd = 128 (the chunked path), GQA 2.
@@ -257,6 +292,8 @@ TEST(KernelMutants, WithoutAMutantTheSameRunsPass) {
     EXPECT_TRUE(gdn.passed()) << oracle::format_report(gdn);
     const oracle::AgreementReport ssd = mamba2_judged(*a.backend, a.bm);
     EXPECT_TRUE(ssd.passed()) << oracle::format_report(ssd);
+    const auto grouped = chain(*a.backend, a.u, deepseek_groups(16));
+    EXPECT_TRUE(grouped.passed()) << oracle::format_verdict(grouped);
   }
 }
 
@@ -289,10 +326,14 @@ TEST(KernelMutants, EveryKernelMutantIsCaughtWithItsExpectedFinding) {
     caught += m_gdncarry_caught(b, a.bm) ? 1 : 0;
     b.set_kernel_mutant(Mutant::M_SSDSTATE);
     caught += m_ssdstate_caught(b, a.bm) ? 1 : 0;
+    b.set_kernel_mutant(Mutant::M_GROUP);
+    caught += m_group_caught(b, a.u) ? 1 : 0;
     b.set_kernel_mutant(Mutant::none);
-    std::printf("kernel mutation score (%s): caught %d/6\n", b.name().c_str(), caught);
-    RecordProperty("kernel_mutation_score_" + b.name(), std::to_string(caught) + "/6");
-    EXPECT_EQ(caught, 6) << b.name();
+    constexpr int kMutants = 7;
+    std::printf("kernel mutation score (%s): caught %d/%d\n", b.name().c_str(), caught, kMutants);
+    RecordProperty("kernel_mutation_score_" + b.name(),
+                   std::to_string(caught) + "/" + std::to_string(kMutants));
+    EXPECT_EQ(caught, kMutants) << b.name();
   }
 }
 

@@ -26,6 +26,7 @@ TEST(OpRegistry, EveryKernelMutantChangesExactlyItsOp) {
   using V = std::vector<std::string>;
   EXPECT_EQ(methods_changed_by(Mutant::B14), V{"moe_router"});
   EXPECT_EQ(methods_changed_by(Mutant::M_TIE), V{"moe_topk"});
+  EXPECT_EQ(methods_changed_by(Mutant::M_GROUP), V{"moe_topk"});
   EXPECT_EQ(methods_changed_by(Mutant::B13), V{"mhc_post"});
   EXPECT_EQ(methods_changed_by(Mutant::M_SKCOL), V{"mhc_pre"});
   EXPECT_EQ(methods_changed_by(Mutant::M_GDNCARRY), V{"gdn_chunk"});
@@ -37,7 +38,8 @@ TEST(OpRegistry, EveryKernelMutantChangesExactlyItsOp) {
 TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
   for (Mutant m : all_mutants()) {
     const bool kernel = m == Mutant::B13 || m == Mutant::B14 || m == Mutant::M_TIE ||
-                        m == Mutant::M_SKCOL || m == Mutant::M_GDNCARRY || m == Mutant::M_SSDSTATE;
+                        m == Mutant::M_SKCOL || m == Mutant::M_GDNCARRY ||
+                        m == Mutant::M_SSDSTATE || m == Mutant::M_GROUP;
     EXPECT_EQ(is_kernel_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(Backend::is_backend_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(is_static_mutant(m), !kernel) << to_string(m);
@@ -47,7 +49,7 @@ TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
 }
 
 TEST(OpRegistry, MutantErrorListsTheKernelMutantsInCatalogueOrder) {
-  EXPECT_EQ(kernel_mutant_list(), "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE");
+  EXPECT_EQ(kernel_mutant_list(), "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP");
   auto backend = make_cpu_backend();
   try {
     backend->set_kernel_mutant(Mutant::B8);
@@ -55,7 +57,7 @@ TEST(OpRegistry, MutantErrorListsTheKernelMutantsInCatalogueOrder) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
                  "mutant B8 is not a kernel mutant of this backend (kernel mutants: B13, B14, "
-                 "M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE)");
+                 "M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP)");
   }
 }
 

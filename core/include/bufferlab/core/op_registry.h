@@ -32,7 +32,7 @@ namespace bufferlab {
 #define BUFFERLAB_OPS(X)                                                                \
   X(kernel, FusedAddRmsNormOp, fused_add_rmsnorm, void, fused_add_rmsnorm)              \
   X(kernel, MoeRouterOp, moe_router, void, moe, Mutant::B14)                            \
-  X(kernel, MoeTopKOp, moe_topk, TopKDiagnostics, moe, Mutant::M_TIE)                   \
+  X(kernel, MoeTopKOp, moe_topk, TopKDiagnostics, moe, Mutant::M_TIE, Mutant::M_GROUP)  \
   X(kernel, MoeGatherOp, moe_gather, void, moe)                                         \
   X(kernel, MoeExpertGemmOp, moe_expert_gemm, void, moe)                                \
   X(kernel, SwigluOp, swiglu, void, ffn)                                                \

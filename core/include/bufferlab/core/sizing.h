@@ -33,7 +33,8 @@ enum class SizingKind { spec, corrected };
   X(M_TIE)                   \
   X(M_SKCOL)                 \
   X(M_GDNCARRY)              \
-  X(M_SSDSTATE)
+  X(M_SSDSTATE)              \
+  X(M_GROUP)
 
 enum class Mutant {
 #define BUFFERLAB_MUTANT_ENUM(name) name,
