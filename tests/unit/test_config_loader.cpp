@@ -477,9 +477,12 @@ TEST(ConfigLoaderMapping, NullMeansDefault) {
 // n_group / topk_group (config --explain says so); the fields' own names always apply.
 TEST(ConfigLoaderMapping, RouterGroupsOnlyUnderNoauxTc) {
   const auto with = [](nlohmann::json extra) {
-    nlohmann::json keys = {{"num_experts", 16},      {"num_experts_per_tok", 4},
-                           {"moe_intermediate_size", 64}, {"scoring_func", "sigmoid"},
-                           {"n_group", 4},           {"topk_group", 2}};
+    nlohmann::json keys = {{"num_experts", 16},
+                           {"num_experts_per_tok", 4},
+                           {"moe_intermediate_size", 64},
+                           {"scoring_func", "sigmoid"},
+                           {"n_group", 4},
+                           {"topk_group", 2}};
     if (extra.is_object()) keys.update(extra);  // `{}` is null
     return from_json(dense_json_with(keys));
   };
