@@ -41,7 +41,8 @@ const std::vector<Tie> kRemainingTies = {
     {"index_compress_ratio | index_topk",
      "validation: index_topk % index_compress_ratio == 0 when the ratio is > 0 (§1)"},
     {"router_groups | num_experts",
-     "validation: num_experts % router_groups == 0 when router_groups > 1 (numerics.md §2)"},
+     "validation: num_experts % router_groups == 0 when router_groups > 1 (docs/spec/numerics.md "
+     "§2)"},
 };
 
 // The mechanism each field belongs to; presence ties are scanned only across mechanisms.
