@@ -259,7 +259,7 @@ TEST(SizingMutants, NamesFollowTheCatalogue) {
   EXPECT_EQ(mutant_from_string("M-SKORDER"), Mutant::M_SKORDER);
   EXPECT_EQ(mutant_from_string("B12"), Mutant::B12);
   EXPECT_THROW(mutant_from_string("B99"), Error);
-  EXPECT_EQ(all_mutants().size(), 19u);
+  EXPECT_EQ(all_mutants().size(), 20u);
 }
 
 }  // namespace

@@ -28,16 +28,17 @@ namespace {
 
 constexpr double kRanges[] = {0.01, 1.0, 4.0, 8.0, 12.0, 20.0, 30.0, 60.0};
 
-// Row logits spanning exactly [0, L]: one entry 0, one L, the rest uniform between.
+// Row logits spanning exactly [0, L] (as oracle/mhc_inputs.cpp's comb biases): one entry 0,
+// another L, the rest uniform between, rounded to FP32.
 std::vector<double> logits(SplitMix64& rng, uint64_t hc, double L) {
   std::vector<double> l(hc * hc);
   for (uint64_t i = 0; i < hc; ++i) {
     for (uint64_t j = 0; j < hc; ++j)
       l[i * hc + j] = static_cast<double>(static_cast<float>(rng.between(0.0, L)));
-    if (hc > 1) {
-      l[i * hc + rng.below(hc)] = 0.0;
-      l[i * hc + (i % hc)] = static_cast<double>(static_cast<float>(L));
-    }
+    if (hc < 2) continue;
+    const uint64_t lo = rng.below(hc), hi = (lo + 1 + rng.below(hc - 1)) % hc;
+    l[i * hc + lo] = 0.0;
+    l[i * hc + hi] = static_cast<double>(static_cast<float>(L));
   }
   return l;
 }
@@ -149,8 +150,12 @@ TEST(SinkhornEntryBound, HoldsForTheFp64OracleAgainstLongDouble) {
             const std::vector<double> C = sinkhorn(K, hc, iters, eps);
             const std::vector<long double> ref = sinkhorn_in<long double>(
                 std::vector<long double>(K.begin(), K.end()), hc, iters, eps);
+            // |log q| <= bound gives |q - 1| <= expm1(bound); the long-double quotient and
+            // difference add <= 2*u_ld.
             for (uint64_t k = 0; k < hc * hc; ++k)
-              ASSERT_LE(std::fabs(std::log(C[k]) - static_cast<double>(std::log(ref[k]))), bound)
+              ASSERT_LE(
+                  std::fabs(static_cast<double>(static_cast<long double>(C[k]) / ref[k] - 1.0L)),
+                  std::expm1(bound) + 2.0 * u_ld)
                   << "hc " << hc << " iters " << iters << " eps " << eps << " L " << L;
           }
         }
