@@ -227,8 +227,7 @@ TEST(SizingMutants, ChangeTheCataloguedFieldsOnly) {
   EXPECT_EQ(with(Mutant::B10).params.logits_tokens, 17u);  // min(m, ...) still caps at m
   // Mutants of layouts, plans and kernels leave the sizing alone.
   for (Mutant m : {Mutant::B3, Mutant::B7, Mutant::B13, Mutant::B14, Mutant::M_TIE, Mutant::M_SKCOL,
-                   Mutant::M_GDNCARRY, Mutant::M_SSDSTATE, Mutant::M_GROUP,
-                   Mutant::M_SKORDER})
+                   Mutant::M_GDNCARRY, Mutant::M_SSDSTATE, Mutant::M_GROUP, Mutant::M_SKORDER})
     EXPECT_EQ(with(m).total_bytes(), good.total_bytes()) << to_string(m);
 }
 

@@ -43,10 +43,9 @@ TEST(CliCompareTable, MutantToOpMap) {
 }
 
 TEST(CliCompareTable, KernelMutantsByFamilyThenMutantOrder) {
-  const std::vector<Mutant> expected{Mutant::B14,       Mutant::M_TIE,     Mutant::M_GROUP,
-                                     Mutant::B13,       Mutant::M_SKCOL,   Mutant::M_SKORDER,
-                                     Mutant::M_GDNCARRY,
-                                     Mutant::M_SSDSTATE};
+  const std::vector<Mutant> expected{Mutant::B14,        Mutant::M_TIE,     Mutant::M_GROUP,
+                                     Mutant::B13,        Mutant::M_SKCOL,   Mutant::M_SKORDER,
+                                     Mutant::M_GDNCARRY, Mutant::M_SSDSTATE};
   EXPECT_EQ(compare_kernel_mutants(), expected);
 }
 

@@ -40,8 +40,7 @@ TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
   for (Mutant m : all_mutants()) {
     const bool kernel = m == Mutant::B13 || m == Mutant::B14 || m == Mutant::M_TIE ||
                         m == Mutant::M_SKCOL || m == Mutant::M_GDNCARRY ||
-                        m == Mutant::M_SSDSTATE || m == Mutant::M_GROUP ||
-                        m == Mutant::M_SKORDER;
+                        m == Mutant::M_SSDSTATE || m == Mutant::M_GROUP || m == Mutant::M_SKORDER;
     EXPECT_EQ(is_kernel_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(Backend::is_backend_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(is_static_mutant(m), !kernel) << to_string(m);
@@ -51,7 +50,8 @@ TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
 }
 
 TEST(OpRegistry, MutantErrorListsTheKernelMutantsInCatalogueOrder) {
-  EXPECT_EQ(kernel_mutant_list(), "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER");
+  EXPECT_EQ(kernel_mutant_list(),
+            "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER");
   auto backend = make_cpu_backend();
   try {
     backend->set_kernel_mutant(Mutant::B8);
