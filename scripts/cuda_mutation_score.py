@@ -110,6 +110,12 @@ MUTANTS = [
         "  const uint64_t t = blockIdx.x / 2;\n",
         "MhcLowRankKernel.OracleSplitPathT64", "[block-write-race]"),
     Mutant(
+        "M12", "group scores read before the warp syncs", "backends/cuda/src/moe_topk.cu",
+        "    score[g] = a.group_by_best ? k[first] : k[first] + k[second];\n  }\n  __syncwarp();\n",
+        "    score[g] = a.group_by_best ? k[first] : k[first] + k[second];\n  }\n",
+        "MoeRoutingKernel.TopKGroupsRankByTheirTwoBestAndTheMutantByTheBestAlone",
+        "[shared-race]"),
+    Mutant(
         "E01", "butterfly from offset 32 (equivalent)", "backends/cuda/src/moe_topk.cu",
         "      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {\n"
         "        const float other_key",

@@ -164,6 +164,13 @@ TEST_F(CliCompare, KernelMutantsAreCaughtWithTheirFinding) {
       "--op topk --preset qwen3-next-80b --tokens 64 --path fp32-gate --pattern all-equal "
       "--mutant M-TIE");
   expect_exit(tie, 1, {"exact tie"});
+  // DeepSeek-V3.2 routes by group (8 groups, keep 4): the group step is its own stage, and
+  // ranking the groups by their best expert alone fails it, naming the groups.
+  const CompareRun grouped = run_compare("--op topk --preset deepseek-v3.2 --tokens 64");
+  expect_exit(grouped, 0, {"groups=4/8", "topk_groups (group step, tie stability, bf16 path)"});
+  const CompareRun group =
+      run_compare("--op topk --preset deepseek-v3.2 --tokens 64 --mutant M-GROUP");
+  expect_exit(group, 1, {"first bad topk_groups (group step", "provably outrank"});
 }
 
 TEST_F(CliCompare, MoeOpsRefuseBadInput) {

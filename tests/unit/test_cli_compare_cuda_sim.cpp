@@ -49,6 +49,19 @@ TEST_F(CliCompareCudaSim, TheTieMutantDisagreesOnTheSimulatorToo) {
   EXPECT_NE(r.output.find("exact-tie rule"), std::string::npos) << r.output;
 }
 
+// The group kernel (warp-staged scores in dynamic shared memory) agrees with no finding, and
+// M-GROUP fails the group step on the simulator as on the CPU.
+TEST_F(CliCompareCudaSim, GroupLimitedRoutingAndItsMutant) {
+  const auto good = run_compare(
+      "--op topk --preset deepseek-v3.2 --tokens 64 --path fp32-gate --backend cuda-sim");
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+  const auto bad = run_compare(
+      "--op topk --preset deepseek-v3.2 --tokens 64 --path fp32-gate --backend cuda-sim "
+      "--mutant M-GROUP");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("first bad topk_groups (group step"), std::string::npos) << bad.output;
+}
+
 TEST_F(CliCompareCudaSim, SimSeedOffTheSimulatorIsRefused) {
   const std::string args = "--op rmsnorm --preset tiny-dense --backend cpu --sim-seed 2";
   bufferlab::testing::expect_refused(run_compare(args), args,

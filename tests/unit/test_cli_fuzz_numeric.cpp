@@ -116,6 +116,11 @@ TEST_F(CliFuzzNumeric, MutantMTieIsCaughtAndReplays) {
   expect_mutant_caught("routing", "M-TIE", 60, "exact-tie rule");
 }
 
+// M-GROUP: router groups ranked by their best expert alone — the group step fails.
+TEST_F(CliFuzzNumeric, MutantMGroupIsCaughtAndReplays) {
+  expect_mutant_caught("routing", "M-GROUP", 60, "topk_groups (group step");
+}
+
 // Every mHC op comes up: pre, post, head, expand, low-rank (split and slab), the deep stack.
 TEST_F(CliFuzzNumeric, MhcShortRunIsClean) {
   const auto r = expect_clean_run("mhc", 12);
