@@ -272,8 +272,8 @@ def ssd_case(w, seed):
 
 # ---------------------------------------------------------------------------- mHC
 
-def mhc_case(w, seed):
-    rows, hc, h, iters, eps, rms_eps, logit_range = 8, 4, 64, 20, 1e-6, 1e-6, 3.0
+def mhc_case(w, seed, name, logit_range):
+    rows, hc, h, iters, eps, rms_eps = 8, 4, 64, 20, 1e-6, 1e-6
     mix = (2 + hc) * hc
     rng = np.random.default_rng(seed)
     streams = rng.standard_normal((rows, hc, h)).astype(np.float32)
@@ -292,7 +292,7 @@ def mhc_case(w, seed):
         with fp64(deepseek_v4):
             post, comb, collapsed = hcmod(t64(streams).view(1, rows, hc, h))
     require_f64(post, comb, collapsed)
-    w.case("mhc_deepseek_v4", "mhc", seed,
+    w.case(name, "mhc", seed,
            ["transformers DeepseekV4HyperConnection.forward (post, comb, collapsed)"],
            {"rows": rows, "hc": hc, "h": h, "sinkhorn_iters": iters, "hc_eps": eps,
             "rms_eps": rms_eps, "logit_range": logit_range},
@@ -319,7 +319,10 @@ def main():
     gdn_case(w, 1605, "gdn_qwen3_next_gqa", nk=1, nv=2, kd=32, vd=32, L=40)
     gdn_case(w, 1606, "gdn_qwen3_next_chunked", nk=1, nv=1, kd=128, vd=128, L=80)
     ssd_case(w, 1607)
-    mhc_case(w, 1608)
+    mhc_case(w, 1608, "mhc_deepseek_v4", 3.0)
+    # A wider comb-logit range: the Sinkhorn converges slowly enough there that its iteration
+    # count shows in the comb (the planted "one iteration too few" is judged on this case).
+    mhc_case(w, 1609, "mhc_deepseek_v4_range12", 12.0)
     manifest = {
         "generator": "scripts/golden/make_golden.py",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,

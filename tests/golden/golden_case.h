@@ -3,8 +3,8 @@
 // and the bounded element-wise check every golden test reports through.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -61,7 +61,8 @@ inline GoldenCase load_golden(const std::string& name) {
     g.seed = c.at("seed").get<uint64_t>();
     g.params = c.at("params");
     for (const auto& [key, info] : c.at("arrays").items()) {
-      testing::NpyArray a = testing::read_npy(golden_dir() + "/" + info.at("file").get<std::string>());
+      testing::NpyArray a =
+          testing::read_npy(golden_dir() + "/" + info.at("file").get<std::string>());
       if (a.shape != info.at("shape").get<std::vector<uint64_t>>())
         throw Error("golden " + name + "/" + key + ": shape differs from the manifest's");
       g.arrays.emplace(key, std::move(a));

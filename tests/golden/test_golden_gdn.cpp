@@ -95,7 +95,8 @@ struct GdnCase {
   }
   // The reference's own FP64 term for element i of o (state: of the state).
   double ref_o(const std::string& ref, uint64_t i) const {
-    return reference.o.bound[i] + (chunked_reference(ref) ? kIdentity * o_scale[head_of_o(i)] : 0.0);
+    return reference.o.bound[i] +
+           (chunked_reference(ref) ? kIdentity * o_scale[head_of_o(i)] : 0.0);
   }
   double ref_s(const std::string& ref, uint64_t i) const {
     return reference.state.bound[i] +
@@ -233,8 +234,8 @@ void backends_match(const std::string& name) {
       o_bound[i] = rb.o.bound[i] + 0.5 * oracle::bf16_ulp_at(c.exact.o[i]);
     const BackendRun rec = run_recurrent(*b.backend, c);
     for (const char* ref : kReferences) {
-      const Checks r = judge_stored(c, ref, rec.o, rec.state, o_bound, rb.state.bound,
-                                    b.name + " recurrence");
+      const Checks r =
+          judge_stored(c, ref, rec.o, rec.state, o_bound, rb.state.bound, b.name + " recurrence");
       expect_passed(r.o);
       expect_passed(r.state);
     }

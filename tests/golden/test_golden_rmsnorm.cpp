@@ -42,7 +42,8 @@ struct RmsCase {
     op = FusedAddRmsNormOp::make(config, rows,
                                  {.add_residual = false, .write_f32 = true, .unit_weight = false});
     for (double v : g.values("x")) in.residual.push_back(f32_to_bf16_bits(static_cast<float>(v)));
-    for (double v : g.values("weight")) in.weight.push_back(f32_to_bf16_bits(static_cast<float>(v)));
+    for (double v : g.values("weight"))
+      in.weight.push_back(f32_to_bf16_bits(static_cast<float>(v)));
     const double gam = oracle::gamma(static_cast<double>(width) + 9.0, oracle::kFp64UnitRoundoff);
     for (double y : g.values("y")) fp64_err.push_back(gam * std::fabs(y));
   }
@@ -53,13 +54,14 @@ BoundedCheck judge_fp64(const RmsCase& c, const std::vector<double>& got, const 
   BoundedCheck check(name);
   const std::vector<double>& y = c.g.values("y");
   for (uint64_t i = 0; i < y.size(); ++i)
-    check.add(got[i], y[i], 2.0 * c.fp64_err[i], fmt::format("row {} col {}", i / c.width, i % c.width));
+    check.add(got[i], y[i], 2.0 * c.fp64_err[i],
+              fmt::format("row {} col {}", i / c.width, i % c.width));
   return check;
 }
 
 // The backend-side judge: stored values against the golden y within the derived tolerance.
-BoundedCheck judge_stored(const RmsCase& c, const std::vector<double>& got, double rel,
-                          double abs, const std::string& name) {
+BoundedCheck judge_stored(const RmsCase& c, const std::vector<double>& got, double rel, double abs,
+                          const std::string& name) {
   BoundedCheck check(name);
   const std::vector<double>& y = c.g.values("y");
   for (uint64_t i = 0; i < y.size(); ++i) {
@@ -100,10 +102,12 @@ TEST(GoldenRmsNorm, PlantedPlainWeightIsCaught) {
   const oracle::RmsNormReference ref = oracle::fused_add_rmsnorm(c.op, c.in, oracle::Mode::exact);
   std::vector<double> wrong = ref.output;
   const std::vector<double>& w = c.g.values("weight");
-  for (uint64_t i = 0; i < wrong.size(); ++i) wrong[i] = wrong[i] / (1.0 + w[i % c.width]) * w[i % c.width];
+  for (uint64_t i = 0; i < wrong.size(); ++i)
+    wrong[i] = wrong[i] / (1.0 + w[i % c.width]) * w[i % c.width];
   expect_caught(judge_fp64(c, wrong, "planted y*w (oracle side)"));
   const oracle::RmsNormTolerances tol = oracle::fused_add_rmsnorm_tolerances(c.op);
-  expect_caught(judge_stored(c, wrong, tol.output.rel, tol.output.abs, "planted y*w (backend side)"));
+  expect_caught(
+      judge_stored(c, wrong, tol.output.rel, tol.output.abs, "planted y*w (backend side)"));
 }
 
 }  // namespace

@@ -125,10 +125,10 @@ RoutingChecks judge_softmax(const SoftmaxCase& c, const std::vector<uint32_t>& i
       same = la == lb;  // the same set up to the exact tie at the cut
       tie_broken_otherwise += same;
     }
-    out.set.require(same && distinct_valid,
-                    fmt::format("row {}: selected {} but transformers selected {}{}", r,
-                                fmt::join(mine, ","), fmt::join(golden, ","),
-                                tie_at_cut ? " (exact tie at the cut)" : ""));
+    out.set.require(
+        same && distinct_valid,
+        fmt::format("row {}: selected {} but transformers selected {}{}", r, fmt::join(mine, ","),
+                    fmt::join(golden, ","), tie_at_cut ? " (exact tie at the cut)" : ""));
     for (uint64_t j = 0; j < k; ++j) {
       const uint32_t e = mine[j] < E ? mine[j] : 0;
       const auto it = golden_weight_of_logit.find(c.logit(r, e));
@@ -137,8 +137,9 @@ RoutingChecks judge_softmax(const SoftmaxCase& c, const std::vector<uint32_t>& i
                       fmt::format("row {} slot {} expert {}", r, j, e));
     }
   }
-  fmt::print("golden: {} ({}): {} of {} rows have an exact tie at the cut, {} broken the other way\n",
-             c.g.name, who, tie_rows, c.rows, tie_broken_otherwise);
+  fmt::print(
+      "golden: {} ({}): {} of {} rows have an exact tie at the cut, {} broken the other way\n",
+      c.g.name, who, tie_rows, c.rows, tie_broken_otherwise);
   return out;
 }
 
@@ -176,11 +177,15 @@ void backends_match(const std::string& name) {
   }
 }
 
-TEST(GoldenRouting, OracleMatchesQwen3NextRouterNormalised) { oracle_matches("routing_qwen3_next"); }
+TEST(GoldenRouting, OracleMatchesQwen3NextRouterNormalised) {
+  oracle_matches("routing_qwen3_next");
+}
 TEST(GoldenRouting, OracleMatchesQwen3NextRouterUnnormalised) {
   oracle_matches("routing_qwen3_next_unnormalised");
 }
-TEST(GoldenRouting, BackendsMatchQwen3NextRouterNormalised) { backends_match("routing_qwen3_next"); }
+TEST(GoldenRouting, BackendsMatchQwen3NextRouterNormalised) {
+  backends_match("routing_qwen3_next");
+}
 TEST(GoldenRouting, BackendsMatchQwen3NextRouterUnnormalised) {
   backends_match("routing_qwen3_next_unnormalised");
 }

@@ -45,8 +45,8 @@ const char* const kReferences[] = {"hf_chunk", "hf_recurrent"};
 
 struct SsdCase {
   GoldenCase g = load_golden("ssd_nemotron_h");
-  Mamba2Geometry geom = testing::mamba2_geometry(g.param("H"), g.param("P"), g.param("N"),
-                                                 g.param("n_groups"));
+  Mamba2Geometry geom =
+      testing::mamba2_geometry(g.param("H"), g.param("P"), g.param("N"), g.param("n_groups"));
   oracle::Mamba2Dims dims{.geom = geom, .sequences = 1, .L = g.param("L")};
   oracle::Mamba2Inputs in;
   std::vector<uint16_t> xbc;
@@ -77,9 +77,7 @@ struct SsdCase {
     reference = testing::mamba2_chain_bound(dims, in, xbc64, 2.0 * oracle::kFp64UnitRoundoff);
   }
   double fp64_y(uint64_t i) const { return (ours.rho + reference.rho) * ours.mag.y[i]; }
-  double fp64_state(uint64_t i) const {
-    return (ours.rho + reference.rho) * ours.mag.state[i];
-  }
+  double fp64_state(uint64_t i) const { return (ours.rho + reference.rho) * ours.mag.state[i]; }
   std::string where_y(uint64_t i) const {
     return fmt::format("token {} head {} dim {}", i / geom.d_inner, (i % geom.d_inner) / geom.P,
                        i % geom.P);
@@ -118,8 +116,7 @@ TEST(GoldenSsd, DtClampsInactiveOnEitherSide) {
       c.dims, oracle::mamba2_detail::dt_argument(c.dims, c.in.zxbcdt, c.in.dt_bias));
   BoundedCheck check("dt strictly inside [time_step_min, 1e9] and [1e-9, 1e9]");
   for (uint64_t i = 0; i < dt.size(); ++i)
-    check.require(dt[i] > dt_min * (1.0 + 0x1p-40) && dt[i] > kMamba2DtMin &&
-                      dt[i] < kMamba2DtMax,
+    check.require(dt[i] > dt_min * (1.0 + 0x1p-40) && dt[i] > kMamba2DtMin && dt[i] < kMamba2DtMax,
                   fmt::format("dt[{}] = {} reaches a clamp", i, dt[i]));
   expect_passed(check);
 }
@@ -213,7 +210,8 @@ TEST(GoldenSsd, PlantedMissingDIsCaught) {
   const testing::Mamba2ChainBound cb =
       testing::mamba2_chain_bound(c.dims, c.in, c.xbc64, oracle::kFp32UnitRoundoff);
   std::vector<double> stored;
-  for (double v : wrong.ref.y) stored.push_back(bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(v))));
+  for (double v : wrong.ref.y)
+    stored.push_back(bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(v))));
   expect_caught(judge(
                     c, "hf_recurrent", stored, wrong.ref.state,
                     [&](uint64_t i) {

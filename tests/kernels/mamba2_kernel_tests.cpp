@@ -64,7 +64,6 @@ constexpr uint16_t kPoisonBf16 = 0xFFFF;  // the arena's poison pattern (all bit
 constexpr uint32_t kPoisonF32 = 0xFFFFFFFF;
 
 uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-double gamma(double n) { return n * kU / (1.0 - n * kU); }
 
 oracle::Mamba2Dims dims_of(const Mamba2Geometry& g, uint64_t sequences, uint64_t L,
                            double eps = 1e-6) {
