@@ -82,24 +82,30 @@ struct GoldenBackend {
 // The CPU backend always; cuda-sim when built; cuda when built and usable. A backend that
 // cannot run here (BackendUnavailable) is left out with its reason printed: only that backend
 // is skipped.
-inline std::vector<GoldenBackend> golden_backends() {
-  static std::vector<std::unique_ptr<Backend>> owned;
-  static std::vector<GoldenBackend> list = [] {
-    std::vector<GoldenBackend> l{{"cpu", &testing::cpu_backend(), oracle::cpu_bounds()}};
+inline const std::vector<GoldenBackend>& golden_backends() {
+  // One object built after the backends: statics a backend creates while it is made (the
+  // simulator's device memory) are then destroyed after it, not before.
+  struct Backends {
+    std::vector<std::unique_ptr<Backend>> owned;
+    std::vector<GoldenBackend> list;
+  };
+  static const Backends backends = [] {
+    Backends b;
+    b.list.push_back({"cpu", &testing::cpu_backend(), oracle::cpu_bounds()});
     std::vector<std::string> others;
     if (cuda_sim_backend_built()) others.push_back("cuda-sim");
     if (cuda_backend_built()) others.push_back("cuda");
     for (const std::string& name : others) {
       try {
-        owned.push_back(make_backend(name));
-        l.push_back({name, owned.back().get(), oracle::device_bounds()});
+        b.owned.push_back(make_backend(name));
+        b.list.push_back({name, b.owned.back().get(), oracle::device_bounds()});
       } catch (const BackendUnavailable& e) {
         fmt::print("golden: backend {} skipped: {}\n", name, e.what());
       }
     }
-    return l;
+    return b;
   }();
-  return list;
+  return backends.list;
 }
 
 // |got − want| ≤ bound element by element, with the largest difference and the largest
