@@ -29,6 +29,8 @@ import fla.ops.gated_delta_rule.naive as fla_naive
 import transformers.models.qwen3_next.modeling_qwen3_next as qwen3_next
 import transformers.models.deepseek_v3.modeling_deepseek_v3 as deepseek_v3
 import transformers.models.deepseek_v4.modeling_deepseek_v4 as deepseek_v4
+import transformers.models.longcat_flash.modeling_longcat_flash as longcat_flash
+import transformers.activations as activations
 import transformers.models.nemotron_h.modeling_nemotron_h as nemotron_h
 
 
@@ -168,6 +170,65 @@ def deepseek_v3_routing_case(w, seed):
             "scoring": "sigmoid"},
            {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
             "weights": weights.numpy(), "group_scores": group_scores.numpy()})
+
+
+def deepseek_v4_hash_case(w, seed):
+    # Hash routing: the experts come from tid2eid[token id]; the weights from the scoring
+    # (sqrtsoftplus) of the selected logits, normalised, scaled.
+    rows, experts, top_k, vocab, scale = 24, 16, 4, 32, 1.5
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, experts)) * 3.0).astype(np.float32)
+    tid2eid = np.stack([rng.permutation(experts)[:top_k] for _ in range(vocab)]).astype(np.int64)
+    token_ids = rng.integers(0, vocab, rows).astype(np.int64)
+    cfg = deepseek_v4.DeepseekV4Config(hidden_size=experts, vocab_size=vocab,
+                                       num_local_experts=experts, n_routed_experts=experts,
+                                       num_experts_per_tok=top_k, scoring_func="sqrtsoftplus",
+                                       routed_scaling_factor=scale)
+    router = deepseek_v4.DeepseekV4HashRouter(cfg).double()
+    assert router.num_experts == experts and router.top_k == top_k
+    with torch.no_grad():
+        router.weight.copy_(torch.eye(experts, dtype=torch.float64))
+        router.tid2eid.copy_(torch.from_numpy(tid2eid))
+        with fp64(deepseek_v4, activations):
+            out_logits, weights, ids = router(t64(logits), torch.from_numpy(token_ids))
+    require_f64(out_logits, weights)
+    assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
+    w.case("routing_deepseek_v4_hash", "routing_hash", seed,
+           ["transformers DeepseekV4HashRouter.forward (weight = identity: logits = the stored "
+            "ones; scoring sqrtsoftplus = softplus(x).sqrt(), softplus linear above 20)"],
+           {"rows": rows, "experts": experts, "top_k": top_k, "vocab": vocab,
+            "routed_scaling_factor": scale, "norm_topk_prob": True, "scoring": "sqrtsoftplus"},
+           {"logits": logits, "tid2eid": tid2eid, "token_ids": token_ids,
+            "ids": ids.numpy().astype(np.int64), "weights": weights.numpy()})
+
+
+def longcat_zero_expert_case(w, seed, name, bias_scale):
+    # Zero-computation experts: ids E..E+Z-1 are identities; the router's softmax runs over all
+    # E + Z logits, top-k by softmax probability + e_score_correction_bias, weights times 6.
+    rows, experts, zero, top_k, scale = 32, 24, 8, 6, 6.0
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, experts + zero)) * 1.5).astype(np.float32)
+    bias = (rng.standard_normal(experts + zero) * bias_scale).astype(np.float32)
+    cfg = longcat_flash.LongcatFlashConfig(hidden_size=experts + zero, n_routed_experts=experts,
+                                           zero_expert_num=zero, num_experts_per_tok=top_k,
+                                           routed_scaling_factor=scale)
+    router = longcat_flash.LongcatFlashTopkRouter(cfg).double()
+    assert router.n_routed_experts == experts + zero and router.top_k == top_k
+    with torch.no_grad():
+        router.classifier.weight.copy_(torch.eye(experts + zero, dtype=torch.float64))
+        router.e_score_correction_bias.copy_(t64(bias))
+        with fp64(longcat_flash):
+            out_logits, weights, ids = router(t64(logits))
+    require_f64(out_logits, weights)
+    assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
+    w.case(name, "routing_zero_experts", seed,
+           ["transformers LongcatFlashTopkRouter.forward (classifier = identity: logits = the "
+            "stored ones; topk sorted=False: ids are a set)"],
+           {"rows": rows, "experts": experts, "zero_expert_num": zero, "top_k": top_k,
+            "routed_scaling_factor": scale, "norm_topk_prob": False, "scoring": "softmax",
+            "bias_scale": bias_scale},
+           {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
+            "weights": weights.numpy()})
 
 
 # ---------------------------------------------------------------------------- GDN
@@ -316,6 +377,10 @@ def main():
     qwen3_next_routing_case(w, 1602, True, "routing_qwen3_next")
     qwen3_next_routing_case(w, 1603, False, "routing_qwen3_next_unnormalised")
     deepseek_v3_routing_case(w, 1604)
+    deepseek_v4_hash_case(w, 1610)
+    longcat_zero_expert_case(w, 1611, "routing_longcat_zero_experts", 0.0)
+    # LongCat ranks softmax probability + e_score_correction_bias (docs/golden.md, findings).
+    longcat_zero_expert_case(w, 1612, "routing_longcat_zero_experts_biased", 0.02)
     gdn_case(w, 1605, "gdn_qwen3_next_gqa", nk=1, nv=2, kd=32, vd=32, L=40)
     gdn_case(w, 1606, "gdn_qwen3_next_chunked", nk=1, nv=1, kd=128, vd=128, L=80)
     ssd_case(w, 1607)
