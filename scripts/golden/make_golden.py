@@ -283,6 +283,46 @@ def gdn_case(w, seed, name, nk, nv, kd, vd, L):
            {"nk": nk, "nv": nv, "kd": kd, "vd": vd, "L": L, "g": "log(alpha) in float64"}, out)
 
 
+def gdn_gated_norm_case(w, seed):
+    # The GDN output norm: RMSNorm(o)·w·silu(z) per value head, the plain weight w.
+    rows, nv, vd, eps = 6, 2, 32, 1e-6
+    rng = np.random.default_rng(seed)
+    o = bf16_round((rng.standard_normal((rows, nv * vd)) * 0.5).astype(np.float32))
+    z = bf16_round((rng.standard_normal((rows, nv * vd)) * 2.0).astype(np.float32))
+    weight = bf16_round((1.0 + 0.5 * rng.standard_normal(vd)).astype(np.float32))
+    norm = qwen3_next.Qwen3NextRMSNormGated(vd, eps=eps).double()
+    with torch.no_grad():
+        norm.weight.copy_(t64(weight))
+        with fp64(qwen3_next):
+            y = norm(t64(o).view(-1, vd), t64(z).view(-1, vd)).reshape(rows, nv * vd)
+    require_f64(y)
+    w.case("gdn_gated_norm_qwen3_next", "gdn_gated_norm", seed,
+           ["transformers Qwen3NextRMSNormGated.forward (per value head, as the model applies it)"],
+           {"rows": rows, "nv": nv, "vd": vd, "eps": eps},
+           {"o": o, "z": z, "weight": weight, "y": y.numpy()})
+
+
+def ssd_gated_norm_case(w, seed):
+    # The Mamba-2 output norm, norm_before_gate = False: g = y·silu(z), RMSNorm over groups of
+    # d_inner / n_groups columns, times w.
+    rows, H, P, ng, eps = 6, 4, 16, 2, 1e-6
+    d_inner = H * P
+    rng = np.random.default_rng(seed)
+    y = bf16_round((rng.standard_normal((rows, d_inner)) * 0.5).astype(np.float32))
+    z = bf16_round((rng.standard_normal((rows, d_inner)) * 2.0).astype(np.float32))
+    weight = bf16_round((1.0 + 0.5 * rng.standard_normal(d_inner)).astype(np.float32))
+    norm = nemotron_h.NemotronHRMSNormGated(d_inner, group_size=d_inner // ng, eps=eps).double()
+    with torch.no_grad():
+        norm.weight.copy_(t64(weight))
+        with fp64(nemotron_h):
+            out = norm(t64(y), gate=t64(z))
+    require_f64(out)
+    w.case("ssd_gated_norm_nemotron_h", "ssd_gated_norm", seed,
+           ["transformers NemotronHRMSNormGated.forward (group_size = d_inner / n_groups)"],
+           {"rows": rows, "H": H, "P": P, "n_groups": ng, "eps": eps},
+           {"y": y, "z": z, "weight": weight, "out": out.numpy()})
+
+
 # ---------------------------------------------------------------------------- Mamba-2 SSD
 
 def ssd_case(w, seed):
@@ -383,7 +423,9 @@ def main():
     longcat_zero_expert_case(w, 1612, "routing_longcat_zero_experts_biased", 0.02)
     gdn_case(w, 1605, "gdn_qwen3_next_gqa", nk=1, nv=2, kd=32, vd=32, L=40)
     gdn_case(w, 1606, "gdn_qwen3_next_chunked", nk=1, nv=1, kd=128, vd=128, L=80)
+    gdn_gated_norm_case(w, 1613)
     ssd_case(w, 1607)
+    ssd_gated_norm_case(w, 1614)
     mhc_case(w, 1608, "mhc_deepseek_v4", 3.0)
     # A wider comb-logit range: the Sinkhorn converges slowly enough there that its iteration
     # count shows in the comb (the planted "one iteration too few" is judged on this case).
