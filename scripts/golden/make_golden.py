@@ -283,6 +283,30 @@ def gdn_case(w, seed, name, nk, nv, kd, vd, L):
            {"nk": nk, "nv": nv, "kd": kd, "vd": vd, "L": L, "g": "log(alpha) in float64"}, out)
 
 
+def conv_case(w, seed, name, module, family, channels, with_bias, params):
+    # Causal depthwise conv1d + SiLU over L tokens from a carried tail of K - 1 inputs: the
+    # model's causal_conv1d_update (its torch path), which also returns the updated tail.
+    L, K = 10, 4
+    rng = np.random.default_rng(seed)
+    x = bf16_round(rng.uniform(-2.0, 2.0, (L, channels)).astype(np.float32))
+    weight = bf16_round(rng.uniform(-0.6, 0.6, (channels, K)).astype(np.float32))
+    bias = bf16_round(rng.uniform(-0.5, 0.5, channels).astype(np.float32))
+    state = bf16_round(rng.uniform(-2.0, 2.0, (channels, K - 1)).astype(np.float32))
+    st = t64(state).view(1, channels, K - 1).clone()
+    with fp64(module):
+        out = module.causal_conv1d_update.__wrapped__(
+            t64(x).T.reshape(1, channels, L).contiguous(), st, t64(weight),
+            t64(bias) if with_bias else None, activation="silu")
+    require_f64(out, st)
+    arrays = {"x": x, "weight": weight, "state_in": state, "out": out[0].T.numpy(),
+              "state_out": st[0].numpy()}
+    if with_bias:
+        arrays["bias"] = bias
+    w.case(name, family, seed,
+           [f"transformers {module.__name__.split('.')[-1]}.causal_conv1d_update (activation silu)"],
+           dict(params, L=L, kernel=K, channels=channels), arrays)
+
+
 def gdn_gated_norm_case(w, seed):
     # The GDN output norm: RMSNorm(o)·w·silu(z) per value head, the plain weight w.
     rows, nv, vd, eps = 6, 2, 32, 1e-6
@@ -424,6 +448,10 @@ def main():
     gdn_case(w, 1605, "gdn_qwen3_next_gqa", nk=1, nv=2, kd=32, vd=32, L=40)
     gdn_case(w, 1606, "gdn_qwen3_next_chunked", nk=1, nv=1, kd=128, vd=128, L=80)
     gdn_gated_norm_case(w, 1613)
+    conv_case(w, 1615, "gdn_conv_qwen3_next", qwen3_next, "gdn_conv", 64, False,
+              {"nk": 1, "kd": 16, "nv": 2, "vd": 16})
+    conv_case(w, 1616, "ssd_conv_nemotron_h", nemotron_h, "ssd_conv", 128, True,
+              {"H": 4, "P": 16, "N": 16, "n_groups": 2})
     ssd_case(w, 1607)
     ssd_gated_norm_case(w, 1614)
     mhc_case(w, 1608, "mhc_deepseek_v4", 3.0)
