@@ -19,6 +19,7 @@
 #include "bufferlab/backends/backend_factory.h"
 #include "bufferlab/core/backend.h"
 #include "bufferlab/core/error.h"
+#include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/bounds.h"
 #include "cpu_backend.h"
 #include "npy.h"
@@ -70,6 +71,18 @@ inline GoldenCase load_golden(const std::string& name) {
     return g;
   }
   throw Error("golden case " + name + " is not in the manifest");
+}
+
+// BF16 bits of values that are BF16 numbers already (the stored inputs), and back.
+inline std::vector<uint16_t> bf16_bits_of(const std::vector<double>& v) {
+  std::vector<uint16_t> b;
+  for (double x : v) b.push_back(f32_to_bf16_bits(static_cast<float>(x)));
+  return b;
+}
+inline std::vector<double> widen_bf16(const std::vector<uint16_t>& b) {
+  std::vector<double> v;
+  for (uint16_t x : b) v.push_back(bf16_bits_to_f32(x));
+  return v;
 }
 
 // A backend a golden test judges, with the roundoffs its bounds are derived for.

@@ -33,11 +33,6 @@ namespace {
 
 constexpr double kSiluLipschitz = 1.1;  // sup |silu'| = 1.0998…
 
-std::vector<uint16_t> bits_of(const std::vector<double>& v) {
-  std::vector<uint16_t> b;
-  for (double x : v) b.push_back(f32_to_bf16_bits(static_cast<float>(x)));
-  return b;
-}
 double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
 // The FP64 term ε of each output [L, C] from the argument magnitudes |b| + Σ|w·x|.
@@ -76,14 +71,14 @@ struct GdnConvCase {
   GdnGeometry geom =
       testing::gdn_geometry(g.param("nk"), g.param("kd"), g.param("nv"), g.param("vd"), K);
   oracle::GdnDims dims{.geom = geom, .sequences = 1, .L = L};
-  std::vector<uint16_t> deint, weight = bits_of(g.values("weight")),
-                               state = bits_of(g.values("state_in"));
+  std::vector<uint16_t> deint, weight = bf16_bits_of(g.values("weight")),
+                               state = bf16_bits_of(g.values("state_in"));
   oracle::gdn_detail::ConvRef exact;
   std::vector<double> abs_arg, eps;
 
   GdnConvCase() {
     deint.assign(L * geom.qkvz, 0);
-    const std::vector<uint16_t> x = bits_of(g.values("x"));
+    const std::vector<uint16_t> x = bf16_bits_of(g.values("x"));
     for (uint64_t t = 0; t < L; ++t)
       for (uint64_t c = 0; c < C; ++c) deint[t * geom.qkvz + c] = x[t * C + c];
     exact = oracle::gdn_detail::conv_stage(dims, deint, weight, state);
@@ -165,13 +160,13 @@ struct SsdConvCase {
 
   SsdConvCase() {
     in.zxbcdt.assign(L * geom.in_proj, 0);
-    const std::vector<uint16_t> x = bits_of(g.values("x"));
+    const std::vector<uint16_t> x = bf16_bits_of(g.values("x"));
     for (uint64_t t = 0; t < L; ++t)
       for (uint64_t c = 0; c < C; ++c)
         in.zxbcdt[t * geom.in_proj + geom.d_inner + c] = x[t * C + c];
-    in.conv_w = bits_of(g.values("weight"));
-    in.conv_b = bits_of(g.values("bias"));
-    in.conv_state = bits_of(g.values("state_in"));
+    in.conv_w = bf16_bits_of(g.values("weight"));
+    in.conv_b = bf16_bits_of(g.values("bias"));
+    in.conv_state = bf16_bits_of(g.values("state_in"));
     exact = oracle::mamba2_detail::conv_fp64(dims, in, true);
     eps = fp64_terms(exact.abs_sum, exact.out, K);
   }

@@ -31,17 +31,6 @@
 namespace bufferlab::golden {
 namespace {
 
-std::vector<uint16_t> bits_of(const std::vector<double>& v) {
-  std::vector<uint16_t> b;
-  for (double x : v) b.push_back(f32_to_bf16_bits(static_cast<float>(x)));
-  return b;
-}
-std::vector<double> widen(const std::vector<uint16_t>& b) {
-  std::vector<double> v;
-  for (uint16_t x : b) v.push_back(bf16_bits_to_f32(x));
-  return v;
-}
-
 // got against the golden `want`: bound[i] (against the exact value) + 2ε.
 BoundedCheck judge(const std::vector<double>& got, const std::vector<double>& want,
                    const std::vector<double>& bound, double n, uint64_t width,
@@ -61,17 +50,18 @@ struct GdnNormCase {
   uint64_t rows = g.param("rows");
   GdnGeometry geom = testing::gdn_geometry(1, 16, g.param("nv"), g.param("vd"));
   oracle::GdnDims dims{.geom = geom, .sequences = 1, .L = rows, .eps = g.real("eps")};
-  std::vector<uint16_t> deint, norm_w = bits_of(g.values("weight")), o = bits_of(g.values("o"));
+  std::vector<uint16_t> deint, norm_w = bf16_bits_of(g.values("weight")),
+                               o = bf16_bits_of(g.values("o"));
   std::vector<double> exact;
 
   GdnNormCase() {
     deint.assign(rows * geom.qkvz, 0);
     const uint64_t z_col = 2 * geom.nk * geom.kd + geom.value_dim;
-    const std::vector<uint16_t> z = bits_of(g.values("z"));
+    const std::vector<uint16_t> z = bf16_bits_of(g.values("z"));
     for (uint64_t t = 0; t < rows; ++t)
       for (uint64_t c = 0; c < geom.value_dim; ++c)
         deint[t * geom.qkvz + z_col + c] = z[t * geom.value_dim + c];
-    exact = oracle::gdn_detail::gated_norm_stage(dims, widen(o), deint, norm_w);
+    exact = oracle::gdn_detail::gated_norm_stage(dims, widen_bf16(o), deint, norm_w);
   }
 };
 
@@ -90,9 +80,10 @@ TEST(GoldenGatedNorm, GdnOracleAndBackendsMatchQwen3NextRmsNormGated) {
     rig.put(op.z, c.deint);
     rig.put(op.weight, c.norm_w);
     rig.backend->gdn_gated_norm(rig.ws, op);
-    const std::vector<double> got = widen(rig.get<uint16_t>(op.io));
+    const std::vector<double> got = widen_bf16(rig.get<uint16_t>(op.io));
     std::vector<double> bound =
-        oracle::gdn_detail::gated_norm_bounds(c.dims, widen(c.o), c.norm_w, c.exact, b.bm).bound;
+        oracle::gdn_detail::gated_norm_bounds(c.dims, widen_bf16(c.o), c.norm_w, c.exact, b.bm)
+            .bound;
     for (uint64_t i = 0; i < bound.size(); ++i) bound[i] += 0.5 * oracle::bf16_ulp_at(c.exact[i]);
     expect_passed(judge(got, want, bound, n, c.geom.value_dim,
                         b.name + " GDN gated norm vs Qwen3NextRMSNormGated"));
@@ -122,17 +113,18 @@ struct SsdNormCase {
   Mamba2Geometry geom =
       testing::mamba2_geometry(g.param("H"), g.param("P"), 16, g.param("n_groups"));
   oracle::Mamba2Dims dims{.geom = geom, .sequences = 1, .L = rows, .eps = g.real("eps")};
-  std::vector<uint16_t> zxbcdt, norm_w = bits_of(g.values("weight")), y = bits_of(g.values("y"));
+  std::vector<uint16_t> zxbcdt, norm_w = bf16_bits_of(g.values("weight")),
+                                y = bf16_bits_of(g.values("y"));
   std::vector<double> exact;
   double group = static_cast<double>(geom.d_inner / geom.G);
 
   SsdNormCase() {
     zxbcdt.assign(rows * geom.in_proj, 0);
-    const std::vector<uint16_t> z = bits_of(g.values("z"));
+    const std::vector<uint16_t> z = bf16_bits_of(g.values("z"));
     for (uint64_t t = 0; t < rows; ++t)
       for (uint64_t c = 0; c < geom.d_inner; ++c)
         zxbcdt[t * geom.in_proj + c] = z[t * geom.d_inner + c];
-    exact = oracle::mamba2_detail::gated_norm_fp64(dims, widen(y), zxbcdt, norm_w);
+    exact = oracle::mamba2_detail::gated_norm_fp64(dims, widen_bf16(y), zxbcdt, norm_w);
   }
 };
 
@@ -150,9 +142,9 @@ TEST(GoldenGatedNorm, SsdOracleAndBackendsMatchNemotronHRmsNormGated) {
     rig.put(op.z, c.zxbcdt);
     rig.put(op.weight, c.norm_w);
     rig.backend->mamba2_gated_norm(rig.ws, op);
-    const std::vector<double> got = widen(rig.get<uint16_t>(op.output));
+    const std::vector<double> got = widen_bf16(rig.get<uint16_t>(op.output));
     std::vector<double> bound =
-        oracle::mamba2_detail::gated_norm_bounds(c.dims, widen(c.y), c.zxbcdt, c.norm_w, b.bm);
+        oracle::mamba2_detail::gated_norm_bounds(c.dims, widen_bf16(c.y), c.zxbcdt, c.norm_w, b.bm);
     for (uint64_t i = 0; i < bound.size(); ++i) bound[i] += 0.5 * oracle::bf16_ulp_at(c.exact[i]);
     expect_passed(judge(got, want, bound, c.group, c.geom.d_inner,
                         b.name + " Mamba-2 gated norm vs NemotronHRMSNormGated"));
@@ -165,7 +157,7 @@ TEST(GoldenGatedNorm, SsdPlantedUngroupedNormIsCaught) {
   oracle::Mamba2Dims one_group = c.dims;
   one_group.geom.G = 1;
   const std::vector<double> wrong =
-      oracle::mamba2_detail::gated_norm_fp64(one_group, widen(c.y), c.zxbcdt, c.norm_w);
+      oracle::mamba2_detail::gated_norm_fp64(one_group, widen_bf16(c.y), c.zxbcdt, c.norm_w);
   const std::vector<double>& want = c.g.values("out");
   expect_caught(judge(wrong, want, std::vector<double>(want.size(), 0.0), c.group, c.geom.d_inner,
                       "planted ungrouped Mamba-2 gated norm"));
