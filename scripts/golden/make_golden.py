@@ -115,10 +115,12 @@ def rmsnorm_case(w, seed):
 
 # ---------------------------------------------------------------------------- routing
 
-def qwen3_next_routing_case(w, seed, norm_topk_prob, name):
+def qwen3_next_routing_case(w, seed, norm_topk_prob, name, bf16_logits=False):
     rows, experts, top_k = 48, 64, 8
     rng = np.random.default_rng(seed)
     logits = (rng.standard_normal((rows, experts)) * 2.0).astype(np.float32)
+    if bf16_logits:  # what the top-k reads on the BF16 router path
+        logits = bf16_round(logits)
     # Exact ties the total order has to break: duplicated values at and around the cut.
     for r in range(0, rows, 6):
         order = np.argsort(-logits[r], kind="stable")
@@ -136,15 +138,17 @@ def qwen3_next_routing_case(w, seed, norm_topk_prob, name):
     w.case(name, "routing_softmax", seed,
            ["transformers Qwen3NextTopKRouter.forward (weight = identity: logits = the stored ones)"],
            {"rows": rows, "experts": experts, "top_k": top_k, "norm_topk_prob": norm_topk_prob,
-            "routed_scaling_factor": 1.0},
+            "routed_scaling_factor": 1.0, "bf16_logits": bf16_logits},
            {"logits": logits, "ids": ids.numpy().astype(np.int64), "weights": weights.numpy()})
 
 
-def deepseek_v3_routing_case(w, seed):
+def deepseek_v3_routing_case(w, seed, name="routing_deepseek_v3", bf16_logits=False):
     # DeepSeek-V3's own routing shape: 256 experts in 8 groups, 4 groups kept, top-8, scale 2.5.
     rows, experts, top_k, n_group, topk_group, scale = 64, 256, 8, 8, 4, 2.5
     rng = np.random.default_rng(seed)
     logits = (rng.standard_normal((rows, experts)) * 1.5).astype(np.float32)
+    if bf16_logits:  # what the top-k reads on the BF16 router path
+        logits = bf16_round(logits)
     bias = (rng.standard_normal(experts) * 0.05).astype(np.float32)
     cfg = deepseek_v3.DeepseekV3Config(hidden_size=experts, n_routed_experts=experts,
                                        num_experts_per_tok=top_k, n_group=n_group,
@@ -162,12 +166,12 @@ def deepseek_v3_routing_case(w, seed):
             group_scores = choice.view(rows, n_group, -1).topk(2, dim=-1)[0].sum(dim=-1)
     require_f64(out_logits, weights, group_scores)
     assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
-    w.case("routing_deepseek_v3", "routing_grouped", seed,
+    w.case(name, "routing_grouped", seed,
            ["transformers DeepseekV3TopkRouter.forward (weight = identity: logits = the stored "
             "ones; e_score_correction_bias = bias; topk sorted=False: ids are a set)"],
            {"rows": rows, "experts": experts, "top_k": top_k, "n_group": n_group,
             "topk_group": topk_group, "routed_scaling_factor": scale, "norm_topk_prob": True,
-            "scoring": "sigmoid"},
+            "scoring": "sigmoid", "bf16_logits": bf16_logits},
            {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
             "weights": weights.numpy(), "group_scores": group_scores.numpy()})
 
@@ -441,6 +445,8 @@ def main():
     qwen3_next_routing_case(w, 1602, True, "routing_qwen3_next")
     qwen3_next_routing_case(w, 1603, False, "routing_qwen3_next_unnormalised")
     deepseek_v3_routing_case(w, 1604)
+    deepseek_v3_routing_case(w, 1617, "routing_deepseek_v3_bf16_logits", bf16_logits=True)
+    qwen3_next_routing_case(w, 1618, True, "routing_qwen3_next_bf16_logits", bf16_logits=True)
     deepseek_v4_hash_case(w, 1610)
     longcat_zero_expert_case(w, 1611, "routing_longcat_zero_experts", 0.0)
     # LongCat ranks softmax probability + e_score_correction_bias (docs/golden.md, findings).

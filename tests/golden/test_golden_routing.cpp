@@ -45,7 +45,8 @@ struct SoftmaxCase {
   uint64_t rows, routed, zero, experts, top_k;  // experts = routed + zero (E')
   bool norm;
   oracle::RoutingOps ops;
-  std::vector<float> logits_f32;
+  RouterPrecision path = RouterPrecision::fp32_gate;  // bf16 when the case's logits are BF16
+  oracle::StoredLogits stored;                        // the logits as the top-k reads them
 
   explicit SoftmaxCase(const std::string& name)
       : g(load_golden(name)),
@@ -55,8 +56,13 @@ struct SoftmaxCase {
         experts(routed + zero),
         top_k(g.param("top_k")),
         norm(g.params.at("norm_topk_prob").get<bool>()) {
-    ops = oracle::make_routing_ops(config(norm), rows, RouterPrecision::fp32_gate, false);
-    logits_f32 = g.at("logits").as_f32();
+    if (g.params.value("bf16_logits", false)) {
+      path = RouterPrecision::bf16;
+      stored.bf16 = bf16_bits_of(g.values("logits"));
+    } else {
+      stored.f32 = g.at("logits").as_f32();
+    }
+    ops = oracle::make_routing_ops(config(norm), rows, path, false);
   }
   ModelConfig config(bool norm_topk_prob) const {
     ModelConfig c;
@@ -163,9 +169,7 @@ void backends_match(const std::string& name) {
     SCOPED_TRACE(b.name);
     const Workspace ws =
         b.backend->allocate(oracle::routing_footprint_layout(c.ops), c.ops.pool_bytes);
-    oracle::StoredLogits stored;
-    stored.f32 = c.logits_f32;
-    const oracle::TopKOutputs out = oracle::run_topk(*b.backend, ws, c.ops.topk, stored, {});
+    const oracle::TopKOutputs out = oracle::run_topk(*b.backend, ws, c.ops.topk, c.stored, {});
     const std::vector<double> bounds = oracle::topk_weight_bounds(c.ops.topk, c.logits(), out.ids);
     const oracle::TopKReference mine = oracle::select_topk(c.ops.topk, {c.logits(), {}, {}, {}});
     const std::vector<double> w(out.weights.begin(), out.weights.end());
@@ -191,6 +195,14 @@ TEST(GoldenRouting, BackendsMatchQwen3NextRouterNormalised) {
 }
 TEST(GoldenRouting, BackendsMatchQwen3NextRouterUnnormalised) {
   backends_match("routing_qwen3_next_unnormalised");
+}
+
+// The BF16 router path: the top-k reads BF16 logits (more exact ties: the adapter's case).
+TEST(GoldenRouting, OracleMatchesQwen3NextRouterBf16Logits) {
+  oracle_matches("routing_qwen3_next_bf16_logits");
+}
+TEST(GoldenRouting, BackendsMatchQwen3NextRouterBf16Logits) {
+  backends_match("routing_qwen3_next_bf16_logits");
 }
 
 TEST(GoldenRouting, OracleMatchesLongcatZeroExperts) {
@@ -288,8 +300,7 @@ TEST(GoldenRouting, PlantedWrongSetAndMissingRenormalisationAreCaught) {
   };
   expect_caught(judge_softmax(c, ids, ref.weights, exact, "planted off-by-one cut").set);
 
-  const oracle::RoutingOps raw =
-      oracle::make_routing_ops(c.config(false), c.rows, RouterPrecision::fp32_gate, false);
+  const oracle::RoutingOps raw = oracle::make_routing_ops(c.config(false), c.rows, c.path, false);
   const oracle::TopKReference unnorm = oracle::select_topk(raw.topk, {c.logits(), {}, {}, {}});
   const std::vector<double> bounds = oracle::topk_weight_bounds(c.ops.topk, c.logits(), unnorm.ids);
   expect_caught(judge_softmax(
