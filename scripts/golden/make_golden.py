@@ -464,6 +464,7 @@ def main():
     # A wider comb-logit range: the Sinkhorn converges slowly enough there that its iteration
     # count shows in the comb (the planted "one iteration too few" is judged on this case).
     mhc_case(w, 1609, "mhc_deepseek_v4_range12", 12.0)
+    mhc_case(w, 1619, "mhc_deepseek_v4_range60", 60.0)
     manifest = {
         "generator": "scripts/golden/make_golden.py",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,

@@ -122,7 +122,8 @@ void expect_all(const Checks& r) {
   expect_passed(r.block_in);
 }
 
-const char* const kCases[] = {"mhc_deepseek_v4", "mhc_deepseek_v4_range12"};
+const char* const kCases[] = {"mhc_deepseek_v4", "mhc_deepseek_v4_range12",
+                              "mhc_deepseek_v4_range60"};
 
 TEST(GoldenMhc, OracleMatchesDeepseekV4HyperConnection) {
   for (const char* name : kCases) {
