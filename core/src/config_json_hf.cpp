@@ -44,9 +44,6 @@ struct Candidate {
 // Why a key that looks like it could size something sets no field.
 std::string why_ignored(const std::string& key) {
   static const std::vector<std::pair<const char*, const char*>> kKnown = {
-      {"n_group",
-       "router groups (docs/spec/numerics.md §2): no effect on sizing; not Mamba's n_groups"},
-      {"topk_group", "router groups (docs/spec/numerics.md §2): no effect on sizing"},
       {"qk_head_dim", "MLA's q head is qk_nope_head_dim + qk_rope_head_dim (both read)"},
       {"model_type", "sets attn_gated only for qwen3_next"},
       {"rope_scaling", "no mrope_section / mrope_interleaved in it"},
@@ -178,6 +175,8 @@ bool has_own_rule(const std::string& field) {
                                                  "moe_layer_freq",
                                                  "attn_gated",
                                                  "use_routing_bias",
+                                                 "router_groups",
+                                                 "router_topk_groups",
                                                  "mrope_interleaved",
                                                  "rms_norm_eps"};
   return kOwnRule.count(field) != 0;
@@ -322,6 +321,40 @@ void read_routing_bias(HfConfig& hf, ModelConfig& c) {
     c.use_routing_bias = *b;
 }
 
+// Router groups (docs/spec/numerics.md §2, docs/spec/buffers.md §1.1): DeepSeek's n_group /
+// topk_group apply only under topk_method noaux_tc (greedy ignores them); DeepSeek-V2's
+// group_limited_greedy ranks groups by their best softmax score, a different rule, and is refused
+// by name rather than run as noaux_tc. The fields' own names apply whatever the method. No silent
+// default for topk_group: transformers assumes 4 when the key is absent, we refuse.
+void read_router_groups(HfConfig& hf, ModelConfig& c) {
+  const std::optional<std::string> method = hf.string_of("topk_method");
+  if (method == "group_limited_greedy")
+    throw Error(hf.path("topk_method") +
+                " = \"group_limited_greedy\" (DeepSeek-V2: groups ranked by their best softmax "
+                "score) is not supported: docs/spec/numerics.md §2 defines noaux_tc groups only");
+  if (method && *method != "noaux_tc" && *method != "greedy")
+    throw Error(hf.path("topk_method") + " = \"" + *method +
+                "\" is not one of noaux_tc, greedy (group_limited_greedy is refused)");
+  hf.note_read("topk_method", "router_groups");
+  const bool grouped = method == "noaux_tc";
+  if (!grouped)
+    for (const char* key : {"n_group", "topk_group"})
+      if (hf.find(key) != nullptr)
+        hf.note_ignored(key, method ? "topk_method = \"greedy\" ignores router groups"
+                                    : "router groups apply only with topk_method noaux_tc");
+  const auto groups = grouped ? uint_alias(hf, "router_groups", {"router_groups", "n_group"})
+                              : uint_alias(hf, "router_groups", {"router_groups"});
+  const auto kept = grouped
+                        ? uint_alias(hf, "router_topk_groups", {"router_topk_groups", "topk_group"})
+                        : uint_alias(hf, "router_topk_groups", {"router_topk_groups"});
+  if (groups) c.router_groups = *groups;
+  if (kept) c.router_topk_groups = *kept;
+  if (groups && *groups > 1 && !kept)
+    throw Error(hf.path(hf.find("n_group") != nullptr ? "n_group" : "router_groups") + " = " +
+                std::to_string(*groups) +
+                " without topk_group: how many groups are kept has no default");
+}
+
 void read_moe(HfConfig& hf, ModelConfig& c) {
   c.num_experts =
       uint_alias(hf, "num_experts", {"num_experts", "n_routed_experts", "num_local_experts"})
@@ -344,6 +377,7 @@ void read_moe(HfConfig& hf, ModelConfig& c) {
     c.first_k_dense = *k;
   read_moe_layer_freq(hf, c);
   read_routing_bias(hf, c);
+  read_router_groups(hf, c);
 }
 
 std::vector<LayerType> parse_hybrid_pattern(const std::string& pattern, const std::string& path) {

@@ -73,8 +73,35 @@ void check_attention(const ModelConfig& c) {
     require_multiple("num_attention_heads", c.num_attention_heads, "o_groups", c.o_groups);
 }
 
+// Group-limited routing (docs/spec/numerics.md §2): the E routed experts split into G equal
+// consecutive groups of at least two (a group's score is its two best choice scores), the g kept
+// groups must hold top_k experts, and zero experts (ids past E) belong to no group.
+void check_router_groups(const ModelConfig& c) {
+  const uint64_t G = c.router_groups, g = c.router_topk_groups, E = c.num_experts;
+  if (G <= 1) return;  // 0 or 1 group: no grouping (router_topk_groups then has no effect)
+  require_positive("router_topk_groups", g, "at least one group is kept");
+  if (E % G != 0)
+    reject(field_text("router_groups", G) + " does not divide " + field_text("num_experts", E) +
+           ": groups are equal and consecutive");
+  if (E / G < 2)
+    reject(field_text("router_groups", G) + " with " + field_text("num_experts", E) +
+           " leaves fewer than 2 experts per group (a group scores its two best)");
+  if (g > G)
+    reject(field_text("router_topk_groups", g) + " exceeds " + field_text("router_groups", G));
+  if (c.num_experts_per_tok > g * (E / G))
+    reject(field_text("num_experts_per_tok", c.num_experts_per_tok) + " exceeds the " +
+           std::to_string(g * (E / G)) + " experts of the kept groups (" +
+           field_text("router_topk_groups", g) + " of " + std::to_string(E / G) + " experts)");
+  if (c.zero_expert_num > 0)
+    reject(field_text("zero_expert_num", c.zero_expert_num) + " with " +
+           field_text("router_groups", G) + ": zero experts belong to no router group");
+}
+
 void check_moe(const ModelConfig& c) {
   if (c.num_experts == 0) {
+    if (c.router_groups > 1)
+      reject(field_text("router_groups", c.router_groups) +
+             " on a dense model (num_experts = 0): router groups need routed experts");
     if (c.intermediate_size == 0)
       reject(field_text("intermediate_size", c.intermediate_size) +
              " on a dense model (num_experts = 0): the FFN must have a width");
@@ -91,6 +118,7 @@ void check_moe(const ModelConfig& c) {
     reject(field_text("num_experts_per_tok", c.num_experts_per_tok) + " exceeds " +
            field_text("num_experts", c.num_experts));
   require_positive("moe_layer_freq", c.moe_layer_freq, "layer i is MoE iff (i+1) % freq == 0");
+  check_router_groups(c);
 }
 
 // A head count and its head dim come together: one without the other is a half-set field.

@@ -81,6 +81,28 @@ std::vector<uint32_t> ranked(const double* keys, uint64_t n) {
   return order;
 }
 
+// The two best experts of [begin, begin + n) under the total order: their keys, best first.
+std::pair<double, double> best_two(const double* keys, uint64_t begin, uint64_t n) {
+  uint64_t a = begin, b = begin + 1;
+  if (ranks_before(keys[b], static_cast<uint32_t>(b), keys[a], static_cast<uint32_t>(a)))
+    std::swap(a, b);
+  for (uint64_t e = begin + 2; e < begin + n; ++e) {
+    const auto id = static_cast<uint32_t>(e);
+    if (ranks_before(keys[e], id, keys[a], static_cast<uint32_t>(a))) {
+      b = a;
+      a = e;
+    } else if (ranks_before(keys[e], id, keys[b], static_cast<uint32_t>(b))) {
+      b = e;
+    }
+  }
+  return {keys[a], keys[b]};
+}
+
+void require_groups(const MoeTopKOp& op) {
+  const std::string why = op.group_error();
+  if (!why.empty()) throw Error(op.params() + ": " + why);
+}
+
 // Renormalised softmax weights of the selected ids (routing.h): e^(l_i − m_sel) over their sum,
 // m_sel = the largest selected logit. softmax_i / Σ_sel softmax_j = e^(l_i − m)/Σ_sel e^(l_j − m)
 // for any m (the factor e^(m − m')/Σ_all cancels), so this IS the softmax over all E' logits
@@ -194,9 +216,11 @@ TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in) {
     require_size(params, "token_ids", in.token_ids.size(), rows);
     require_size(params, "tid2eid", in.tid2eid.size(), (Size(vocab) * top_k).value());
   }
+  require_groups(op);
   const bool softmax = op.scoring == MoeScoring::softmax;
 
   TopKReference ref;
+  if (op.grouped()) ref.group_scores.resize((Size(rows) * op.groups).value());
   ref.ids.reserve(rows * top_k);
   ref.weights.reserve(rows * top_k);
   ref.keys.resize(rows * experts);
@@ -220,6 +244,21 @@ TopKReference select_topk(const MoeTopKOp& op, const TopKInputs& in) {
       for (uint64_t j = 0; j < top_k; ++j) {
         const auto id = static_cast<uint32_t>(in.tid2eid[token * top_k + j]);
         ids.push_back(id >= routed ? 0u : id);
+      }
+    } else if (op.grouped()) {
+      // The g best groups by their top-2 sums, then top_k by key among their experts.
+      const uint64_t G = op.groups, size = op.group_size();
+      double* gs = ref.group_scores.data() + t * G;
+      for (uint64_t q = 0; q < G; ++q) {
+        const auto [first, second] = best_two(key, q * size, size);
+        gs[q] = first + second;
+      }
+      std::vector<uint32_t> groups = ranked(gs, G);
+      groups.resize(op.topk_groups);
+      ref.kept_groups.insert(ref.kept_groups.end(), groups.begin(), groups.end());
+      for (uint32_t e : ranked(key, experts)) {
+        if (ids.size() == top_k) break;
+        if (std::find(groups.begin(), groups.end(), e / size) != groups.end()) ids.push_back(e);
       }
     } else {
       ids = ranked(key, experts);
@@ -296,6 +335,59 @@ std::vector<double> score_key_bounds(const MoeTopKOp& op, const std::vector<doub
   return bounds;
 }
 
+// ---- Group-limited routing ----
+
+std::vector<double> group_scores(const MoeTopKOp& op, const std::vector<double>& keys) {
+  const auto [rows, experts, routed, top_k, vocab] = op.shape();
+  require_groups(op);
+  require_size(op.params(), "keys", keys.size(), (Size(rows) * experts).value());
+  const uint64_t G = op.groups, size = op.group_size();
+  std::vector<double> out((Size(rows) * G).value());
+  for (uint64_t t = 0; t < rows; ++t)
+    for (uint64_t q = 0; q < G; ++q) {
+      const auto [first, second] = best_two(keys.data() + t * experts, q * size, size);
+      out[t * G + q] = first + second;
+    }
+  return out;
+}
+
+// Bound of a backend's group score Ŝ = fl(k̂_a + k̂_b), {a, b} the backend's two best of the
+// group by its own keys k̂, |k̂_i − k_i| ≤ e_i. With T(v) = the largest sum of two distinct
+// entries of the group:
+//   T(k̂) = k̂_a + k̂_b ≤ k_a + k_b + e_a + e_b ≤ T(k) + E2,
+//   T(k̂) ≥ k̂_p + k̂_q ≥ T(k) − e_p − e_q ≥ T(k) − E2    ({p, q} the oracle's top two),
+// E2 = the sum of the group's two largest bounds — sound whichever two experts the backend takes
+// (a near-tie inside the group may swap them). The FP32 sum then rounds once: u·|T(k̂)| ≤
+// u·(|S| + E2) (an overflow to Inf is outside the domain, as for the logits). A NaN score (a NaN
+// among the best two) ranks last on both sides: bound 0 there.
+std::vector<double> group_score_bounds(const MoeTopKOp& op, const std::vector<double>& keys,
+                                       const std::vector<double>& key_bounds) {
+  const auto [rows, experts, routed, top_k, vocab] = op.shape();
+  require_size(op.params(), "key_bounds", key_bounds.size(), keys.size());
+  const std::vector<double> scores = group_scores(op, keys);
+  const uint64_t G = op.groups, size = op.group_size();
+  constexpr double u = kFp32UnitRoundoff;
+  std::vector<double> out(scores.size(), 0.0);
+  for (uint64_t t = 0; t < rows; ++t)
+    for (uint64_t q = 0; q < G; ++q) {
+      const double S = scores[t * G + q];
+      if (std::isnan(S)) continue;
+      const double* e = key_bounds.data() + t * experts + q * size;
+      double first = 0.0, second = 0.0;
+      for (uint64_t i = 0; i < size; ++i) {
+        if (e[i] > first) {
+          second = first;
+          first = e[i];
+        } else if (e[i] > second) {
+          second = e[i];
+        }
+      }
+      const double e2 = first + second;
+      out[t * G + q] = e2 + u * (std::fabs(S) + e2);
+    }
+  return out;
+}
+
 // ---- Tie stability ----
 
 namespace {
@@ -328,10 +420,13 @@ std::optional<TieViolation> invalid_id(const RowView& v, uint64_t row, const uin
   return std::nullopt;
 }
 
+// `candidate(i)`: whether unselected expert i competes (without groups every expert does; with
+// groups only the experts of provably kept groups).
+template <class Candidate>
 std::optional<TieViolation> set_violation(const RowView& v, uint64_t row, const uint32_t* ids,
-                                          uint64_t k, uint64_t cols) {
+                                          uint64_t k, uint64_t cols, Candidate candidate) {
   for (uint32_t i = 0; i < cols; ++i) {
-    if (std::find(ids, ids + k, i) != ids + k) continue;
+    if (!candidate(i) || std::find(ids, ids + k, i) != ids + k) continue;
     for (uint64_t p = 0; p < k; ++p)
       if (v.provably_before(i, ids[p])) return violation(v, row, i, ids[p], "set");
   }
@@ -346,44 +441,146 @@ std::optional<TieViolation> order_violation(const RowView& v, uint64_t row, cons
   return std::nullopt;
 }
 
+// One row's groups as the tie check sees them: scores, bounds, which groups are provably
+// kept / out, the oracle's kept groups, and the first selected expert from a provably-out group.
+struct RowGroups {
+  uint64_t size = 0;  // experts per group
+  std::vector<bool> surely_kept, surely_out;
+  std::vector<uint32_t> order;  // groups in the oracle's order
+
+  RowGroups(const RowView& g, uint64_t G, uint64_t kept, uint64_t cols)
+      : size(cols / G), surely_kept(G), surely_out(G), order(ranked(g.key, G)) {
+    for (uint32_t a = 0; a < G; ++a) {
+      uint64_t outranked_by = 0, maybe_ahead = 0;
+      for (uint32_t b = 0; b < G; ++b) {
+        if (a == b) continue;
+        outranked_by += g.provably_before(b, a) ? 1 : 0;
+        maybe_ahead += g.provably_before(a, b) ? 0 : 1;
+      }
+      surely_out[a] = outranked_by >= kept;
+      surely_kept[a] = maybe_ahead < kept;
+    }
+  }
+  bool oracle_kept(uint32_t group, uint64_t kept) const {
+    return std::find(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kept), group) !=
+           order.begin() + static_cast<std::ptrdiff_t>(kept);
+  }
+};
+
+std::optional<TieViolation> group_violation(const RowView& g, const RowGroups& groups, uint64_t row,
+                                            const uint32_t* ids, uint64_t k, uint64_t kept) {
+  for (uint64_t p = 0; p < k; ++p) {
+    const auto a = static_cast<uint32_t>(ids[p] / groups.size);
+    if (!groups.surely_out[a]) continue;
+    // Name the kept-th group that provably outranks it (the one the cut falls after).
+    uint32_t named = a;
+    uint64_t seen = 0;
+    for (uint32_t b : groups.order)
+      if (b != a && g.provably_before(b, a) && ++seen == kept) named = b;
+    return TieViolation{row,
+                        named,
+                        a,
+                        g.key[named],
+                        g.key[a],
+                        g.bound[named],
+                        g.bound[a],
+                        fmt::format("group: expert {} selected from group {}, which {} "
+                                    "groups provably outrank (top {} kept)",
+                                    ids[p], a, kept, kept)};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 TieCheck tie_stability_check(const std::vector<double>& keys, const std::vector<double>& bounds,
                              uint64_t cols, uint64_t top_k,
-                             const std::vector<uint32_t>& backend_ids) {
+                             const std::vector<uint32_t>& backend_ids, GroupRule rule) {
   if (cols == 0 || top_k == 0 || top_k > cols || backend_ids.size() % top_k != 0)
     throw Error(fmt::format("tie_stability_check: top_k {} / cols {} / {} ids do not fit", top_k,
                             cols, backend_ids.size()));
   const uint64_t rows = backend_ids.size() / top_k;
   require_size("tie_stability_check", "keys", keys.size(), (Size(rows) * cols).value());
   require_size("tie_stability_check", "bounds", bounds.size(), keys.size());
+  const uint64_t G = rule.groups, kept = rule.kept;
+  const bool grouped = G > 1;
+  if (grouped &&
+      (cols % G != 0 || cols / G < 2 || kept == 0 || kept > G || top_k > kept * (cols / G)))
+    throw Error(
+        fmt::format("tie_stability_check: {} groups, {} kept, do not fit {} experts, top_k {}", G,
+                    kept, cols, top_k));
+  // Group scores and bounds through the one implementation (an op that carries only the shape).
+  std::vector<double> gscore, gbound;
+  if (grouped) {
+    MoeTopKOp shape;
+    shape.dims = {rows, cols, cols, top_k, 0};
+    shape.groups = G;
+    shape.topk_groups = kept;
+    gscore = group_scores(shape, keys);
+    gbound = group_score_bounds(shape, keys, bounds);
+  }
 
   TieCheck check;
+  check.grouped = grouped;
   check.rows.resize(rows);
   for (uint64_t t = 0; t < rows; ++t) {
     const RowView v{keys.data() + t * cols, bounds.data() + t * cols};
     const uint32_t* ids = backend_ids.data() + t * top_k;
-    const std::vector<uint32_t> order = ranked(v.key, cols);
     TieRowVerdict& r = check.rows[t];
+    std::optional<RowGroups> groups;
+    std::optional<RowView> g;
+    if (grouped) {
+      g = RowView{gscore.data() + t * G, gbound.data() + t * G};
+      groups.emplace(*g, G, kept, cols);
+    }
+    // The oracle's order of the candidates: every expert, or those of the oracle's kept groups.
+    std::vector<uint32_t> order;
+    for (uint32_t e : ranked(v.key, cols))
+      if (!groups || groups->oracle_kept(static_cast<uint32_t>(e / groups->size), kept))
+        order.push_back(e);
     r.cut_gap = INFINITY;
-    if (top_k < cols) {
+    if (top_k < order.size()) {
       const uint32_t a = order[top_k - 1], b = order[top_k];
       r.cut_gap = v.key[a] - v.key[b];
       r.cut_bound = v.bound[a] + v.bound[b];
       check.cut_unresolved += v.provably_before(a, b) ? 0 : 1;
     }
-    std::optional<TieViolation> bad = invalid_id(v, t, ids, top_k, cols);
+    std::optional<TieViolation> bad = invalid_id(v, t, ids, top_k, cols), group_bad;
     if (bad) {
       r.set_ok = r.order_ok = false;
     } else {
       std::optional<TieViolation> order_bad = order_violation(v, t, ids, top_k);
-      bad = set_violation(v, t, ids, top_k, cols);
+      bad = set_violation(v, t, ids, top_k, cols, [&](uint32_t i) {
+        return !groups || groups->surely_kept[i / groups->size];
+      });
       r.set_ok = !bad;
       r.order_ok = !order_bad;
       if (!bad) bad = std::move(order_bad);
+      if (groups) {
+        group_bad = group_violation(*g, *groups, t, ids, top_k, kept);
+        r.group_ok = !group_bad;
+      }
     }
     r.same_set = std::is_permutation(ids, ids + top_k, order.begin());
     check.sets_differ += r.same_set ? 0 : 1;
+    if (groups) {
+      const uint32_t a = groups->order[kept - 1];
+      r.group_cut_gap = INFINITY;
+      if (kept < G) {
+        const uint32_t b = groups->order[kept];
+        r.group_cut_gap = g->key[a] - g->key[b];
+        r.group_cut_bound = g->bound[a] + g->bound[b];
+        check.group_cut_unresolved += g->provably_before(a, b) ? 0 : 1;
+      }
+      for (uint64_t p = 0; p < top_k && r.same_groups; ++p)
+        r.same_groups = ids[p] < cols &&
+                        groups->oracle_kept(static_cast<uint32_t>(ids[p] / groups->size), kept);
+      check.groups_differ += r.same_groups ? 0 : 1;
+      if (group_bad) {
+        ++check.group_failures;
+        if (!check.first_group_bad) check.first_group_bad = std::move(group_bad);
+      }
+    }
     if (!bad) continue;
     ++check.failures;
     if (!check.first_bad) check.first_bad = std::move(bad);

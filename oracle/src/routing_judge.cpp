@@ -118,6 +118,36 @@ TensorComparison ids_comparison(std::string name, const TieCheck& check, uint64_
   return c;
 }
 
+// The group step of a grouped tie check as its own comparison: its first bad element names
+// the row, the group the backend selected from and the group that provably outranks it.
+TensorComparison groups_comparison(std::string name, const TieCheck& check, uint64_t top_k,
+                                   std::string formula) {
+  TensorComparison c;
+  c.name = std::move(name);
+  c.dtype = "u32";
+  c.rows = check.rows.size();
+  c.cols = top_k;
+  c.tol.formula = std::move(formula);
+  c.failures = check.group_failures;
+  if (check.first_group_bad) {
+    const TieViolation& v = *check.first_group_bad;
+    c.first_bad = Mismatch{v.row,
+                           v.before,
+                           v.after_key,
+                           v.before_key,
+                           v.after,
+                           fmt::format("{}: group {} (score {:.9g}, bound {:.3g}) ranks before "
+                                       "group {} (score {:.9g}, bound {:.3g}), gap {:.3g}",
+                                       v.reason, v.before, v.before_key, v.before_bound, v.after,
+                                       v.after_key, v.after_bound, v.before_key - v.after_key)};
+  }
+  return c;
+}
+
+constexpr const char* kGroupFormula =
+    "group A before B when S_A - S_B > eS_A + eS_B; S = sum of the group's two best keys, eS = "
+    "its two largest key bounds + u*(|S| + them); a group g others provably outrank is out";
+
 TensorComparison exact_count(std::string name, uint64_t got, uint64_t want) {
   TensorComparison c;
   c.name = std::move(name);
@@ -182,6 +212,15 @@ std::string format_tie_checks(const RoutingVerdict& v) {
         "within the bound {}\n",
         what, c->rows.size(), c->failures, c->sets_differ, c->cut_unresolved);
   };
+  const auto group_line = [&](const char* what, const std::optional<TieCheck>& c) {
+    if (!c || !c->grouped) return;
+    out += fmt::format(
+        "  {}: {} rows, {} failing, rows selecting outside the oracle's kept groups {}, group "
+        "cuts within the bound {}\n",
+        what, c->rows.size(), c->group_failures, c->groups_differ, c->group_cut_unresolved);
+  };
+  group_line("group step", v.ties);
+  group_line("group step on stored logits", v.stored_ties);
   line("tie check", v.ties);
   line("tie check on stored logits", v.stored_ties);
   line("exact-tie rule", v.exact_ties);
@@ -376,6 +415,7 @@ std::vector<double> weights_of_ids(const MoeTopKOp& op, const std::vector<double
   const auto [rows, experts, routed, top_k, vocab] = op.shape();
   MoeTopKOp chosen = op;
   chosen.hash = true;
+  chosen.groups = chosen.topk_groups = 1;  // the ids are chosen already
   chosen.norm_topk_prob = normalise;
   chosen.dims.routed_experts = experts;  // clamp nothing but ids ≥ E'
   chosen.dims.vocab = rows;
@@ -395,6 +435,10 @@ TieCheck exact_tie_check(const MoeTopKOp& op, const std::vector<double>& logits,
   for (uint64_t t = 0; t < rows; ++t) {
     const double* l = logits.data() + t * experts;
     const uint32_t* id = ids.data() + t * top_k;
+    const auto group_has_selected = [&](uint64_t group) {
+      return std::any_of(id, id + top_k,
+                         [&](uint32_t e) { return e < experts && e / op.group_size() == group; });
+    };
     std::optional<TieViolation> bad;
     for (uint64_t pj = 0; pj < top_k && !bad; ++pj) {
       const uint32_t j = id[pj];
@@ -404,6 +448,9 @@ TieCheck exact_tie_check(const MoeTopKOp& op, const std::vector<double>& logits,
         if (op.use_bias && !same_value(bias[i], bias[j])) continue;
         const auto pi = static_cast<uint64_t>(std::find(id, id + top_k, i) - id);
         if (pi < pj) continue;
+        // With groups an unselected i competes only if its group was kept: i's group holds a
+        // selected expert (j's own group, or another).
+        if (pi == top_k && op.grouped() && !group_has_selected(i / op.group_size())) continue;
         bad = TieViolation{t,
                            i,
                            j,
@@ -443,7 +490,10 @@ RoutingVerdict judge_topk(const MoeTopKOp& op, const StoredLogits& logits, const
   } else {
     const std::vector<double> zero(l.size(), 0.0);
     const std::vector<double> kb = score_key_bounds(op, l, zero, in.bias);
-    v.ties = tie_stability_check(ref.keys, kb, experts, top_k, out.ids);
+    v.ties = tie_stability_check(ref.keys, kb, experts, top_k, out.ids, GroupRule::of(op));
+    if (op.grouped())
+      checks.push_back(groups_comparison("topk_groups (group step, stored logits)", *v.ties, top_k,
+                                         kGroupFormula));
     checks.push_back(ids_comparison(
         "topk_ids (set/order, stored logits)", *v.ties, top_k,
         "i before j when key_i - key_j > e_i + e_j; e = score_key_bounds(stored logits, e_l = 0): "
@@ -485,7 +535,13 @@ RoutingVerdict judge_routing_chain(const RoutingOps& ops, const RouterInputs& ro
   const std::vector<double> logit_bounds = router_logit_bounds(ops.router, router_in, u);
   const TopKReference ref = select_topk(op, {exact, topk_in.bias, {}, {}});
   const std::vector<double> kb = score_key_bounds(op, exact, logit_bounds, topk_in.bias);
-  v.ties = tie_stability_check(ref.keys, kb, op.shape().experts, op.shape().top_k, out.topk.ids);
+  v.ties = tie_stability_check(ref.keys, kb, op.shape().experts, op.shape().top_k, out.topk.ids,
+                               GroupRule::of(op));
+  if (op.grouped())
+    v.report.checks.push_back(
+        groups_comparison(fmt::format("topk_groups (group step, tie stability, {} path)",
+                                      to_string(ops.router.precision)),
+                          *v.ties, op.shape().top_k, kGroupFormula));
   v.report.checks.push_back(ids_comparison(
       fmt::format("topk_ids (tie stability, {} path)", to_string(ops.router.precision)), *v.ties,
       op.shape().top_k,

@@ -55,6 +55,16 @@ void moe(ModelConfig& c) {
   c.use_routing_bias = c.scoring_func != "softmax" && flag();
   if (flag()) c.shared_expert_intermediate_size = dim(1, 4000);
   if (flag()) c.zero_expert_num = dim(1, 64);
+  // Router groups (docs/spec/numerics.md §2): G | E (the experts trimmed to a multiple), no zero
+  // experts, top_k within the kept groups.
+  if (c.zero_expert_num == 0 && c.num_experts >= 4 && flag()) {
+    const uint64_t groups = dim(2, std::min<uint64_t>(c.num_experts / 2, 64));
+    c.num_experts -= c.num_experts % groups;
+    c.num_experts_per_tok = std::min(c.num_experts_per_tok, c.num_experts);
+    const uint64_t size = c.num_experts / groups;
+    c.router_groups = groups;
+    c.router_topk_groups = dim((c.num_experts_per_tok + size - 1) / size, groups);
+  }
   if (flag()) c.moe_latent_size = dim(1, 2000);
   if (flag()) c.first_k_dense = dim(1, c.num_hidden_layers);
   if (flag()) c.num_hash_layers = dim(1, 4);

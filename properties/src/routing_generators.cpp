@@ -24,7 +24,8 @@ enum Stream : uint64_t {
   kRows,
   kLogits,
   kDesign,
-  kFarBelow
+  kFarBelow,
+  kGroups
 };
 
 // A hash-driven source of draws for one (seed, stream).
@@ -146,6 +147,8 @@ const char* to_string(RoutingPattern p) {
       return "bf16-ulp-apart";
     case RoutingPattern::near_ties:
       return "near-ties";
+    case RoutingPattern::group_ties:
+      return "group-ties";
   }
   return "?";
 }
@@ -157,8 +160,9 @@ std::string RoutingCase::describe() const {
     << " top_k=" << config.num_experts_per_tok << " scoring=" << config.scoring_func
     << " bias=" << config.use_routing_bias << " norm_topk_prob=" << config.norm_topk_prob
     << " scale=" << config.routed_scaling_factor << " path=" << to_string(precision)
-    << " hash=" << hash << " vocab=" << config.vocab_size << " pattern=" << to_string(pattern)
-    << " magnitude=2^" << magnitude << " seed=" << seed;
+    << " hash=" << hash << " vocab=" << config.vocab_size << " groups=" << config.router_topk_groups
+    << "/" << config.router_groups << " pattern=" << to_string(pattern) << " magnitude=2^"
+    << magnitude << " seed=" << seed;
   return s.str();
 }
 
@@ -198,6 +202,15 @@ rc::Gen<RoutingCase> routing_case(const RoutingRanges& ranges) {
         rc::kNominalSize, rc::gen::inRange<size_t>(0, std::size(kRoutingPatterns)))];
     c.magnitude = *rc::gen::oneOf(rc::gen::inRange(-6, 9), rc::gen::element(-100, 100));
     c.seed = *rc::gen::arbitrary<uint64_t>();
+    if (!c.hash && max_e >= 4 && *rc::gen::element(false, false, true)) {
+      const uint64_t groups = *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(16, max_e / 2) + 1);
+      const uint64_t size =
+          *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(64, max_e / groups) + 1);
+      const uint64_t kept = *rc::gen::inRange<uint64_t>(1, groups + 1);
+      const uint64_t top_k =
+          *rc::gen::inRange<uint64_t>(1, std::min(ranges.max_top_k, kept * size) + 1);
+      with_router_groups(c, groups, size, kept, top_k);
+    }
     const bool designed =
         c.pattern == RoutingPattern::bf16_ulp_apart || c.pattern == RoutingPattern::near_ties;
     if (designed) m.hidden_size = std::max<uint64_t>(m.hidden_size, 3);
@@ -208,6 +221,55 @@ rc::Gen<RoutingCase> routing_case(const RoutingRanges& ranges) {
   });
 }
 
+void with_router_groups(RoutingCase& c, uint64_t groups, uint64_t size, uint64_t kept,
+                        uint64_t top_k) {
+  ModelConfig& m = c.config;
+  m.zero_expert_num = 0;
+  m.num_experts = groups * size;
+  m.router_groups = groups;
+  m.router_topk_groups = kept;
+  m.num_experts_per_tok = top_k;
+}
+
+namespace {
+
+// group_ties: each router group q ≥ 1 (blocks of 4 experts without groups) copies, with
+// probability 1/2, the gate rows and bias of an earlier group — exactly tied group scores, the
+// lower group index ranking first. A quarter of the copies reverse the rows (the same top-2 sum
+// from other positions); another quarter move one row's column-0 weight by one BF16 ULP with
+// column 0's x 2^12 below the rest (perturbed_rows' trick: the group score moves by far less
+// than a BF16 ULP of the logits, often less than the FP32 bound).
+// Returns the expert copies (to, from), for the bias.
+std::vector<std::pair<uint64_t, uint64_t>> group_copies(const RoutingCase& c, RoutingTensors& t,
+                                                        int px) {
+  std::vector<std::pair<uint64_t, uint64_t>> copies;
+  const uint64_t h = c.config.hidden_size, experts = c.experts();
+  const uint64_t size = c.config.router_groups > 1 ? experts / c.config.router_groups : 4;
+  Draws d{c.seed, kGroups};
+  if (h > 1) {
+    Draws x{c.seed, kX, 1u << 21};
+    for (uint64_t r = 0; r < c.rows; ++r) t.x_bf16[r * h] = bits_of(x.bf16_value(px - 12, 2));
+  }
+  for (uint64_t q = 1; q * size + size <= experts; ++q) {
+    if (!d.one_in(2)) continue;
+    const uint64_t src = d.below(q);
+    const uint64_t how = d.below(4);  // 0: reversed, 1: perturbed, else exact copy
+    for (uint64_t i = 0; i < size; ++i) {
+      const uint64_t from = src * size + (how == 0 ? size - 1 - i : i), to = q * size + i;
+      std::copy_n(t.weight.begin() + static_cast<std::ptrdiff_t>(from * h), h,
+                  t.weight.begin() + static_cast<std::ptrdiff_t>(to * h));
+      copies.emplace_back(to, from);
+    }
+    if (how == 1) {
+      uint16_t& b = t.weight[(q * size + d.below(size)) * h];
+      b = static_cast<uint16_t>((b & 0x7F80u) == 0x7F00u ? b - 1 : b + 1);  // stay finite
+    }
+  }
+  return copies;
+}
+
+}  // namespace
+
 RoutingTensors routing_tensors(const RoutingCase& c) {
   const uint64_t h = c.config.hidden_size, experts = c.experts();
   RoutingTensors t;
@@ -216,6 +278,7 @@ RoutingTensors routing_tensors(const RoutingCase& c) {
   // Random patterns: |l| ≈ √h·|x|·|w| ≈ 2^magnitude.
   const int px = c.magnitude / 2;
   const int pw = c.magnitude - px - log2_floor(h) / 2;
+  std::vector<std::pair<uint64_t, uint64_t>> copies;
   switch (c.pattern) {
     case RoutingPattern::bf16_ulp_apart:
     case RoutingPattern::near_ties:
@@ -243,6 +306,10 @@ RoutingTensors routing_tensors(const RoutingCase& c) {
       random_rows(c, t, px, pw);
       duplicate_rows(c, t);
       break;
+    case RoutingPattern::group_ties:
+      random_rows(c, t, px, pw);
+      copies = group_copies(c, t, px);
+      break;
     case RoutingPattern::random:
       random_rows(c, t, px, pw);
       break;
@@ -259,6 +326,8 @@ RoutingTensors routing_tensors(const RoutingCase& c) {
         designed && i % h < 3 ? static_cast<float>(v) : static_cast<float>(v * (1.0 + j * 0x1p-20));
   }
   if (c.config.use_routing_bias && c.config.scoring_func != "softmax") t.bias = bias_of(c);
+  for (const auto& [to, from] : copies)  // group_ties: the bias follows the copied rows
+    if (!t.bias.empty()) t.bias[to] = t.bias[from];
   if (c.hash) hash_tables(c, t.token_ids, t.tid2eid);
   return t;
 }

@@ -453,6 +453,61 @@ TEST_F(MoeRoutingKernel, TopKHashSoftmaxRenormalisesExpertsFarBelowTheMax) {
 
 // One row of E' logits: E' > kMaxScoredExperts (1024), top_k > kMaxTopK (32) and top_k > E'
 // are refused before any read, on one row and on two; the limits themselves run.
+// ---- group-limited routing (docs/spec/numerics.md §2) ----
+
+MoeTopKOp grouped_op(uint64_t rows, uint64_t groups, uint64_t size, uint64_t kept, uint64_t top_k) {
+  ModelConfig c = moe_config(8, groups * size, top_k);
+  c.scoring_func = "softmax";  // keys = the logits: exact arithmetic on small integers
+  c.router_groups = groups;
+  c.router_topk_groups = kept;
+  return MoeTopKOp::make(c, rows, true, false);
+}
+
+// Four groups of two, keep 2, top 2. Row 0: group sums 10, 11, 11.5, 2 keep groups 2 and 1, so
+// expert 0 (the row's best, 10) is out and the ids are [4, 2]; ranking groups by their single
+// best key (mutant M-GROUP) keeps groups 0 and 2: [0, 4], the ungrouped answer.
+TEST_F(MoeRoutingKernel, TopKGroupsRankByTheirTwoBestAndTheMutantByTheBestAlone) {
+  const MoeTopKOp op = grouped_op(1, 4, 2, 2, 2);
+  const TopKCase in{{10, 0, 6, 5, 7, 4.5f, 1, 1}, {}, {}, {}, {}};
+  EXPECT_EQ(run_topk(backend(), op, in).ids, (Ids{4, 2}));
+  EXPECT_EQ(run_topk(backend(), op, in, Mutant::M_GROUP).ids, (Ids{0, 4}));
+  expect_matches_oracle(op, in, run_topk(backend(), op, in));
+}
+
+// Exactly tied group scores go to the lower group index: groups 1 and 2 both sum to 11, one is
+// kept — group 1: [2, 3]. Groups are consecutive: 3 groups of 4 over 12 experts, keep 1.
+TEST_F(MoeRoutingKernel, TopKTiedGroupScoresKeepTheLowerGroup) {
+  const MoeTopKOp op = grouped_op(2, 4, 2, 1, 2);
+  const TopKCase in{{3, 3, 6, 5, 5, 6, 0, 0, /* row 1 */ 1, 1, 1, 1, 1, 1, 1, 1}, {}, {}, {}, {}};
+  const TopKRun r = run_topk(backend(), op, in);
+  EXPECT_EQ(r.ids, (Ids{2, 3, 0, 1}));
+  expect_matches_oracle(op, in, r);
+  const MoeTopKOp wide = grouped_op(1, 3, 4, 1, 3);
+  const TopKCase w{{0, 9, 0, 9, 9, 0, 9, 0, 5, 5, 5, 5}, {}, {}, {}, {}};
+  EXPECT_EQ(run_topk(backend(), wide, w).ids, (Ids{1, 3, 0}));
+  expect_matches_oracle(wide, w, run_topk(backend(), wide, w));
+}
+
+// Group fields that do not fit the shape are refused with an Error naming the problem.
+TEST_F(MoeRoutingKernel, TopKRefusesGroupsThatDoNotFit) {
+  const TopKCase in{{1, 2, 3, 4, 5, 6}, {}, {}, {}, {}};
+  const auto refuses = [&](uint64_t groups, uint64_t kept, uint64_t top_k, const char* why) {
+    MoeTopKOp op = topk_op(1, 6, top_k, "softmax");
+    op.groups = groups;
+    op.topk_groups = kept;
+    try {
+      run_topk(backend(), op, in);
+      ADD_FAILURE() << groups << "/" << kept << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refuses(4, 1, 1, "do not divide");
+  refuses(6, 1, 1, "groups of 1 expert");
+  refuses(3, 4, 1, "kept groups 4 not in [1, 3]");
+  refuses(3, 1, 3, "top_k 3 exceeds the 2 experts of the kept groups");
+}
+
 TEST_F(MoeRoutingKernel, TopKRefusesShapesBeyondItsLimits) {
   auto run = [](uint64_t rows, uint64_t experts, uint64_t top_k) {
     const MoeTopKOp op = topk_op(rows, experts, top_k, "softmax");
@@ -562,6 +617,97 @@ TEST_F(MoeRoutingKernel, ChainsAreTieStableAndAgreeWithTheCpuWhereProvable) {
                 backend().name().c_str(), static_cast<unsigned long long>(provable_rows),
                 static_cast<unsigned long long>(rows));
   EXPECT_TRUE(ok);
+}
+
+// Grouped chains with adversarial group scores (group_ties: whole groups copied, reversed or
+// moved below a BF16 ULP): the judge passes (group step included), and — the group-step
+// property of docs/spec/numerics.md §2, checked here apart from the judge — in every row where
+// each oracle-kept group provably outranks every other group (group scores and bounds of the
+// exact logits of the stored inputs), the backend selects only from the oracle's kept groups.
+TEST_F(MoeRoutingKernel, GroupedChainsKeepTheOraclesGroupsWhereProvable) {
+  uint64_t resolved = 0, rows = 0;
+  const bool ok = rc::check("grouped routing chain: kept groups where provable", [&] {
+    gen::RoutingCase c = *gen::routing_case(gen::RoutingRanges{});
+    c.hash = false;
+    const uint64_t groups = *rc::gen::inRange<uint64_t>(2, 17);
+    const uint64_t size =
+        *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(64, kMaxScoredExperts / groups) + 1);
+    const uint64_t kept = *rc::gen::inRange<uint64_t>(1, groups + 1);
+    const uint64_t top_k = *rc::gen::inRange<uint64_t>(1, std::min(kMaxTopK, kept * size) + 1);
+    gen::with_router_groups(c, groups, size, kept, top_k);
+    c.pattern = *rc::gen::element(gen::RoutingPattern::group_ties, gen::RoutingPattern::group_ties,
+                                  gen::RoutingPattern::near_ties, gen::RoutingPattern::random);
+    c.config.hidden_size = std::min<uint64_t>(c.config.hidden_size, 256);
+    if (c.pattern == gen::RoutingPattern::near_ties)
+      c.config.hidden_size = std::max<uint64_t>(c.config.hidden_size, 3);
+    RC_LOG() << c.describe() << "\n";
+    const Prepared p = prepare(c);
+    const auto got = run_chain(backend(), p);
+    const auto v = oracle::judge_routing_chain(p.ops, p.router_in, p.topk_in, got, gemm_u(),
+                                               backend().name(), c.seed);
+    RC_LOG() << oracle::format_verdict(v);
+    RC_ASSERT(v.passed());
+    const MoeTopKOp& op = p.ops.topk;
+    const auto exact = oracle::router_logits(p.ops.router, p.router_in, oracle::Mode::exact);
+    const auto ref = oracle::select_topk(op, {exact, p.topk_in.bias, {}, {}});
+    const auto key_bounds = oracle::score_key_bounds(
+        op, exact, oracle::router_logit_bounds(p.ops.router, p.router_in, gemm_u()),
+        p.topk_in.bias);
+    const auto score = oracle::group_scores(op, ref.keys);
+    const auto bound = oracle::group_score_bounds(op, ref.keys, key_bounds);
+    for (uint64_t t = 0; t < c.rows; ++t) {
+      ++rows;
+      const auto first = ref.kept_groups.begin() + static_cast<std::ptrdiff_t>(t * kept);
+      const auto last = first + static_cast<std::ptrdiff_t>(kept);
+      bool provable = true;
+      for (uint64_t a = 0; a < groups && provable; ++a) {
+        if (std::find(first, last, a) == last) continue;
+        for (uint64_t b = 0; b < groups && provable; ++b)
+          if (std::find(first, last, b) == last)
+            provable = score[t * groups + a] - score[t * groups + b] >
+                       bound[t * groups + a] + bound[t * groups + b];
+      }
+      if (!provable) continue;
+      ++resolved;
+      for (uint64_t j = 0; j < top_k; ++j)
+        RC_ASSERT(std::find(first, last, got.topk.ids[t * top_k + j] / size) != last);
+    }
+  });
+  std::printf("%s: grouped chains, %llu of %llu rows with a provable group cut\n",
+              backend().name().c_str(), static_cast<unsigned long long>(resolved),
+              static_cast<unsigned long long>(rows));
+  EXPECT_TRUE(ok);
+}
+
+// M-GROUP (groups ranked by their single best key) on DeepSeek-V3's routing shape (256 experts,
+// 8 groups, keep 4, top 8, sigmoid + bias): the group step's check fails, naming a group.
+TEST_F(MoeRoutingKernel, MutantGroupIsCaughtByTheGroupStep) {
+  gen::RoutingCase c;
+  c.config.hidden_size = 64;
+  c.config.scoring_func = "sigmoid";
+  c.config.use_routing_bias = true;
+  c.config.norm_topk_prob = true;
+  c.config.routed_scaling_factor = 2.5;
+  c.config.vocab_size = 1;
+  gen::with_router_groups(c, 8, 32, 4, 8);
+  c.rows = 32;
+  c.precision = RouterPrecision::fp32_gate;
+  c.seed = 16;
+  const Prepared p = prepare(c);
+  const auto judge = [&](Mutant m) {
+    const MutantScope scope(backend(), m);
+    return oracle::judge_routing_chain(p.ops, p.router_in, p.topk_in, run_chain(backend(), p),
+                                       gemm_u(), backend().name(), c.seed);
+  };
+  const auto good = judge(Mutant::none);
+  EXPECT_TRUE(good.passed()) << oracle::format_verdict(good);
+  const auto bad = judge(Mutant::M_GROUP);
+  ASSERT_TRUE(bad.ties && bad.ties->first_group_bad) << oracle::format_verdict(bad);
+  EXPECT_GT(bad.ties->group_failures, 0u);
+  EXPECT_EQ(bad.ties->first_group_bad->reason.rfind("group: ", 0), 0u);
+  std::printf("M-GROUP on %s: %llu of %llu rows fail the group step: %s\n",
+              backend().name().c_str(), static_cast<unsigned long long>(bad.ties->group_failures),
+              static_cast<unsigned long long>(c.rows), bad.ties->first_group_bad->reason.c_str());
 }
 
 TEST_F(MoeRoutingKernel, TopKOnStoredLogitsWithTiesNanAndInf) {

@@ -40,6 +40,9 @@ const std::vector<Tie> kRemainingTies = {
     {"n_groups | mamba_num_heads", "validation: mamba_num_heads % max(n_groups, 1) == 0 (§1)"},
     {"index_compress_ratio | index_topk",
      "validation: index_topk % index_compress_ratio == 0 when the ratio is > 0 (§1)"},
+    {"router_groups | num_experts",
+     "validation: num_experts % router_groups == 0 when router_groups > 1 (docs/spec/numerics.md "
+     "§2)"},
 };
 
 // The mechanism each field belongs to; presence ties are scanned only across mechanisms.
@@ -65,6 +68,8 @@ const std::map<std::string, std::string> kMechanism = {
     {"zero_expert_num", "moe"},
     {"moe_latent_size", "moe"},
     {"num_hash_layers", "moe"},
+    {"router_groups", "moe"},
+    {"router_topk_groups", "moe"},
     {"first_k_dense", "moe"},
     {"moe_layer_freq", "moe"},
     {"norm_topk_prob", "moe"},

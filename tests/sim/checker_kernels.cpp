@@ -59,6 +59,24 @@ __global__ void shared_handoff_kernel(float* out, bool barrier) {
   if (threadIdx.x == 1) out[0] = value;
 }
 
+// Warp-synchronous hand-off: thread 0 stores, a __syncwarp, then a reader loads. mode 0: the
+// full warp syncs and lane 1 reads (ordered: CUDA's __syncwarp is a memory barrier among its
+// lanes); mode 1: lane 0 syncs alone (mask 1), lane 1 reads (a race); mode 2: warp 0 syncs and
+// thread 32, of the other warp, reads (a race: __syncwarp orders nothing across warps).
+__global__ void shared_warp_handoff_kernel(float* out, int mode) {
+  BL_SHARED(float, value);
+  if (threadIdx.x == 0) value = 1.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) value = 1.0f;
+  if (threadIdx.x < 32) {
+    if (mode != 1)
+      __syncwarp();
+    else if (threadIdx.x == 0)
+      __syncwarp(1u);
+  }
+  if (threadIdx.x == (mode == 2 ? 32u : 1u)) out[0] = value;
+}
+
 __global__ void shared_read_kernel(float* out, bool store_first) {
   BL_SHARED(float, value);
   if (store_first) value = 2.0f;
@@ -199,6 +217,12 @@ int shared_store_load_no_barrier() {
 int shared_store_load_barrier() {
   float* out = device_array<float>(1);
   BL_LAUNCH(shared_handoff_kernel, 1, 2, 0, nullptr, out, true);
+  return finish(out);
+}
+
+int shared_warp_handoff(int mode) {
+  float* out = device_array<float>(1);
+  BL_LAUNCH(shared_warp_handoff_kernel, 1, 64, 0, nullptr, out, mode);
   return finish(out);
 }
 

@@ -33,6 +33,9 @@ int two_threads_store_across_a_barrier();
 // a __syncthreads() between.
 int shared_store_load_no_barrier();
 int shared_store_load_barrier();
+// Store, __syncwarp, load in one warp (mode 0, ordered); the reader outside the sync's mask (1)
+// or in the other warp (2): races.
+int shared_warp_handoff(int mode);
 
 // shared_uninit: a load of a __shared__ value no thread stored; twin: stored first.
 int shared_load_unwritten();

@@ -150,6 +150,19 @@ TEST_F(SimChecker, SharedRaceTwinWithBarrier) {
   expect_none();
 }
 
+TEST_F(SimChecker, SharedRaceTwinOrderedBySyncwarp) {
+  EXPECT_EQ(shared_warp_handoff(0), kSuccess);
+  expect_none();
+}
+TEST_F(SimChecker, SharedRaceSyncwarpWithoutTheReader) {
+  EXPECT_EQ(shared_warp_handoff(1), kSuccess);
+  expect_only(Check::shared_race, "shared_warp_handoff_kernel", "block (0,0,0) thread (");
+}
+TEST_F(SimChecker, SharedRaceSyncwarpOfAnotherWarp) {
+  EXPECT_EQ(shared_warp_handoff(2), kSuccess);
+  expect_only(Check::shared_race, "shared_warp_handoff_kernel", "block (0,0,0) thread (");
+}
+
 // ---- shared_uninit ----
 
 TEST_F(SimChecker, SharedUninitLoad) {

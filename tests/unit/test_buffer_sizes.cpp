@@ -227,7 +227,7 @@ TEST(SizingMutants, ChangeTheCataloguedFieldsOnly) {
   EXPECT_EQ(with(Mutant::B10).params.logits_tokens, 17u);  // min(m, ...) still caps at m
   // Mutants of layouts, plans and kernels leave the sizing alone.
   for (Mutant m : {Mutant::B3, Mutant::B7, Mutant::B13, Mutant::B14, Mutant::M_TIE, Mutant::M_SKCOL,
-                   Mutant::M_GDNCARRY, Mutant::M_SSDSTATE})
+                   Mutant::M_GDNCARRY, Mutant::M_SSDSTATE, Mutant::M_GROUP, Mutant::M_SKORDER})
     EXPECT_EQ(with(m).total_bytes(), good.total_bytes()) << to_string(m);
 }
 
@@ -256,9 +256,11 @@ TEST(SizingMutants, B2B11B15ShrinkTheirBuffersWhereTheyBite) {
 TEST(SizingMutants, NamesFollowTheCatalogue) {
   EXPECT_STREQ(to_string(Mutant::M_TIE), "M-TIE");
   EXPECT_EQ(mutant_from_string("M-SKCOL"), Mutant::M_SKCOL);
+  EXPECT_EQ(mutant_from_string("M-SKORDER"), Mutant::M_SKORDER);
   EXPECT_EQ(mutant_from_string("B12"), Mutant::B12);
   EXPECT_THROW(mutant_from_string("B99"), Error);
-  EXPECT_EQ(all_mutants().size(), 19u);
+  EXPECT_EQ(mutant_from_string("M-GROUP"), Mutant::M_GROUP);
+  EXPECT_EQ(all_mutants().size(), 21u);
 }
 
 }  // namespace

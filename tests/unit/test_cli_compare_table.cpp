@@ -34,6 +34,7 @@ TEST(CliCompareTable, MutantToOpMap) {
   EXPECT_EQ(compare_ops_accepting(Mutant::M_TIE), "topk");
   EXPECT_EQ(compare_ops_accepting(Mutant::B13), "hc-post");
   EXPECT_EQ(compare_ops_accepting(Mutant::M_SKCOL), "hc-pre");
+  EXPECT_EQ(compare_ops_accepting(Mutant::M_SKORDER), "hc-pre");
   EXPECT_EQ(compare_ops_accepting(Mutant::M_GDNCARRY), "gdn");
   EXPECT_EQ(compare_ops_accepting(Mutant::B15), "gdn");
   EXPECT_EQ(compare_ops_accepting(Mutant::M_SSDSTATE), "ssd");
@@ -42,8 +43,9 @@ TEST(CliCompareTable, MutantToOpMap) {
 }
 
 TEST(CliCompareTable, KernelMutantsByFamilyThenMutantOrder) {
-  const std::vector<Mutant> expected{Mutant::B14,     Mutant::M_TIE,      Mutant::B13,
-                                     Mutant::M_SKCOL, Mutant::M_GDNCARRY, Mutant::M_SSDSTATE};
+  const std::vector<Mutant> expected{Mutant::B14,        Mutant::M_TIE,     Mutant::M_GROUP,
+                                     Mutant::B13,        Mutant::M_SKCOL,   Mutant::M_SKORDER,
+                                     Mutant::M_GDNCARRY, Mutant::M_SSDSTATE};
   EXPECT_EQ(compare_kernel_mutants(), expected);
 }
 
@@ -56,6 +58,7 @@ TEST(CliCompareTable, NumericFamiliesAndTheirMutants) {
   EXPECT_EQ(family_of_kernel_mutant(Mutant::M_TIE), NumericFamily::routing);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::B13), NumericFamily::mhc);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::M_SKCOL), NumericFamily::mhc);
+  EXPECT_EQ(family_of_kernel_mutant(Mutant::M_SKORDER), NumericFamily::mhc);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::M_GDNCARRY), NumericFamily::gdn);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::M_SSDSTATE), NumericFamily::ssd);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::B15), NumericFamily::none);  // a sizing mutant

@@ -307,7 +307,7 @@ TEST_F(CliTest, ConfigExplainTableOfGlm5) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const std::string line :
        {"read     head_dim ", "read     n_routed_experts ", "ignored  qk_head_dim ", "derived  -",
-        "= n_shared_experts × moe_intermediate_size = 2048", "default  -", "ignored  n_group ",
+        "= n_shared_experts × moe_intermediate_size = 2048", "default  -", "read     n_group ",
         "keys read,", "keys ignored"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   expect_error({"config", "--preset", "qwen3-8b", "--explain"}, "--explain needs --config");

@@ -179,6 +179,62 @@ TEST(ConfigBadJson, TopKExceedsExperts) {
                    {"bad.json: ", "num_experts_per_tok = 12 exceeds num_experts = 8"});
 }
 
+// ---- router groups (docs/spec/numerics.md §2, docs/spec/buffers.md §1.1) ----
+
+json grouped(json extra) {
+  json j = {{"num_experts", 16},
+            {"num_experts_per_tok", 4},
+            {"moe_intermediate_size", 64},
+            {"scoring_func", "sigmoid"},
+            {"topk_method", "noaux_tc"},
+            {"n_group", 4},
+            {"topk_group", 2}};
+  if (extra.is_object()) j.update(extra);  // `{}` is null
+  return j;
+}
+
+TEST(ConfigBadJson, RouterGroupsMustDivideTheExperts) {
+  expect_bad_patch(grouped({{"n_group", 3}}),
+                   {"router_groups = 3 does not divide num_experts = 16"});
+}
+
+TEST(ConfigBadJson, RouterGroupsHoldTwoExpertsAtLeast) {
+  expect_bad_patch(grouped({{"n_group", 16}, {"topk_group", 8}}),
+                   {"router_groups = 16", "fewer than 2 experts per group"});
+}
+
+TEST(ConfigBadJson, KeptGroupsAtMostTheGroups) {
+  expect_bad_patch(grouped({{"topk_group", 5}}),
+                   {"router_topk_groups = 5 exceeds router_groups = 4"});
+  expect_bad_patch(grouped({{"topk_group", 0}}), {"router_topk_groups = 0"});
+}
+
+TEST(ConfigBadJson, TopKWithinTheKeptGroups) {
+  expect_bad_patch(grouped({{"topk_group", 1}, {"num_experts_per_tok", 5}}),
+                   {"num_experts_per_tok = 5 exceeds the 4 experts of the kept groups"});
+}
+
+TEST(ConfigBadJson, ZeroExpertsHaveNoRouterGroup) {
+  expect_bad_patch(grouped({{"zero_expert_num", 2}}),
+                   {"zero_expert_num = 2 with router_groups = 4"});
+}
+
+TEST(ConfigBadJson, GroupLimitedGreedyIsRefusedByName) {
+  expect_bad_patch(grouped({{"topk_method", "group_limited_greedy"}}),
+                   {"topk_method = \"group_limited_greedy\"", "DeepSeek-V2", "not supported"});
+}
+
+TEST(ConfigBadJson, UnknownTopKMethodIsAnError) {
+  expect_bad_patch(grouped({{"topk_method", "aux_free"}}),
+                   {"topk_method = \"aux_free\" is not one of noaux_tc, greedy"});
+}
+
+TEST(ConfigBadJson, NGroupWithoutTopKGroupHasNoDefault) {
+  json j = grouped({});
+  j.erase("topk_group");
+  expect_bad_patch(j, {"n_group = 4 without topk_group"});
+}
+
 TEST(ConfigBadJson, ConflictingAliases) {
   expect_bad_patch({{"num_experts", 8}, {"num_experts_per_tok", 4}, {"experts_per_token", 2}},
                    {"conflicting", "num_experts_per_tok = 4", "experts_per_token = 2"});

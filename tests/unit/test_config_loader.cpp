@@ -117,6 +117,8 @@ TEST(ConfigLoaderFiles, DeepSeek_V3_2) {
   e.shared_expert_intermediate_size = 1 * 2048;  // n_shared_experts × moe_intermediate_size
   e.norm_topk_prob = true;
   e.use_routing_bias = true;  // topk_method noaux_tc
+  e.router_groups = 8;        // n_group, applied under noaux_tc
+  e.router_topk_groups = 4;   // topk_group
   e.scoring_func = "sigmoid";
   e.routed_scaling_factor = 2.5;
   e.kv_lora_rank = 512;
@@ -469,6 +471,32 @@ TEST(ConfigLoaderMapping, NullMeansDefault) {
   e.head_dim = 32;
   e.num_hidden_layers = 2;
   EXPECT_CONFIG_EQ(c, e);
+}
+
+// Router groups apply under topk_method noaux_tc only; greedy and an absent method ignore
+// n_group / topk_group (config --explain says so); the fields' own names always apply.
+TEST(ConfigLoaderMapping, RouterGroupsOnlyUnderNoauxTc) {
+  const auto with = [](nlohmann::json extra) {
+    nlohmann::json keys = {{"num_experts", 16},
+                           {"num_experts_per_tok", 4},
+                           {"moe_intermediate_size", 64},
+                           {"scoring_func", "sigmoid"},
+                           {"n_group", 4},
+                           {"topk_group", 2}};
+    if (extra.is_object()) keys.update(extra);  // `{}` is null
+    return from_json(dense_json_with(keys));
+  };
+  const ModelConfig noaux = with({{"topk_method", "noaux_tc"}});
+  EXPECT_EQ(noaux.router_groups, 4u);
+  EXPECT_EQ(noaux.router_topk_groups, 2u);
+  EXPECT_TRUE(noaux.use_routing_bias);
+  for (const ModelConfig& c : {with({{"topk_method", "greedy"}}), with({})}) {
+    EXPECT_EQ(c.router_groups, 1u);
+    EXPECT_EQ(c.router_topk_groups, 1u);
+  }
+  const ModelConfig named = with({{"router_groups", 8}, {"router_topk_groups", 3}});
+  EXPECT_EQ(named.router_groups, 8u);
+  EXPECT_EQ(named.router_topk_groups, 3u);
 }
 
 TEST(ConfigLoaderMapping, ExpertAliases) {

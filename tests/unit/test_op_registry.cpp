@@ -26,10 +26,12 @@ TEST(OpRegistry, EveryKernelMutantChangesExactlyItsOp) {
   using V = std::vector<std::string>;
   EXPECT_EQ(methods_changed_by(Mutant::B14), V{"moe_router"});
   EXPECT_EQ(methods_changed_by(Mutant::M_TIE), V{"moe_topk"});
+  EXPECT_EQ(methods_changed_by(Mutant::M_GROUP), V{"moe_topk"});
   EXPECT_EQ(methods_changed_by(Mutant::B13), V{"mhc_post"});
   EXPECT_EQ(methods_changed_by(Mutant::M_SKCOL), V{"mhc_pre"});
   EXPECT_EQ(methods_changed_by(Mutant::M_GDNCARRY), V{"gdn_chunk"});
   EXPECT_EQ(methods_changed_by(Mutant::M_SSDSTATE), V{"mamba2_chunk"});
+  EXPECT_EQ(methods_changed_by(Mutant::M_SKORDER), V{"mhc_pre"});
   EXPECT_TRUE(methods_changed_by(Mutant::B8).empty());
   EXPECT_TRUE(methods_changed_by(Mutant::none).empty());
 }
@@ -37,7 +39,8 @@ TEST(OpRegistry, EveryKernelMutantChangesExactlyItsOp) {
 TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
   for (Mutant m : all_mutants()) {
     const bool kernel = m == Mutant::B13 || m == Mutant::B14 || m == Mutant::M_TIE ||
-                        m == Mutant::M_SKCOL || m == Mutant::M_GDNCARRY || m == Mutant::M_SSDSTATE;
+                        m == Mutant::M_SKCOL || m == Mutant::M_GDNCARRY ||
+                        m == Mutant::M_SSDSTATE || m == Mutant::M_GROUP || m == Mutant::M_SKORDER;
     EXPECT_EQ(is_kernel_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(Backend::is_backend_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(is_static_mutant(m), !kernel) << to_string(m);
@@ -47,7 +50,8 @@ TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
 }
 
 TEST(OpRegistry, MutantErrorListsTheKernelMutantsInCatalogueOrder) {
-  EXPECT_EQ(kernel_mutant_list(), "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE");
+  EXPECT_EQ(kernel_mutant_list(),
+            "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER");
   auto backend = make_cpu_backend();
   try {
     backend->set_kernel_mutant(Mutant::B8);
@@ -55,7 +59,7 @@ TEST(OpRegistry, MutantErrorListsTheKernelMutantsInCatalogueOrder) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
                  "mutant B8 is not a kernel mutant of this backend (kernel mutants: B13, B14, "
-                 "M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE)");
+                 "M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER)");
   }
 }
 

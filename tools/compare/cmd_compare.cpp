@@ -58,11 +58,15 @@ mHC inputs (hc-*): --streams normal (default) | zero | huge (x 1e30: the scaled-
             --hc-eps E replaces the model's hc_eps (hc-pre, hc-head)
 router paths (--path, router and topk): bf16 (default), fp32-gate, fp32-routing
 inputs (--pattern, router and topk): random (default), duplicated-rows, perturbed-rows,
-            all-equal, bf16-ulp-apart, near-ties
+            all-equal, bf16-ulp-apart, near-ties, group-ties (router groups tied or a hair
+            apart; blocks of 4 without groups)
 kernel mutants (--mutant): B14 (router, topk: FP32 paths store BF16-rounded logits), M-TIE
-            (topk: ties to the higher index), B13 (hc-post: streams rounded to BF16), M-SKCOL
+            (topk: ties to the higher index), M-GROUP (topk: router groups ranked by their
+            best expert alone), B13 (hc-post: streams rounded to BF16), M-SKCOL
             (hc-pre: Sinkhorn without the final exact column normalisation; invisible when
-            hc_eps = 0), M-GDNCARRY (gdn: the state pass carries the BF16 snapshot),
+            hc_eps = 0), M-SKORDER (hc-pre: column before row inside the Sinkhorn loop;
+            invisible when hc_eps = 0, seen with --streams zero --logit-range 60),
+            M-GDNCARRY (gdn: the state pass carries the BF16 snapshot),
             M-SSDSTATE (ssd: the scan drops the state between chunks); B15 (gdn, a SIZING
             mutant: the real layout of corrected+B15, short of chunks when N > 1 and
             --tokens % 64 != 0): the catalogue's bugs, for demonstrating a catch; refused

@@ -305,10 +305,10 @@ std::unique_ptr<Backend> open_backend(const NumericFuzzOptions& o) {
 
 // A kernel mutant is only fuzzed by the family that runs the kernels it changes — elsewhere a
 // clean run would prove nothing: B14 (the router's logit store) and M-TIE (the top-k's tie
-// order) change the routing kernels, B13 (hc_post's stream store) and M-SKCOL (mhc_pre's final
-// column normalisation) the mHC kernels, M-GDNCARRY (the GDN state pass's carry) the GDN
-// kernels and M-SSDSTATE (the SSD scan's state between chunks) the SSD kernels; the expert
-// chain runs none.
+// order) change the routing kernels, B13 (hc_post's stream store), M-SKCOL (mhc_pre's final
+// column normalisation) and M-SKORDER (its loop order) the mHC kernels, M-GDNCARRY (the GDN state
+// pass's carry) the GDN kernels and M-SSDSTATE (the SSD scan's state between chunks) the SSD
+// kernels; the expert chain runs none.
 void check_numeric_mutant(const std::string& family, const std::string& mutant) {
   const Mutant m = mutant_from_string(mutant);  // Error for an unknown id
   if (!Backend::is_backend_mutant(m) || m == Mutant::none) {

@@ -19,8 +19,8 @@ namespace bufferlab::cli {
 struct NumericFuzzOptions {
   std::string family;           // "routing", "experts", "mhc", "gdn" or "ssd"
   std::string backend = "cpu";  // "cpu" or "cuda"
-  // A kernel mutant on the backend ("" none): B14 or M-TIE with routing, B13 or M-SKCOL with
-  // mhc, M-GDNCARRY with gdn, M-SSDSTATE with ssd; any other pairing is an Error.
+  // A kernel mutant on the backend ("" none): B14 or M-TIE with routing, B13, M-SKCOL or
+  // M-SKORDER with mhc, M-GDNCARRY with gdn, M-SSDSTATE with ssd; any other pairing is an Error.
   std::string mutant;
   uint64_t seed = 1;
   uint64_t max_cases = 0;  // cases skip ≤ i < skip + max_cases (all shards); 0: no limit

@@ -27,7 +27,7 @@ enum class MhcCheck { pre, post, head, expand, lowrank, deep_stack };
 // Without a mutant, in sixteenths: pre 4, post 3, low-rank 4, head 2, expand 1, deep stack 2.
 MhcCheck mhc_check(uint64_t cs, Mutant mutant) {
   if (mutant == Mutant::B13) return MhcCheck::deep_stack;
-  if (mutant == Mutant::M_SKCOL) return MhcCheck::pre;
+  if (mutant == Mutant::M_SKCOL || mutant == Mutant::M_SKORDER) return MhcCheck::pre;
   static constexpr MhcCheck kDraw[16] = {
       MhcCheck::pre,     MhcCheck::pre,     MhcCheck::pre,        MhcCheck::pre,
       MhcCheck::post,    MhcCheck::post,    MhcCheck::post,       MhcCheck::lowrank,

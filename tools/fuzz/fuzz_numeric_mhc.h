@@ -22,8 +22,9 @@ struct MhcFuzzOutcome : NumericCaseOutcome {};
 
 // Case `case_seed` drawn at RapidCheck size `size`. Without a mutant every op comes up (pre,
 // post in place or out of place, head, expand, low-rank on its split or slab path, the deep
-// stack); under B13 only the deep stack, under M-SKCOL only mhc_pre — where the bug catalogue
-// expects each to be caught (the deep-stack stream check; judge_mhc_pre's column sums). An
+// stack); under B13 only the deep stack, under M-SKCOL and M-SKORDER only mhc_pre — where the
+// bug catalogue expects each to be caught (the deep-stack stream check; judge_mhc_pre's column
+// sums, and its element-wise comb comparison for M-SKORDER). An
 // error while running or judging the drawn case is its failure ("<check>: error"); an error
 // drawing it propagates.
 MhcFuzzOutcome run_mhc_fuzz_case(Backend& backend, uint64_t case_seed, int size, Mutant mutant);

@@ -40,8 +40,10 @@ void row_normalise(float* c, uint64_t hc, float eps) {
   }
 }
 
-// Numerics §3 step 4 on the hc×hc logits, in the spec's order.
-void sinkhorn(float* c, uint64_t hc, uint64_t iters, float eps, bool final_exact_column) {
+// Numerics §3 step 4 on the hc×hc logits, in the spec's order (M-SKORDER: column before row
+// inside the loop).
+void sinkhorn(float* c, uint64_t hc, uint64_t iters, float eps, bool final_exact_column,
+              bool column_first) {
   for (uint64_t i = 0; i < hc; ++i) {  // row softmax (max-subtracted) + eps
     float* row = c + i * hc;
     float m = row[0];
@@ -55,8 +57,13 @@ void sinkhorn(float* c, uint64_t hc, uint64_t iters, float eps, bool final_exact
   }
   column_normalise(c, hc, eps);
   for (uint64_t it = 1; it < iters; ++it) {
-    row_normalise(c, hc, eps);
-    column_normalise(c, hc, eps);
+    if (column_first) {
+      column_normalise(c, hc, eps);
+      row_normalise(c, hc, eps);
+    } else {
+      row_normalise(c, hc, eps);
+      column_normalise(c, hc, eps);
+    }
   }
   if (final_exact_column) column_normalise(c, hc, 0.0f);  // M-SKCOL skips it
 }
@@ -67,6 +74,7 @@ struct PreParams {
   uint64_t hc, h, mix, iters;
   float rms_eps, hc_eps;
   bool final_exact_column;
+  bool column_first;  // kernel mutant M-SKORDER
 };
 
 // One token of the pre step; false for a non-finite token (every output NaN).
@@ -91,7 +99,7 @@ bool pre_token(const MhcPreOp::Bound& b, const PreParams& p, uint64_t t) {
   }
   float c[kMaxMhcMult * kMaxMhcMult];
   for (uint64_t k = 0; k < hc * hc; ++k) c[k] = mix[2 * hc + k] * s2 + b.bias[2 * hc + k];
-  sinkhorn(c, hc, p.iters, p.hc_eps, p.final_exact_column);
+  sinkhorn(c, hc, p.iters, p.hc_eps, p.final_exact_column, p.column_first);
   std::copy(c, c + hc * hc, comb);
   mhc::weighted_stream_sum(x, pre, hc, h, y);
   return true;
@@ -126,7 +134,8 @@ MhcDiagnostics mhc_pre(const Workspace& ws, const MhcPreOp& op, Mutant mutant) {
                     s.iters,
                     static_cast<float>(op.rms_eps),
                     static_cast<float>(op.hc_eps),
-                    mutant != Mutant::M_SKCOL};
+                    mutant != Mutant::M_SKCOL,
+                    mutant == Mutant::M_SKORDER};
   const auto n = static_cast<int64_t>(s.rows);
   const uint64_t bad =
       parallel_sum(n, s.rows * s.hc * s.h * s.mix >= kParallelMinWork, [&](int64_t t) {

@@ -51,7 +51,9 @@ struct TopKParams {
   MoeScoring scoring;
   const float* bias;  // null unless use_bias
   uint64_t experts, routed, top_k, vocab;
+  uint64_t groups, kept_groups;  // router groups G (1: none) and the g kept
   bool norm, hash, ties_high;
+  bool group_by_best;  // kernel mutant M-GROUP: groups ranked by their single best key
   float scale;
   const uint32_t* token_ids;
   const int32_t* tid2eid;
@@ -63,13 +65,60 @@ float key_of(const TopKParams& q, const RowLogits& l, uint64_t e) {
   return q.bias != nullptr ? s + q.bias[e] : s;
 }
 
-// The best top_k of the row in order into ids; returns the NaN keys met.
+// Group-limited routing (docs/spec/numerics.md §2): marks the g best groups in `kept`, ranked by
+// the FP32 sum of each group's two best keys (larger first) under the total order of groups
+// (score descending, group index ascending, NaN last) — by the single best key under M-GROUP.
+void keep_groups(const TopKParams& q, const float* keys, bool* kept) {
+  const uint64_t size = q.experts / q.groups;
+  float best_score[kMaxRouterGroups];
+  uint32_t best_group[kMaxRouterGroups];
+  uint64_t filled = 0;
+  for (uint64_t g = 0; g < q.groups; ++g) {
+    const float* k = keys + g * size;
+    uint32_t a = 0, b = 1;  // the group's best two, by position in the group
+    if (ranks_before(k[1], 1, k[0], 0, false)) std::swap(a, b);
+    for (uint32_t i = 2; i < size; ++i) {
+      if (ranks_before(k[i], i, k[a], a, false)) {
+        b = a;
+        a = i;
+      } else if (ranks_before(k[i], i, k[b], b, false)) {
+        b = i;
+      }
+    }
+    const float score = q.group_by_best ? k[a] : k[a] + k[b];
+    const auto id = static_cast<uint32_t>(g);
+    if (filled == q.kept_groups &&
+        !ranks_before(score, id, best_score[filled - 1], best_group[filled - 1], false))
+      continue;
+    uint64_t at = filled < q.kept_groups ? filled++ : filled - 1;
+    for (; at > 0 && ranks_before(score, id, best_score[at - 1], best_group[at - 1], false); --at) {
+      best_score[at] = best_score[at - 1];
+      best_group[at] = best_group[at - 1];
+    }
+    best_score[at] = score;
+    best_group[at] = id;
+  }
+  std::fill(kept, kept + q.groups, false);
+  for (uint64_t j = 0; j < filled; ++j) kept[best_group[j]] = true;
+}
+
+// The best top_k of the row in order into ids (among the kept groups' experts when grouped);
+// returns the NaN keys met.
 uint64_t select_row(const TopKParams& q, const RowLogits& l, uint32_t* ids) {
   float best[kMaxTopK];
+  float keys[kMaxScoredExperts];
+  bool kept[kMaxRouterGroups];
+  const bool grouped = q.groups > 1;
+  if (grouped) {
+    for (uint64_t e = 0; e < q.experts; ++e) keys[e] = key_of(q, l, e);
+    keep_groups(q, keys, kept);
+  }
+  const uint64_t size = grouped ? q.experts / q.groups : 1;
   uint64_t filled = 0, nan_keys = 0;
   for (uint64_t e = 0; e < q.experts; ++e) {
-    const float key = key_of(q, l, e);
+    const float key = grouped ? keys[e] : key_of(q, l, e);
     nan_keys += std::isnan(key) ? 1 : 0;
+    if (grouped && !kept[e / size]) continue;
     const auto id = static_cast<uint32_t>(e);
     if (filled == q.top_k && !ranks_before(key, id, best[filled - 1], ids[filled - 1], q.ties_high))
       continue;
@@ -142,6 +191,8 @@ void refuse_launch(const MoeTopKOp& op) {
                     : d.top_k == 0 || d.top_k > d.experts ? "top_k must be in [1, experts]"
                                                           : nullptr;
   if (why != nullptr) throw Error(op.params() + ": " + why);
+  if (const std::string groups = op.group_error(); !groups.empty())
+    throw Error(op.params() + ": " + groups);
 }
 
 }  // namespace
@@ -156,9 +207,12 @@ TopKDiagnostics moe_topk(const Workspace& ws, const MoeTopKOp& op, Mutant mutant
                      routed,
                      top_k,
                      vocab,
+                     op.groups,
+                     op.topk_groups,
                      op.norm_topk_prob,
                      op.hash,
                      mutant == Mutant::M_TIE,
+                     mutant == Mutant::M_GROUP,
                      static_cast<float>(op.routed_scaling_factor),
                      p.token_ids,
                      p.tid2eid};

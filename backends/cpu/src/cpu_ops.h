@@ -30,8 +30,8 @@ void moe_combine(const Workspace& ws, const MoeCombineOp& op);
 void gemm(const Workspace& ws, const GemmOp& op, Scratch& scratch);
 void lm_head(const Workspace& ws, const LmHeadOp& op, Scratch& scratch);
 
-// mHC hyper-connections (docs/spec/numerics.md §3–§4, ops/mhc.h). `mutant`: M-SKCOL in mhc_pre,
-// B13 in hc_post, else Mutant::none. The slab path's GEMMs run on the tiled BF16 GEMM.
+// mHC hyper-connections (docs/spec/numerics.md §3–§4, ops/mhc.h). `mutant`: M-SKCOL or M-SKORDER in
+// mhc_pre, B13 in hc_post, else Mutant::none. The slab path's GEMMs run on the tiled BF16 GEMM.
 void mhc_expand(const Workspace& ws, const MhcExpandOp& op);
 MhcDiagnostics mhc_pre(const Workspace& ws, const MhcPreOp& op, Mutant mutant);
 MhcDiagnostics mhc_lowrank_split(const Workspace& ws, const MhcLowRankSplitOp& op);

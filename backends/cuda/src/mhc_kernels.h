@@ -37,6 +37,7 @@ struct MhcMixLaunch {
   float rms_eps = 0.0f, hc_eps = 0.0f;
   bool head = false;
   bool skip_final_column = false;  // kernel mutant M-SKCOL
+  bool column_first = false;       // kernel mutant M-SKORDER: column before row in the loop
 };
 void launch_mhc_mix(const MhcMixLaunch& a, cudaStream_t stream);
 

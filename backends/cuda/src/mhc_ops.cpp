@@ -93,6 +93,7 @@ MhcDiagnostics mhc_pre(LibraryContext& ctx, const Workspace& ws, const MhcPreOp&
   a.hc_eps = static_cast<float>(op.hc_eps);
   a.head = false;
   a.skip_final_column = mutant == Mutant::M_SKCOL;
+  a.column_first = mutant == Mutant::M_SKORDER;
   reset_counter(ctx);
   launch_mhc_mix(a, nullptr);
   return read_counter(ctx);

@@ -12,7 +12,7 @@
 namespace bufferlab::BUFFERLAB_CUDA_NS {
 
 void mhc_expand(const Workspace& ws, const MhcExpandOp& op);
-// Synchronises (copies the non-finite token counter back). `mutant`: M-SKCOL or none.
+// Synchronises (copies the non-finite token counter back). `mutant`: M-SKCOL, M-SKORDER or none.
 MhcDiagnostics mhc_pre(LibraryContext& ctx, const Workspace& ws, const MhcPreOp& op, Mutant mutant);
 // The norm stages synchronise (non-finite counter); the others return zero diagnostics.
 MhcDiagnostics mhc_lowrank_split(LibraryContext& ctx, const Workspace& ws,

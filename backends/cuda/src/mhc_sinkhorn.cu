@@ -18,7 +18,8 @@
 //            Sinkhorn in shared memory: thread i normalises row i, thread j column j, each
 //            sum taken sequentially in index order, IEEE division, __syncthreads between
 //            half steps: column /(hc_eps + Σ_i), (iters − 1)× [row /(hc_eps + Σ_j), column
-//            /(hc_eps + Σ_i)], final exact column normalisation /Σ_i (skipped under M-SKCOL);
+//            /(hc_eps + Σ_i)] (column before row under M-SKORDER), final exact column
+//            normalisation /Σ_i (skipped under M-SKCOL);
 //   pass 3   out[d] = bf16(Σ_i pre_i·x[i, d]) (sequential i, fmaf), every thread over d.
 //
 // The scalar per-token steps use __fmul_rn / __fadd_rn so each spec operation is rounded
@@ -231,6 +232,13 @@ __global__ void __launch_bounds__(kThreads) mhc_mix_kernel(MhcMixLaunch a) {
     if (on) normalise_column(c, i, nhc, a.hc_eps, true);
     __syncthreads();
     for (uint64_t it = 1; it < a.iters; ++it) {
+      if (a.column_first) {  // M-SKORDER
+        if (on) normalise_column(c, i, nhc, a.hc_eps, true);
+        __syncthreads();
+        if (on) normalise_row(c, i, nhc, a.hc_eps);
+        __syncthreads();
+        continue;
+      }
       if (on) normalise_row(c, i, nhc, a.hc_eps);
       __syncthreads();
       if (on) normalise_column(c, i, nhc, a.hc_eps, true);

@@ -26,13 +26,16 @@ struct TopKLaunch {
   unsigned long long* nan_keys = nullptr;  // device counter, added to
   uint32_t* error_flag = nullptr;          // set to 1 on a token id ≥ vocab
   uint64_t rows = 0, experts = 0, routed_experts = 0, top_k = 0, vocab = 0;
+  uint32_t groups = 1, kept_groups = 1;  // router groups G (1: none) and the g kept
   TopKScoring scoring = TopKScoring::softmax;
   bool norm_topk_prob = false, hash = false;
   bool ties_to_higher = false;  // mutant M-TIE
+  bool group_by_best = false;   // mutant M-GROUP: groups ranked by their single best key
   float routed_scaling_factor = 1.0f;
 };
 
-// One warp per row; experts ≤ 1024 and top_k ≤ 32 (the caller refuses more).
+// One warp per row; experts ≤ 1024 and top_k ≤ 32 (the caller refuses more); with groups > 1
+// the caller has checked MoeTopKOp::group_error().
 void launch_topk(const TopKLaunch& a, cudaStream_t stream);
 
 // ---- Expert grouping, gather, experts (moe_experts.cu) ----

@@ -96,6 +96,8 @@ TopKDiagnostics moe_topk(LibraryContext& ctx, const Workspace& ws, const MoeTopK
     throw Error(op.params() + ": top_k exceeds kMaxTopK = " + std::to_string(kMaxTopK));
   if (d.top_k == 0 || d.top_k > d.experts)
     throw Error(op.params() + ": top_k must be in [1, experts]");
+  if (const std::string groups = op.group_error(); !groups.empty())
+    throw Error(op.params() + ": " + groups);
   const MoeTopKOp::Bound b = op.bind(ws);
   if (d.rows == 0) return {};
 
@@ -117,7 +119,10 @@ TopKDiagnostics moe_topk(LibraryContext& ctx, const Workspace& ws, const MoeTopK
   a.scoring = to_kernel(op.scoring);
   a.norm_topk_prob = op.norm_topk_prob;
   a.hash = op.hash;
+  a.groups = static_cast<uint32_t>(op.groups);
+  a.kept_groups = static_cast<uint32_t>(op.topk_groups);
   a.ties_to_higher = mutant == Mutant::M_TIE;
+  a.group_by_best = mutant == Mutant::M_GROUP;
   a.routed_scaling_factor = static_cast<float>(op.routed_scaling_factor);
 
   reset_counters(ctx);

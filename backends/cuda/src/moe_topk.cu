@@ -1,10 +1,12 @@
 // CUDA MoE top-k selection (docs/spec/numerics.md §2; the semantics of oracle/src/routing.cpp):
 // one warp per token row, expert e = lane + 32·i held by lane `lane` in key[i] (E' ≤ 1024, so
-// i < 32 and the keys stay in registers). Each of the top_k rounds takes every lane's best
-// remaining expert and reduces them with a butterfly under THE total order (key descending,
-// then index ascending; NaN below every number, NaNs by index): a strict total order, so every
-// lane agrees on the winner. Keys and weights use the accurate expf / log1pf / IEEE division
-// and sqrt (no fast-math intrinsics); sums run in a fixed order.
+// i < 32 and the keys stay in registers). With router groups the warp first stages its keys in
+// dynamic shared memory (launched only then), scores each group (lanes stride over groups),
+// keeps the g best and drops the other groups' experts from the candidates. Each of the top_k
+// rounds takes every lane's best remaining expert and reduces them with a butterfly under THE total
+// order (key descending, then index ascending; NaN below every number, NaNs by index): a strict
+// total order, so every lane agrees on the winner. Keys and weights use the accurate expf / log1pf
+// / IEEE division and sqrt (no fast-math intrinsics); sums run in a fixed order.
 #include <cstdint>
 #include <string>
 
@@ -70,7 +72,54 @@ __device__ uint32_t warp_sum_u32(uint32_t v) {
   return v;
 }
 
+// Group-limited routing (docs/spec/numerics.md §2): clears from `available` the experts of every
+// group outside the g best, groups ranked by the FP32 sum of their two best keys (larger first)
+// under the total order of groups (score descending, index ascending, NaN last) — by the single
+// best key under mutant M-GROUP. `stage` is this warp's [E' keys | G scores | G kept flags].
+// A group is kept iff fewer than g groups rank before it: the order is strict, so exactly g are.
+__device__ uint32_t drop_unkept_groups(const TopKLaunch& a, const float (&key)[kPerLane],
+                                       uint32_t available, uint32_t lane, float* stage) {
+  const uint32_t experts = static_cast<uint32_t>(a.experts), size = experts / a.groups;
+  float* keys = stage;
+  float* score = stage + experts;
+  float* kept = score + a.groups;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if ((available >> i) & 1u) keys[lane + kWarpSize * i] = key[i];
+  __syncwarp();
+  for (uint32_t g = lane; g < a.groups; g += kWarpSize) {
+    const float* k = keys + g * size;
+    uint32_t first = 0, second = 1;
+    if (ranks_before(k[1], 1, k[0], 0, false)) {
+      first = 1;
+      second = 0;
+    }
+    for (uint32_t i = 2; i < size; ++i) {
+      if (ranks_before(k[i], i, k[first], first, false)) {
+        second = first;
+        first = i;
+      } else if (ranks_before(k[i], i, k[second], second, false)) {
+        second = i;
+      }
+    }
+    score[g] = a.group_by_best ? k[first] : k[first] + k[second];
+  }
+  __syncwarp();
+  for (uint32_t g = lane; g < a.groups; g += kWarpSize) {
+    uint32_t ahead = 0;
+    for (uint32_t p = 0; p < a.groups; ++p) ahead += ranks_before(score[p], p, score[g], g, false);
+    kept[g] = ahead < a.kept_groups ? 1.0f : 0.0f;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (((available >> i) & 1u) && kept[(lane + kWarpSize * i) / size] == 0.0f)
+      available &= ~(1u << i);
+  return available;
+}
+
 __global__ void __launch_bounds__(kThreads) topk_kernel(TopKLaunch a) {
+  BL_DYNAMIC_SHARED(float, group_stage);
   const uint64_t row = static_cast<uint64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (row >= a.rows) return;  // uniform per warp: a warp is one row
   const uint32_t lane = threadIdx.x % kWarpSize;
@@ -117,6 +166,12 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopKLaunch a) {
     for (int i = 0; i < kPerLane; ++i)
       if ((available >> i) & 1u) partial += expf(key[i] - m);
     denominator = warp_sum(partial);
+  }
+
+  if (a.groups > 1 && !a.hash) {
+    const uint32_t warp = threadIdx.x / kWarpSize;
+    available = drop_unkept_groups(a, key, available, lane,
+                                   group_stage + warp * (a.experts + 2u * a.groups));
   }
 
   // Lane j < top_k ends up holding the j-th id.
@@ -203,7 +258,10 @@ void launch_topk(const TopKLaunch& a, cudaStream_t stream) {
   const uint64_t blocks = (a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > 0x7FFFFFFFull)
     throw Error("moe_topk: " + std::to_string(a.rows) + " rows exceed the grid limit");
-  BL_LAUNCH(topk_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
+  // Group staging: per warp E' keys, G scores and G flags (≤ 4·(1024 + 1024)·4 B = 32 KiB).
+  const size_t stage_bytes =
+      a.groups > 1 ? kWarpsPerBlock * (a.experts + 2u * a.groups) * sizeof(float) : 0;
+  BL_LAUNCH(topk_kernel, static_cast<unsigned>(blocks), kThreads, stage_bytes, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -253,6 +253,14 @@ void shared_finding(Check check, size_t at, size_t bytes, bool write, std::strin
 
 }  // namespace
 
+bool BlockState::synced_after(uint32_t warp, uint64_t serial, unsigned lanes) const {
+  if (warp >= warp_syncs.size()) return false;
+  const std::vector<WarpSync>& syncs = warp_syncs[warp];
+  for (auto it = syncs.rbegin(); it != syncs.rend() && it->serial > serial; ++it)
+    if ((it->mask & lanes) == lanes) return true;
+  return false;
+}
+
 void check_shared(const void* p, size_t bytes, bool write) {
   BlockState& b = *current_block();
   const ThreadState* t = current_thread();
@@ -260,11 +268,24 @@ void check_shared(const void* p, size_t bytes, bool write) {
   ++counters().shared_accesses;
   const size_t offset = static_cast<size_t>(static_cast<const std::byte*>(p) - b.shared);
   const uint32_t me = t->linear + 1;
+  const unsigned my_lane = 1u << t->lane;
+  // Another thread's access (by linear id + 1) at serial `at` is ordered before this one by a
+  // __syncwarp both took part in after it (same warp only).
+  const auto ordered = [&](uint32_t other, uint64_t at) {
+    const uint32_t o = other - 1;
+    return o / 32 == t->warp && b.synced_after(t->warp, at, my_lane | (1u << (o % 32)));
+  };
   for (size_t i = 0; i < bytes && offset + i < kSharedArenaBytes; ++i) {
     SharedShadow& s = b.shadow[offset + i];
     if (write) {
-      const bool ww = s.write_epoch == b.epoch && s.writer != me;
-      const bool rw = s.read_epoch == b.epoch && (s.reader != me || s.many_readers);
+      const bool ww =
+          s.write_epoch == b.epoch && s.writer != me && !ordered(s.writer, s.write_sync);
+      const bool readers_ordered =
+          s.many_readers ? s.readers_warp == static_cast<int32_t>(t->warp) &&
+                               b.synced_after(t->warp, s.read_sync, my_lane | s.reader_lanes)
+                         : ordered(s.reader, s.read_sync);
+      const bool rw =
+          s.read_epoch == b.epoch && (s.reader != me || s.many_readers) && !readers_ordered;
       if (ww || rw) {
         shared_finding(Check::shared_race, offset + i, bytes, true,
                        std::string("store to shared memory ") +
@@ -274,6 +295,7 @@ void check_shared(const void* p, size_t bytes, bool write) {
         break;
       }
       s.write_epoch = b.epoch;
+      s.write_sync = b.sync_serial;
       s.writer = me;
       continue;
     }
@@ -282,7 +304,7 @@ void check_shared(const void* p, size_t bytes, bool write) {
                      "load of shared memory no thread of this block wrote");
       break;
     }
-    if (s.write_epoch == b.epoch && s.writer != me) {
+    if (s.write_epoch == b.epoch && s.writer != me && !ordered(s.writer, s.write_sync)) {
       shared_finding(Check::shared_race, offset + i, bytes, false,
                      "load of shared memory another thread stored since the last barrier "
                      "(thread " +
@@ -291,11 +313,16 @@ void check_shared(const void* p, size_t bytes, bool write) {
     }
     if (s.read_epoch == b.epoch && s.reader != me) {
       s.many_readers = true;
+      if (s.readers_warp != static_cast<int32_t>(t->warp)) s.readers_warp = -1;
     } else if (s.read_epoch != b.epoch) {
       s.read_epoch = b.epoch;
       s.reader = me;
       s.many_readers = false;
+      s.readers_warp = static_cast<int32_t>(t->warp);
+      s.reader_lanes = 0;
     }
+    s.reader_lanes |= my_lane;
+    s.read_sync = b.sync_serial;
   }
 }
 
@@ -336,6 +363,8 @@ void BlockState::reset(uint64_t linear_index, const LaunchSpec& spec, uint64_t t
   }
   collectives.clear();
   slots.clear();
+  warp_syncs.assign((thread_count + 31) / 32, {});
+  sync_serial = 0;
   // Poison what the previous block used: NaN / all-ones words, never a plausible zero.
   std::memset(shared, 0xFF, std::max(static_used, poisoned_static));
   poisoned_static = static_used;

@@ -223,6 +223,8 @@ void complete(BlockState& b, Collective& c) {
       if (c.vote == VoteKind::all) t->result = ballot == present ? 1 : 0;
     }
   }
+  if (c.kind == CollectiveKind::sync && !c.members.empty())
+    b.warp_syncs[c.members.front()->warp].push_back({++b.sync_serial, c.mask});
   for (ThreadState* t : c.members) {
     t->wait = Wait::running;
     b.runnable.push_back(t);

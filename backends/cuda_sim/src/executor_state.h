@@ -61,11 +61,23 @@ struct SharedSlot {
   size_t offset = 0;
 };
 
-// Per shared byte: the last writer and reader, and the barrier epoch of each access.
+// Per shared byte: the last writer and reader, the barrier epoch of each access and the
+// block's __syncwarp serial when it happened (warp-synchronous code orders shared accesses of
+// one warp by __syncwarp, which CUDA documents as a memory barrier among its lanes). Several
+// readers in one interval: their lanes, when all are in one warp (readers_warp, else -1).
 struct SharedShadow {
   uint64_t write_epoch = 0, read_epoch = 0;
+  uint64_t write_sync = 0, read_sync = 0;
   uint32_t writer = 0, reader = 0;
+  uint32_t reader_lanes = 0;
+  int32_t readers_warp = -1;
   bool many_readers = false;
+};
+
+// A completed __syncwarp: the block's serial of it and its mask.
+struct WarpSync {
+  uint64_t serial = 0;
+  unsigned mask = 0;
 };
 
 uint64_t next_epoch();
@@ -81,6 +93,11 @@ struct BlockState {
   SharedShadow* shadow = nullptr;
   size_t static_used = 0, poisoned_static = 0;
   uint64_t epoch = 0, start_epoch = 0;
+  // Completed __syncwarp calls per warp, serials counted per block (cleared by reset).
+  std::vector<std::vector<WarpSync>> warp_syncs;
+  uint64_t sync_serial = 0;
+  // Whether lanes a and b of `warp` both took part in a __syncwarp completed after `serial`.
+  bool synced_after(uint32_t warp, uint64_t serial, unsigned lanes) const;
   // Readies the block for the next one of the launch: fresh threads, poisoned shared memory.
   void reset(uint64_t linear_index, const LaunchSpec& spec, uint64_t thread_count);
 };

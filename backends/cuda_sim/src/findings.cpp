@@ -42,6 +42,8 @@ const char* to_string(Check c) {
       return "uninitialized-read";
     case Check::block_write_race:
       return "block-write-race";
+    case Check::thread_write_race:
+      return "thread-write-race";
     case Check::shared_race:
       return "shared-race";
     case Check::shared_uninit:

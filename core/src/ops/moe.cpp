@@ -205,6 +205,11 @@ MoeTopKOp MoeTopKOp::make(const ModelConfig& c, uint64_t rows, bool logits_f32, 
   op.norm_topk_prob = c.norm_topk_prob;
   op.routed_scaling_factor = c.routed_scaling_factor;
   op.hash = hash;
+  // Hash layers select by table: groups do not apply to them.
+  // 0 or 1 router group means none (docs/spec/buffers.md §1).
+  const bool grouped = !hash && c.router_groups > 1;
+  op.groups = grouped ? c.router_groups : 1;
+  op.topk_groups = grouped ? c.router_topk_groups : 1;
   // docs/spec/numerics.md §2: the bias shifts selection for sigmoid / sqrtsoftplus only; softmax
   // selects by logit.
   op.use_bias = c.use_routing_bias && op.scoring != MoeScoring::softmax;
@@ -227,8 +232,26 @@ std::string MoeTopKOp::params() const {
     << ",norm_topk_prob=" << norm_topk_prob << ",scale=" << routed_scaling_factor
     << ",logits=" << to_string(logits.dtype);
   if (hash) s << ",vocab=" << dims.vocab;
+  if (grouped()) s << ",groups=" << topk_groups << "/" << groups;
   s << ")";
   return s.str();
+}
+
+std::string MoeTopKOp::group_error() const {
+  if (groups == 1 && topk_groups == 1) return "";
+  const uint64_t E = dims.experts, G = groups, g = topk_groups;
+  if (G == 0) return "groups = 0 (1 means none)";
+  if (hash) return "router groups on a hash layer (it selects by table)";
+  if (E % G != 0)
+    return std::to_string(G) + " groups do not divide " + std::to_string(E) + " experts";
+  if (E / G < 2)
+    return "groups of " + std::to_string(E / G) + " expert (a group scores its two best)";
+  if (g == 0 || g > G)
+    return "kept groups " + std::to_string(g) + " not in [1, " + std::to_string(G) + "]";
+  if (dims.top_k > g * (E / G))
+    return "top_k " + std::to_string(dims.top_k) + " exceeds the " + std::to_string(g * (E / G)) +
+           " experts of the kept groups";
+  return "";
 }
 
 std::vector<Access> MoeTopKOp::accesses() const {

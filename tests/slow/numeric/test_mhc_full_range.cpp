@@ -53,7 +53,8 @@ gen::MhcRanges maybe_large_hidden() {
 }
 
 // Pre: agreement, and the Sinkhorn checks of docs/spec/numerics.md §3 inside the judge (entries,
-// column sums, the Birkhoff–Hopf row bound, the Sinkhorn class).
+// column sums, the Birkhoff–Hopf row bound, the Sinkhorn class, every entry against the FP64
+// Sinkhorn under the scaling-vector bound).
 TEST(MhcFullRange, PreAgreesAndConverges) {
   testing::check_many(
       [] {

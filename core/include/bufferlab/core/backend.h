@@ -83,7 +83,8 @@ class Backend {
   // B13: hc_post rounds every stream value it writes to BF16; M-SKCOL: mhc_pre's Sinkhorn
   // without the final exact column normalisation; M-GDNCARRY: gdn_chunk's state pass carries
   // the BF16 snapshot instead of the FP32 state; M-SSDSTATE: mamba2_chunk's scan starts every
-  // chunk from the zero state). Error for any other mutant (sizing / plan mutants live in
+  // chunk from the zero state; M-SKORDER: mhc_pre's Sinkhorn loop normalises columns before
+  // rows). Error for any other mutant (sizing / plan mutants live in
   // Sizing).
   void set_kernel_mutant(Mutant m);
   Mutant kernel_mutant() const { return mutant_; }

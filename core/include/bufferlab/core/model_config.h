@@ -36,6 +36,8 @@ namespace bufferlab {
   X(zero_expert_num, 0)                 \
   X(moe_latent_size, 0)                 \
   X(num_hash_layers, 0)                 \
+  X(router_groups, 1)                   \
+  X(router_topk_groups, 1)              \
   X(mamba_num_heads, 0)                 \
   X(mamba_head_dim, 0)                  \
   X(ssm_state_size, 0)                  \

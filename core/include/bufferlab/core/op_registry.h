@@ -32,7 +32,7 @@ namespace bufferlab {
 #define BUFFERLAB_OPS(X)                                                                \
   X(kernel, FusedAddRmsNormOp, fused_add_rmsnorm, void, fused_add_rmsnorm)              \
   X(kernel, MoeRouterOp, moe_router, void, moe, Mutant::B14)                            \
-  X(kernel, MoeTopKOp, moe_topk, TopKDiagnostics, moe, Mutant::M_TIE)                   \
+  X(kernel, MoeTopKOp, moe_topk, TopKDiagnostics, moe, Mutant::M_TIE, Mutant::M_GROUP)  \
   X(kernel, MoeGatherOp, moe_gather, void, moe)                                         \
   X(kernel, MoeExpertGemmOp, moe_expert_gemm, void, moe)                                \
   X(kernel, SwigluOp, swiglu, void, ffn)                                                \
@@ -40,7 +40,7 @@ namespace bufferlab {
   X(kernel, GemmOp, gemm, void, projection) /* BF16 kinds only: Error for the others */ \
   X(kernel, LmHeadOp, lm_head, void, embedding)                                         \
   X(kernel, MhcExpandOp, mhc_expand, void, mhc)                                         \
-  X(kernel, MhcPreOp, mhc_pre, MhcDiagnostics, mhc, Mutant::M_SKCOL)                    \
+  X(kernel, MhcPreOp, mhc_pre, MhcDiagnostics, mhc, Mutant::M_SKCOL, Mutant::M_SKORDER) \
   X(kernel, MhcLowRankSplitOp, mhc_lowrank_split, MhcDiagnostics, mhc)                  \
   X(kernel, MhcLowRankSlabOp, mhc_lowrank_slab, MhcDiagnostics, mhc)                    \
   X(kernel, MhcPostOp, mhc_post, void, mhc, Mutant::B13)                                \
@@ -166,7 +166,8 @@ constexpr bool is_kernel_mutant(Mutant m) {
 
 // The ops whose kernels mutant `m` changes, in registry order (empty for a non-kernel mutant).
 std::vector<OpInfo> ops_changed_by(Mutant m);
-// Every kernel mutant, in Mutant order: "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE".
+// Every kernel mutant, in Mutant order: "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE,
+// M-SKORDER".
 std::string kernel_mutant_list();
 
 }  // namespace bufferlab

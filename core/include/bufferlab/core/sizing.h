@@ -11,7 +11,8 @@ enum class SizingKind { spec, corrected };
 
 // Mutants of docs/spec/bug-catalogue.md (B1..B15) and the named extra ones (kernel mutants of this
 // project: M-TIE, M-SKCOL; M-GDNCARRY — the GDN state pass carries its BF16 snapshot instead
-// of the FP32 state; M-SSDSTATE — the SSD scan drops the state between chunks). Each is defined
+// of the FP32 state; M-SSDSTATE — the SSD scan drops the state between chunks; M-SKORDER — the
+// Sinkhorn loop normalises columns before rows). Each is defined
 // relative to the `corrected` sizing; `none` is the real thing.
 #define BUFFERLAB_MUTANTS(X) \
   X(none)                    \
@@ -33,7 +34,9 @@ enum class SizingKind { spec, corrected };
   X(M_TIE)                   \
   X(M_SKCOL)                 \
   X(M_GDNCARRY)              \
-  X(M_SSDSTATE)
+  X(M_SSDSTATE)              \
+  X(M_GROUP)                 \
+  X(M_SKORDER)
 
 enum class Mutant {
 #define BUFFERLAB_MUTANT_ENUM(name) name,

@@ -73,6 +73,18 @@ struct SinkhornBound {
 SinkhornBound sinkhorn_row_bound(std::span<const double> K, uint64_t hc, uint64_t iters, double eps,
                                  double unit_roundoff = 0.0, double k_log_error = 0.0);
 
+// The per-entry bound of the spec's Sinkhorn evaluated with unit roundoff `unit_roundoff` from a
+// K within `k_log_error` of K (|log K̂ − log K| per entry), against the exact Sinkhorn of K:
+// |log Ĉ_ij − log C_ij| ≤ the returned β, for any eps ≥ 0 and any logit range (derived in
+// mhc_sinkhorn_entry_bound.cpp: the scaling vectors' log errors add per normalisation, they do
+// not multiply). Linear in iters (plus ~2·iters²·u from the per-entry division roundings).
+// Valid while no rounded entry is subnormal: see sinkhorn_min_iterate.
+double sinkhorn_entry_log_bound(uint64_t hc, uint64_t iters, double unit_roundoff,
+                                double k_log_error = 0.0);
+// The smallest entry of K and of every iterate of the FP64 Sinkhorn of K (the oracle's order;
+// its last iterate is sinkhorn(K, hc, iters, eps)): the domain check of the entry bound.
+double sinkhorn_min_iterate(std::span<const double> K, uint64_t hc, uint64_t iters, double eps);
+
 // Column sums of a backend's FP32 comb, summed in FP64, must lie within (hc + 1)·2^-24 of 1
 // (docs/spec/numerics.md §3, stated tolerance).
 double col_sum_tolerance_fp32(uint64_t hc);

@@ -10,6 +10,8 @@
 //   "hc_comb column sums"                        within (hc + 1)·2^-24 of 1 (M-SKCOL fails here)
 //   "hc_comb row sums (Birkhoff-Hopf bound)"     within sinkhorn_row_bound(u = 2^-24, k_log_error)
 //   "hc_comb Sinkhorn class"                     D1·(K∘E)·D2 with |log E| bounded
+//   "hc_comb (backend vs FP64 Sinkhorn)"         per element, the scaling-vector bound
+//                                                sinkhorn_entry_log_bound (M-SKORDER fails here)
 //   "non-finite token count"                     the backend's MhcDiagnostics = the oracle's
 //   "hc_streams (post)", "hc_streams (expand)", "hc_normed (norm)", "hc_low (down)", ...
 //   "<scratch> intact (<stage> input)"           a stage read what the previous one stored

@@ -57,6 +57,9 @@ struct TopKReference {
   std::vector<double> weights;  // [rows, top_k] in selection order, FP64
   std::vector<double> keys;     // [rows, E'] what each expert is ranked by (hash layers too)
   uint64_t nan_keys = 0;        // diagnostic: NaN keys over all rows (ranked last, by definition)
+  // Grouped ops only (op.grouped()), else empty:
+  std::vector<double> group_scores;   // [rows, G] the sum of each group's two best keys
+  std::vector<uint32_t> kept_groups;  // [rows, g] the kept groups, best first
 };
 
 // The total order above: does expert i (key a) rank before expert j (key b)?
@@ -66,10 +69,26 @@ bool ranks_before(double a, uint32_t i, double b, uint32_t j);
 // finite for every finite l). Softmax is a row function: the identity here.
 double routing_score(MoeScoring scoring, double logit);
 
+// ---- Group-limited routing (docs/spec/numerics.md §2) ----
+
+// Group scores [rows, G] of keys [rows, E']: each group's two best keys under the total order,
+// summed in FP64 larger first; NaN when either is NaN (the group then ranks last). Groups rank
+// by ranks_before on these scores (score descending, group index ascending).
+std::vector<double> group_scores(const MoeTopKOp& op, const std::vector<double>& keys);
+
+// Bounds [rows, G] of a backend's FP32 group scores, when each key it ranks lies within its bound
+// of the oracle's key (score_key_bounds): the sum of the group's two LARGEST key bounds (whichever
+// two experts the backend finds best, their perturbed sum lies within that of the oracle's top-2
+// sum — derivation in routing.cpp) plus the FP32 rounding of the sum.
+std::vector<double> group_score_bounds(const MoeTopKOp& op, const std::vector<double>& keys,
+                                       const std::vector<double>& key_bounds);
+
 // Selection and weights of docs/spec/numerics.md §2 (sizes checked, Error otherwise; a token id ≥
 // vocab is an Error):
 //   softmax: select by logit; weight = softmax over ALL E' logits, gathered;
 //   sigmoid / sqrtsoftplus: select by s + bias (s alone without op.use_bias); weight = s;
+//   grouped (op.grouped()): first the topk_groups best groups by group_scores; top_k by key
+//     among their experts only;
 //   hash: ids = tid2eid[token_id], read as unsigned, ids ≥ E (routed experts) clamped to 0,
 //     so a negative entry becomes 0 too; weights from the scoring of the selected logits;
 //   then: if norm_topk_prob divide by the sum of the selected weights (sigmoid /
@@ -119,6 +138,11 @@ struct TieRowVerdict {
   bool same_set = true;    // the backend's set equals the oracle's (measured, not asserted)
   double cut_gap = 0.0;    // key_(k) − key_(k+1) in the oracle's order (+Inf when k = E')
   double cut_bound = 0.0;  // e_(k) + e_(k+1)
+  // Grouped checks only:
+  bool group_ok = true;          // no expert selected from a group provably outside the kept g
+  bool same_groups = true;       // every selected expert is in an oracle-kept group (measured)
+  double group_cut_gap = 0.0;    // S_(g) − S_(g+1) in the oracle's group order
+  double group_cut_bound = 0.0;  // eS_(g) + eS_(g+1)
 };
 
 struct TieCheck {
@@ -127,7 +151,19 @@ struct TieCheck {
   uint64_t sets_differ = 0;     // rows whose backend set differs from the oracle's
   uint64_t cut_unresolved = 0;  // rows whose cut is not provable (a flip there is allowed)
   std::optional<TieViolation> first_bad;
-  bool passed() const { return failures == 0; }
+  // The group step (grouped checks only): rows with !group_ok, rows selecting outside the
+  // oracle's kept groups, rows whose group cut is not provable; the first violation names the
+  // groups (before/after = group indices, keys = group scores, bounds = their bounds).
+  bool grouped = false;
+  uint64_t group_failures = 0, groups_differ = 0, group_cut_unresolved = 0;
+  std::optional<TieViolation> first_group_bad;
+  bool passed() const { return failures == 0 && group_failures == 0; }
+};
+
+// The group structure a tie check judges under: G groups of cols/G consecutive experts, g kept.
+struct GroupRule {
+  uint64_t groups = 1, kept = 1;
+  static GroupRule of(const MoeTopKOp& op) { return {op.groups, op.topk_groups}; }
 };
 
 // Judges backend ids [rows, top_k] against oracle keys and key bounds [rows, E'] (E' = cols).
@@ -138,8 +174,18 @@ struct TieCheck {
 // kernel — and is §9's "selected set within the bound of the oracle's" below the cut bound.
 // An invalid id (≥ cols, repeated) fails both set_ok and order_ok. Hash layers select by
 // table: compare their ids exactly instead.
+//
+// With groups (rule.groups > 1; docs/spec/numerics.md §2's extension): group scores and their
+// bounds come from the keys and key bounds (group_scores / group_score_bounds); group A provably
+// ranks before B when S_A − S_B > eS_A + eS_B (the total order when both bounds are 0). A group
+// that g others provably outrank is provably OUT: selecting any of its experts fails group_ok
+// ("group"). A group that fewer than g others can possibly outrank is provably KEPT: only its
+// unselected experts count in the set rule (an expert of an excluded group is rightly left out).
+// When the group cut clears its bound, the provably kept groups are exactly the oracle's, so the
+// backend's set is judged within the oracle's kept groups — the property "when the gap at the
+// g-th group score exceeds the bounds of the two sums, the kept groups equal the oracle's".
 TieCheck tie_stability_check(const std::vector<double>& keys, const std::vector<double>& bounds,
                              uint64_t cols, uint64_t top_k,
-                             const std::vector<uint32_t>& backend_ids);
+                             const std::vector<uint32_t>& backend_ids, GroupRule rule = {});
 
 }  // namespace bufferlab::oracle

@@ -28,11 +28,16 @@ enum class RoutingPattern {
   bf16_ulp_apart,   // logits exactly BF16 values, one BF16 ULP apart (many exact ties)
   near_ties,        // logits within half a BF16 ULP of a few BF16 values: gaps below the
                     // BF16 store's resolution, mostly above the FP32 bound
+  group_ties,       // router groups (cases with groups) copied whole from an earlier group,
+                    // bias included: exactly tied group scores; some copies reversed (same
+                    // top-2 sum, other positions), some with one row moved below a BF16 ULP
+                    // of its logits (group scores a hair apart); without groups, blocks of 4
 };
 const char* to_string(RoutingPattern p);
 inline constexpr RoutingPattern kRoutingPatterns[] = {
     RoutingPattern::random,    RoutingPattern::duplicated_rows, RoutingPattern::perturbed_rows,
-    RoutingPattern::all_equal, RoutingPattern::bf16_ulp_apart,  RoutingPattern::near_ties};
+    RoutingPattern::all_equal, RoutingPattern::bf16_ulp_apart,  RoutingPattern::near_ties,
+    RoutingPattern::group_ties};
 
 struct RoutingRanges {
   uint64_t max_rows = 16;
@@ -49,7 +54,8 @@ inline RoutingRanges full_routing_ranges() {
 
 struct RoutingCase {
   // hidden_size, num_experts, zero_expert_num, num_experts_per_tok, scoring_func,
-  // norm_topk_prob, use_routing_bias, routed_scaling_factor, vocab_size (hash tables).
+  // norm_topk_prob, use_routing_bias, routed_scaling_factor, vocab_size (hash tables),
+  // router_groups / router_topk_groups (group-limited routing).
   ModelConfig config;
   uint64_t rows = 1;
   RouterPrecision precision = RouterPrecision::fp32_gate;
@@ -75,8 +81,14 @@ uint64_t routing_case_cost(const RoutingCase& c);
 // A case: scoring / bias / normalisation / scaling (1, 2.5, 6.0 — LongCat's, never
 // renormalised) / zero experts / hash flag, E' in [1, max_experts], top_k in [1, min(max_top_k,
 // E')], rows, hidden (≥ 3 for the designed patterns), a pattern and a magnitude (mostly in
-// [-6, 8], sometimes ±100). hidden, then rows, are halved until the cost fits the cap.
+// [-6, 8], sometimes ±100). In about a third of the non-hash cases router groups: E = G·size
+// (G in [2, 16], size ≥ 2), no zero experts, top_k ≤ g·size, g in [1, G]. hidden, then rows,
+// are halved until the cost fits the cap.
 rc::Gen<RoutingCase> routing_case(const RoutingRanges& ranges);
+
+// Gives a case router groups: E = G·size ≤ max_experts, no zero experts, top_k ≤ g·size.
+void with_router_groups(RoutingCase& c, uint64_t groups, uint64_t size, uint64_t kept,
+                        uint64_t top_k);
 
 // The host tensors of a case (raw BF16 bits), a pure function of it.
 struct RoutingTensors {

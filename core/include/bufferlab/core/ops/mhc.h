@@ -74,7 +74,8 @@ struct MhcDiagnostics {
 //   post  f32 [rows, hc]    → hc_post;  comb f32 [rows, hc, hc] (comb_ij at [t, i, j]) → hc_comb
 //   block_in bf16 [rows, h] → norm_output
 // rms_eps is the model's rms_norm_eps; hc_eps and iters the Sinkhorn's (docs/spec/numerics.md §3
-// step 4). Kernel mutant M-SKCOL skips the final exact column normalisation.
+// step 4). Kernel mutant M-SKCOL skips the final exact column normalisation; M-SKORDER normalises
+// the columns before the rows inside the loop.
 struct MhcPreOp {
   struct Shape {
     uint64_t rows = 0, hc = 0, h = 0, mix = 0, iters = 0;

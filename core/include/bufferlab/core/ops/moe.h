@@ -64,6 +64,8 @@ struct MoeRouterOp {
 // backends refuse a launch beyond them with an Error.
 inline constexpr uint64_t kMaxScoredExperts = 1024;
 inline constexpr uint64_t kMaxTopK = 32;
+// Router groups hold at least two experts each (docs/spec/numerics.md §2).
+inline constexpr uint64_t kMaxRouterGroups = kMaxScoredExperts / 2;
 
 // Per-call diagnostic of a top-k launch: keys that were NaN (a NaN logit, or a NaN bias) —
 // ranked below every number by definition (oracle/routing.h) and counted here.
@@ -80,6 +82,12 @@ const char* to_string(MoeScoring s);
 // s + bias when use_routing_bias (bias f32 [E'] in the weight pool). Hash layers select
 // tid2eid[token_id] (i32 [vocab, top_k], weight pool) reading token_ids, and take the weights
 // from the scoring of the selected logits.
+//
+// Group-limited routing (groups = G > 1, DeepSeek-V3 noaux_tc; docs/spec/numerics.md §2): the E'
+// experts (no zero experts then) form G equal consecutive groups; a group's score is the FP32 sum
+// of its two best keys (larger first); the topk_groups best groups under the total order (score
+// descending, group index ascending; a NaN score last) are kept and top_k is selected among
+// their experts only. Weights as without groups.
 struct MoeTopKOp {
   struct Shape {
     uint64_t rows = 0, experts = 0, routed_experts = 0, top_k = 0;
@@ -89,6 +97,12 @@ struct MoeTopKOp {
   MoeScoring scoring = MoeScoring::softmax;
   bool norm_topk_prob = false, use_bias = false, hash = false;
   double routed_scaling_factor = 1.0;
+  uint64_t groups = 1, topk_groups = 1;  // router groups G and kept groups g (1, 1: none)
+  bool grouped() const { return groups > 1; }
+  uint64_t group_size() const { return dims.experts / groups; }
+  // "" when the group fields fit the shape (G divides E', E'/G ≥ 2, 1 ≤ g ≤ G, top_k ≤ g·E'/G,
+  // no groups on hash layers), else what is wrong: backends and the oracle refuse such an op.
+  std::string group_error() const;
   TensorRef logits, bias, token_ids, tid2eid, ids, weights;
   std::string logits_value = "router_logits", ids_value = "topk_ids",
               weights_value = "topk_weights";
