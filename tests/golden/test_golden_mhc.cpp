@@ -14,11 +14,15 @@
 //     bf16(y), so half a BF16 ULP more reaches y. The FP64 evaluation of the reference is bounded
 //     by the same function with u = 2^-53 (its block input bound minus one BF16 ULP of |y|:
 //     stored_bf16 adds ulp(|y| + e) ≥ ulp(|y|) to e).
-//   - comb: |log(C / C_exact)| ≤ λ (gen::sinkhorn_log_error, the Sinkhorn's elementwise forward
-//     error derived in properties/src/mhc_deep_stack.cpp), with the kernel's log error k of
-//     mhc_pre_bounds: λ(k_b, u_b) for a backend, λ(k_64, 2^-53) for each FP64 evaluation (the
-//     oracle, and transformers followed by the adapter's exact column step — the final step λ
-//     accounts for).
+//   - comb: |log(C / C_exact)| ≤ the smaller of two derived bounds of the Sinkhorn's
+//     elementwise forward error: λ (gen::sinkhorn_log_error, properties/src/mhc_deep_stack.cpp:
+//     Birkhoff–Hopf contraction of the scaling vectors' oscillation) and β
+//     (oracle::sinkhorn_entry_log_bound, oracle/src/mhc_sinkhorn_entry_bound.cpp: the scaling
+//     vectors' log errors add per normalisation; the bound the oracle's comb check asserts), each
+//     with the kernel's log error k of mhc_pre_bounds: (k_b, u_b) for a backend, (k_64, 2^-53)
+//     for each FP64 evaluation (the oracle, and transformers followed by the adapter's exact
+//     column step — the final step both bounds account for). β holds while no iterate is FP32
+//     subnormal: asserted for every token (oracle::sinkhorn_min_iterate), not assumed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,7 +52,7 @@ struct MhcCase {
   oracle::MhcPreReference exact;
   oracle::MhcPreBounds fp64;   // an FP64 evaluation against the exact values
   std::vector<double> comb;    // transformers' comb after the adapter's exact column step
-  std::vector<double> lambda;  // per token: λ of one FP64 evaluation
+  std::vector<double> lambda;  // per token: the comb log bound of one FP64 evaluation
 
   explicit MhcCase(const std::string& name) : g(load_golden(name)) {
     ModelConfig c;
@@ -73,8 +77,12 @@ struct MhcCase {
         for (uint64_t i = 0; i < hc; ++i) comb[(t * hc + i) * hc + j] /= sum;
       }
     for (uint64_t t = 0; t < rows; ++t)
-      lambda.push_back(
-          gen::sinkhorn_log_error(shape(t), fp64.comb_log_error[t], oracle::kFp64UnitRoundoff));
+      lambda.push_back(comb_log_bound(t, fp64.comb_log_error[t], oracle::kFp64UnitRoundoff));
+  }
+  // min(λ, β) for a kernel log error k and unit roundoff u (file comment).
+  double comb_log_bound(uint64_t t, double k, double u) const {
+    return std::min(gen::sinkhorn_log_error(shape(t), k, u),
+                    oracle::sinkhorn_entry_log_bound(hc, op.shape().iters, u, k));
   }
   gen::SinkhornShape shape(uint64_t t) const {
     const std::span<const double> K(exact.kernel.data() + t * hc * hc, hc * hc);
@@ -136,6 +144,29 @@ TEST(GoldenMhc, OracleMatchesDeepseekV4HyperConnection) {
   }
 }
 
+// β's domain (oracle/src/mhc_sinkhorn_entry_bound.cpp): no iterate within e^(β32 + 2·β64) of
+// FP32's subnormal range, β32 taken with u = 2^-23 and the device bound model's kernel error (at
+// least every backend's).
+TEST(GoldenMhc, EntryBoundDomainHoldsForEveryToken) {
+  for (const char* name : kCases) {
+    const MhcCase c(name);
+    const oracle::MhcPreBounds bb =
+        oracle::mhc_pre_bounds(c.op, c.in, c.exact, oracle::device_bounds());
+    const uint64_t iters = c.op.shape().iters;
+    const double b64 = oracle::sinkhorn_entry_log_bound(c.hc, iters, oracle::kFp64UnitRoundoff);
+    BoundedCheck check(c.g.name + " Sinkhorn iterates above FP32's subnormal range");
+    for (uint64_t t = 0; t < c.rows; ++t) {
+      const std::span<const double> K(c.exact.kernel.data() + t * c.hc * c.hc, c.hc * c.hc);
+      const double b32 = oracle::sinkhorn_entry_log_bound(
+          c.hc, iters, oracle::kFp32UnitRoundoff * 2.0, bb.comb_log_error[t]);
+      const double lo = oracle::sinkhorn_min_iterate(K, c.hc, iters, c.op.hc_eps);
+      check.require(lo * std::exp(-(b32 + 2.0 * b64)) >= oracle::kFp32MinNormal,
+                    fmt::format("token {}: smallest iterate {}", t, lo));
+    }
+    expect_passed(check);
+  }
+}
+
 TEST(GoldenMhc, BackendsMatchDeepseekV4HyperConnection) {
   for (const char* name : kCases) {
     const MhcCase c(name);
@@ -148,7 +179,7 @@ TEST(GoldenMhc, BackendsMatchDeepseekV4HyperConnection) {
       const oracle::MhcPreBounds bb = oracle::mhc_pre_bounds(op, c.in, c.exact, b.bm);
       std::vector<double> lam(c.rows);
       for (uint64_t t = 0; t < c.rows; ++t)
-        lam[t] = gen::sinkhorn_log_error(c.shape(t), bb.comb_log_error[t], b.bm.fp32_u);
+        lam[t] = c.comb_log_bound(t, bb.comb_log_error[t], b.bm.fp32_u);
       std::vector<double> post(out.post.begin(), out.post.end()),
           comb(out.comb.begin(), out.comb.end()), block;
       for (uint16_t v : out.block_in) block.push_back(bf16_bits_to_f32(v));
@@ -190,8 +221,7 @@ TEST(GoldenMhc, PlantedTooFewSinkhornIterationsAreCaught) {
   expect_caught(judge(
                     c, skipped.post, stored, skipped.block_in, none,
                     [&](uint64_t t) {
-                      return gen::sinkhorn_log_error(c.shape(t), bb.comb_log_error[t],
-                                                     oracle::kFp32UnitRoundoff);
+                      return c.comb_log_bound(t, bb.comb_log_error[t], oracle::kFp32UnitRoundoff);
                     },
                     none, "planted Sinkhorn loop skipped (CPU bound)")
                     .comb);
