@@ -3,7 +3,9 @@
 # CI: the golden ctest reads the files this writes and needs no Python.
 #
 # Creates the virtual environment .venv-golden/ (ignored by git) at the repository root and
-# pip-installs the pinned versions below from PyPI, then runs make_golden.py in it.
+# pip-installs the pinned versions below from PyPI, then runs make_golden.py in it. torch comes
+# with its NVIDIA dependencies: installed with --no-deps, `import torch` fails even on the CPU
+# (libtorch links libcufile and the CUDA runtime), so the several-GB download is the price.
 set -euo pipefail
 
 TORCH_VERSION=2.15.0
