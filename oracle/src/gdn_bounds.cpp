@@ -555,7 +555,7 @@ StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double
 // ε_T bounds every element of its column (FP32 store).
 RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<const double> conv,
                                    std::span<const double> gates, std::span<const double> state_in,
-                                   const BoundModel& bm) {
+                                   const BoundModel& bm, bool bf16_output) {
   const Model m(bm);
   const GdnGeometry& g = d.geom;
   const uint64_t kd = g.kd, vd = g.vd, nv = g.nv, v0 = 2 * g.nk * kd;
@@ -628,7 +628,7 @@ RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<con
           }
           const double e = Fq * q2 * eps[col] + (Fq - 1.0) * (ao + q1 * eps[col]) +
                            fp32_underflow(2.0 * as + kdd);
-          r.o.bound[row + col] = stored_bf16(o, e);
+          r.o.bound[row + col] = bf16_output ? stored_bf16(o, e) : e;
         }
       }
       for (uint64_t j = 0; j < kd; ++j)

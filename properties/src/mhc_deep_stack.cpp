@@ -46,6 +46,7 @@
 // terms are the one-ULP block input / output terms, ≈ 2·2^-7·|q·b| ≪ |x|; a BF16 highway (B13)
 // loses each layer's whole update instead (|q·b| < 2^-9·|x|: below half a BF16 ULP).
 #include "bufferlab/properties/mhc_deep_stack.h"
+#include "bufferlab/properties/sinkhorn_log_error.h"
 
 #include <fmt/format.h>
 
@@ -140,13 +141,9 @@ Layer make_layer(const DeepStackCase& dc, const MhcPreOp& op, uint64_t l) {
 // The lower bounds on the exact sums S are the a-priori recursion of sinkhorn_row_bound
 // (oracle/src/mhc_sinkhorn.cpp): min column sum of K, min row sum after the first column step,
 // then share / (eps + hc) per step.
-struct SinkhornShape {
-  uint64_t hc = 1, iters = 1;
-  double eps = 0.0;
-  double kappa = 0.0;  // tanh(Δ(K)/4) of the exact K
-  double col_lb = 0.0, row_lb = 0.0;
-};
+}  // namespace
 
+// Declared in sinkhorn_log_error.h (the golden mHC checks use them too).
 SinkhornShape sinkhorn_shape(std::span<const double> K, uint64_t hc, uint64_t iters, double eps,
                              double k_oracle) {
   SinkhornShape s{hc, iters, eps};
@@ -193,6 +190,8 @@ double sinkhorn_log_error(const SinkhornShape& s, double k, double u) {
   const double lambda = osc_a + 2.0 * e + up + g;
   return std::isnan(lambda) ? INFINITY : lambda;
 }
+
+namespace {
 
 // ---- the FP64 oracle of one layer, and the bound --------------------------------------------
 

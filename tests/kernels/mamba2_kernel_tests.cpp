@@ -36,6 +36,7 @@
 #include "bufferlab/oracle/moe_ffn.h"
 #include "bufferlab/oracle/pool_placement.h"
 #include "gdn_mamba2_geometry.h"
+#include "mamba2_chain_bound.h"
 #include "seeded_values.h"
 #include "workspace_rig.h"
 
@@ -63,7 +64,6 @@ constexpr uint16_t kPoisonBf16 = 0xFFFF;  // the arena's poison pattern (all bit
 constexpr uint32_t kPoisonF32 = 0xFFFFFFFF;
 
 uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-double gamma(double n) { return n * kU / (1.0 - n * kU); }
 
 oracle::Mamba2Dims dims_of(const Mamba2Geometry& g, uint64_t sequences, uint64_t L,
                            double eps = 1e-6) {
@@ -320,41 +320,15 @@ TEST_F(Mamba2KernelChunk, CumsumClampsThresholdAndPartialChunk) {
   EXPECT_EQ(run.dt_span[2 * run.nc * kC + 63], kMamba2DtMin);   // head 2, chunk 0, row 63
 }
 
-// The written chain bound of either path against the FP64 definition (oracle::
-// mamba2_recurrence_fp64), relative to the magnitudes y_abs = Σ_n |h|·|C| + |D·x|, |h| carried as
-// exp(dt·A)·|h| + dt·|x|·|B| (the same recurrence on |xBC|, |D|, |state|): dt's relative error
-// u(R + 4) (R = max |dt_raw + bias|); every exponent (a stored cumsum of ≤ 64 products or a
-// product of per-token exps) off by at most 3·S_dA·(u(R + 4) + γ_67) in all (S_dA = max over
-// heads of Σ_t |dt_t·A|), plus 2u per exp; the products and sums of one chunk γ_(N + 80),
-// compounded over the chunks (and γ_(5L) for the token-by-token path). ρ·magnitude, then the
-// BF16 store for y.
+// The written chain bound of either path against the FP64 definition (tests/support/
+// mamba2_chain_bound.h, shared with the golden checks), then the BF16 store for y.
 void expect_chain(const Inputs& x, const Bits& y, const Floats& state, const char* path) {
   SCOPED_TRACE(path);
-  const oracle::Mamba2Dims d = dims_of(x.g, 1, x.L);
-  const Doubles arg = oracle::mamba2_detail::dt_argument(d, x.in.zxbcdt, x.in.dt_bias);
-  const Doubles dt = oracle::mamba2_detail::dt_fp64(d, arg);
-  const Doubles A = oracle::mamba2_detail::a_fp64(x.in.a_log);
-  const Doubles xbc = widen(x.xbc), D = widen(x.in.D), st = widen(x.in.state);
-  const oracle::Mamba2CoreResult ref = oracle::mamba2_recurrence_fp64(d, xbc, dt, A, D, st);
-  auto abs_of = [](Doubles v) {
-    for (double& e : v) e = std::fabs(e);
-    return v;
-  };
-  const oracle::Mamba2CoreResult mag =
-      oracle::mamba2_recurrence_fp64(d, abs_of(xbc), dt, A, abs_of(D), abs_of(st));
-  double max_v = 0.0, sum_da = 0.0;
-  for (double v : arg) max_v = std::max(max_v, std::fabs(v));
-  for (uint64_t h = 0; h < x.g.H; ++h) {
-    double s = 0.0;
-    for (uint64_t t = 0; t < x.L; ++t) s += std::fabs(dt[t * x.g.H + h] * A[h]);
-    sum_da = std::max(sum_da, s);
-  }
-  const double chunks = static_cast<double>(cdiv(x.L, kC));
-  const double dt_rel = kU * (max_v + 4.0);
-  const double rho =
-      kSecondOrder * (dt_rel + 3.0 * sum_da * (dt_rel + gamma(67)) +
-                      gamma(chunks * (static_cast<double>(x.g.N) + 80.0) +
-                            5.0 * static_cast<double>(x.L) + static_cast<double>(x.g.N)));
+  const testing::Mamba2ChainBound cb =
+      testing::mamba2_chain_bound(dims_of(x.g, 1, x.L), x.in, widen(x.xbc), kU);
+  const oracle::Mamba2CoreResult& ref = cb.ref;
+  const oracle::Mamba2CoreResult& mag = cb.mag;
+  const double rho = cb.rho;
   uint64_t bad_y = 0, bad_state = 0;
   for (uint64_t i = 0; i < y.size(); ++i) {
     const double err = rho * mag.y[i];

@@ -194,13 +194,15 @@ StateBounds state_bounds(const GdnDims& d, const Qk& qk, std::span<const double>
 StageBounds output_bounds(const GdnDims& d, const Qk& qk, std::span<const double> S,
                           std::span<const double> uc, std::span<const double> gc,
                           std::span<const double> out, const BoundModel& bm);
-// Recurrence: the core output per token and the final state.
+// Recurrence: the core output per token and the final state. `bf16_output` = false leaves out
+// the BF16 store of o: the bound of an evaluation that keeps o in its working precision (the
+// golden checks bound a third-party FP64 evaluation this way, docs/golden.md).
 struct RecurrenceBounds {
   StageBounds o, state;
 };
 RecurrenceBounds recurrence_bounds(const GdnDims& d, const Qk& qk, std::span<const double> conv,
                                    std::span<const double> gates, std::span<const double> state_in,
-                                   const BoundModel& bm);
+                                   const BoundModel& bm, bool bf16_output = true);
 StageBounds gated_norm_bounds(const GdnDims& d, std::span<const double> core,
                               std::span<const uint16_t> norm_w, std::span<const double> normed,
                               const BoundModel& bm);

@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""Writes the golden cases of tests/golden/ (docs/golden.md) from third-party model code.
+
+Run through scripts/golden/make_golden.sh, which creates the virtual environment with the pinned
+torch, transformers and flash-linear-attention. Every case draws small seeded inputs that are
+exactly representable in the format our backends read (FP32, or BF16 widened to FP32), stores
+them, runs the third-party functions on them IN FLOAT64 and stores their outputs as float64, with
+a manifest naming the versions, the functions, the shapes and the seeds.
+
+Float64 evaluation: the reference functions cast to torch.float32 themselves (`x.float()`,
+`.to(torch.float32)`, `dtype=torch.float`). For the duration of each call, `fp64()` maps
+torch.float32 / torch.float to torch.float64 inside the modules named, and Tensor.float() to
+Tensor.double(), so their own FP32 roundings drop out; every output is checked to be float64.
+Hub-kernel decorators are bypassed through `__wrapped__` (the pure-PyTorch function runs, never a
+Triton kernel). Nothing of the third-party code is copied: it is imported and called.
+"""
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import torch
+import transformers
+import fla
+import fla.ops.gated_delta_rule.naive as fla_naive
+import transformers.models.qwen3_next.modeling_qwen3_next as qwen3_next
+import transformers.models.deepseek_v3.modeling_deepseek_v3 as deepseek_v3
+import transformers.models.deepseek_v4.modeling_deepseek_v4 as deepseek_v4
+import transformers.models.longcat_flash.modeling_longcat_flash as longcat_flash
+import transformers.activations as activations
+import transformers.models.nemotron_h.modeling_nemotron_h as nemotron_h
+
+
+class _TorchFp64:
+    """The torch module, with its float32 names pointing at float64."""
+
+    def __getattr__(self, name):
+        if name in ("float32", "float"):
+            return torch.float64
+        return getattr(torch, name)
+
+
+@contextlib.contextmanager
+def fp64(*modules):
+    saved_float = torch.Tensor.float
+    saved = [(m, m.torch) for m in modules]
+    torch.Tensor.float = lambda self, *a, **k: self.to(torch.float64)
+    for m in modules:
+        m.torch = _TorchFp64()
+    try:
+        yield
+    finally:
+        torch.Tensor.float = saved_float
+        for m, t in saved:
+            m.torch = t
+
+
+def require_f64(*tensors):
+    for t in tensors:
+        assert t.dtype == torch.float64, f"reference output is {t.dtype}, not float64"
+
+
+def bf16_round(x):
+    """Round float32 values to the nearest-even BF16, returned as float32 (exact widening)."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+    return b.astype(np.uint32).view(np.float32)
+
+
+def t64(a):
+    return torch.from_numpy(np.asarray(a, dtype=np.float64).copy())
+
+
+class Writer:
+    def __init__(self, out):
+        self.out = out
+        self.cases = []
+
+    def case(self, name, family, seed, functions, params, arrays):
+        d = os.path.join(self.out, name)
+        os.makedirs(d, exist_ok=True)
+        files = {}
+        for key, a in arrays.items():
+            a = np.ascontiguousarray(a)
+            assert a.dtype in (np.float32, np.float64, np.int64), (key, a.dtype)
+            np.save(os.path.join(d, key + ".npy"), a)
+            files[key] = {"file": f"{name}/{key}.npy", "dtype": str(a.dtype), "shape": list(a.shape)}
+        self.cases.append({"name": name, "family": family, "seed": seed, "functions": functions,
+                           "params": params, "arrays": files})
+
+
+# ---------------------------------------------------------------------------- RMSNorm
+
+def rmsnorm_case(w, seed):
+    rows, width, eps = 12, 96, 1e-6
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, width)).astype(np.float32)
+    x[3] *= np.exp2(rng.integers(-10, 11, width)).astype(np.float32)  # a wide dynamic range row
+    x[7] *= 1e-3
+    x = bf16_round(x)
+    weight = bf16_round(rng.standard_normal(width).astype(np.float32) * 0.25)
+    norm = qwen3_next.Qwen3NextRMSNorm(width, eps=eps).double()
+    with torch.no_grad():
+        norm.weight.copy_(t64(weight))
+        with fp64(qwen3_next):
+            y = norm(t64(x))
+    require_f64(y)
+    w.case("rmsnorm_qwen3_next", "rmsnorm", seed, ["transformers Qwen3NextRMSNorm.forward"],
+           {"rows": rows, "width": width, "eps": eps},
+           {"x": x, "weight": weight, "y": y.numpy()})
+
+
+# ---------------------------------------------------------------------------- routing
+
+def qwen3_next_routing_case(w, seed, norm_topk_prob, name, bf16_logits=False):
+    rows, experts, top_k = 48, 64, 8
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, experts)) * 2.0).astype(np.float32)
+    if bf16_logits:  # what the top-k reads on the BF16 router path
+        logits = bf16_round(logits)
+    # Exact ties the total order has to break: duplicated values at and around the cut.
+    for r in range(0, rows, 6):
+        order = np.argsort(-logits[r], kind="stable")
+        logits[r, order[top_k]] = logits[r, order[top_k - 1]]  # a tie across the cut
+        logits[r, order[1]] = logits[r, order[0]]  # a tie inside the selection
+    cfg = qwen3_next.Qwen3NextConfig(hidden_size=experts, num_experts=experts,
+                                     num_experts_per_tok=top_k, norm_topk_prob=norm_topk_prob)
+    router = qwen3_next.Qwen3NextTopKRouter(cfg).double()
+    with torch.no_grad():
+        router.weight.copy_(torch.eye(experts, dtype=torch.float64))  # logits = the stored ones
+        with fp64(qwen3_next):
+            out_logits, weights, ids = router(t64(logits))
+    require_f64(out_logits, weights)
+    assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
+    w.case(name, "routing_softmax", seed,
+           ["transformers Qwen3NextTopKRouter.forward (weight = identity: logits = the stored ones)"],
+           {"rows": rows, "experts": experts, "top_k": top_k, "norm_topk_prob": norm_topk_prob,
+            "routed_scaling_factor": 1.0, "bf16_logits": bf16_logits},
+           {"logits": logits, "ids": ids.numpy().astype(np.int64), "weights": weights.numpy()})
+
+
+def deepseek_v3_routing_case(w, seed, name="routing_deepseek_v3", bf16_logits=False):
+    # DeepSeek-V3's own routing shape: 256 experts in 8 groups, 4 groups kept, top-8, scale 2.5.
+    rows, experts, top_k, n_group, topk_group, scale = 64, 256, 8, 8, 4, 2.5
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, experts)) * 1.5).astype(np.float32)
+    if bf16_logits:  # what the top-k reads on the BF16 router path
+        logits = bf16_round(logits)
+    bias = (rng.standard_normal(experts) * 0.05).astype(np.float32)
+    cfg = deepseek_v3.DeepseekV3Config(hidden_size=experts, n_routed_experts=experts,
+                                       num_experts_per_tok=top_k, n_group=n_group,
+                                       topk_group=topk_group, routed_scaling_factor=scale,
+                                       norm_topk_prob=True)
+    router = deepseek_v3.DeepseekV3TopkRouter(cfg).double()
+    assert router.num_experts == experts and router.num_group == n_group
+    with torch.no_grad():
+        router.weight.copy_(torch.eye(experts, dtype=torch.float64))
+        router.e_score_correction_bias.copy_(t64(bias))
+        with fp64(deepseek_v3):
+            out_logits, weights, ids = router(t64(logits))
+            # The router's group scores (a local of its forward), by the same expression.
+            choice = torch.sigmoid(t64(logits)) + t64(bias)
+            group_scores = choice.view(rows, n_group, -1).topk(2, dim=-1)[0].sum(dim=-1)
+    require_f64(out_logits, weights, group_scores)
+    assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
+    w.case(name, "routing_grouped", seed,
+           ["transformers DeepseekV3TopkRouter.forward (weight = identity: logits = the stored "
+            "ones; e_score_correction_bias = bias; topk sorted=False: ids are a set)"],
+           {"rows": rows, "experts": experts, "top_k": top_k, "n_group": n_group,
+            "topk_group": topk_group, "routed_scaling_factor": scale, "norm_topk_prob": True,
+            "scoring": "sigmoid", "bf16_logits": bf16_logits},
+           {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
+            "weights": weights.numpy(), "group_scores": group_scores.numpy()})
+
+
+def deepseek_v4_hash_case(w, seed):
+    # Hash routing: the experts come from tid2eid[token id]; the weights from the scoring
+    # (sqrtsoftplus) of the selected logits, normalised, scaled.
+    rows, experts, top_k, vocab, scale = 24, 16, 4, 32, 1.5
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, experts)) * 3.0).astype(np.float32)
+    tid2eid = np.stack([rng.permutation(experts)[:top_k] for _ in range(vocab)]).astype(np.int64)
+    token_ids = rng.integers(0, vocab, rows).astype(np.int64)
+    cfg = deepseek_v4.DeepseekV4Config(hidden_size=experts, vocab_size=vocab,
+                                       num_local_experts=experts, n_routed_experts=experts,
+                                       num_experts_per_tok=top_k, scoring_func="sqrtsoftplus",
+                                       routed_scaling_factor=scale)
+    router = deepseek_v4.DeepseekV4HashRouter(cfg).double()
+    assert router.num_experts == experts and router.top_k == top_k
+    with torch.no_grad():
+        router.weight.copy_(torch.eye(experts, dtype=torch.float64))
+        router.tid2eid.copy_(torch.from_numpy(tid2eid))
+        with fp64(deepseek_v4, activations):
+            out_logits, weights, ids = router(t64(logits), torch.from_numpy(token_ids))
+    require_f64(out_logits, weights)
+    assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
+    w.case("routing_deepseek_v4_hash", "routing_hash", seed,
+           ["transformers DeepseekV4HashRouter.forward (weight = identity: logits = the stored "
+            "ones; scoring sqrtsoftplus = softplus(x).sqrt(), softplus linear above 20)"],
+           {"rows": rows, "experts": experts, "top_k": top_k, "vocab": vocab,
+            "routed_scaling_factor": scale, "norm_topk_prob": True, "scoring": "sqrtsoftplus"},
+           {"logits": logits, "tid2eid": tid2eid, "token_ids": token_ids,
+            "ids": ids.numpy().astype(np.int64), "weights": weights.numpy()})
+
+
+def longcat_zero_expert_case(w, seed, name, bias_scale):
+    # Zero-computation experts: ids E..E+Z-1 are identities; the router's softmax runs over all
+    # E + Z logits, top-k by softmax probability + e_score_correction_bias, weights times 6.
+    rows, experts, zero, top_k, scale = 32, 24, 8, 6, 6.0
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, experts + zero)) * 1.5).astype(np.float32)
+    bias = (rng.standard_normal(experts + zero) * bias_scale).astype(np.float32)
+    cfg = longcat_flash.LongcatFlashConfig(hidden_size=experts + zero, n_routed_experts=experts,
+                                           zero_expert_num=zero, num_experts_per_tok=top_k,
+                                           routed_scaling_factor=scale)
+    router = longcat_flash.LongcatFlashTopkRouter(cfg).double()
+    assert router.n_routed_experts == experts + zero and router.top_k == top_k
+    with torch.no_grad():
+        router.classifier.weight.copy_(torch.eye(experts + zero, dtype=torch.float64))
+        router.e_score_correction_bias.copy_(t64(bias))
+        with fp64(longcat_flash):
+            out_logits, weights, ids = router(t64(logits))
+    require_f64(out_logits, weights)
+    assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
+    w.case(name, "routing_zero_experts", seed,
+           ["transformers LongcatFlashTopkRouter.forward (classifier = identity: logits = the "
+            "stored ones; topk sorted=False: ids are a set)"],
+           {"rows": rows, "experts": experts, "zero_expert_num": zero, "top_k": top_k,
+            "routed_scaling_factor": scale, "norm_topk_prob": False, "scoring": "softmax",
+            "bias_scale": bias_scale},
+           {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
+            "weights": weights.numpy()})
+
+
+# ---------------------------------------------------------------------------- GDN
+
+def gdn_case(w, seed, name, nk, nv, kd, vd, L):
+    rng = np.random.default_rng(seed)
+    conv_dim = 2 * nk * kd + nv * vd
+    # conv: the conv1d + SiLU outputs the core reads (Q | K | V, before the L2 norm), FP32.
+    conv = rng.uniform(-1.0, 1.0, (L, conv_dim)).astype(np.float32)
+    beta = rng.uniform(0.05, 0.95, (L, nv)).astype(np.float32)
+    alpha = rng.uniform(0.90, 0.999, (L, nv)).astype(np.float32)
+    gates = np.stack([beta, alpha], axis=-1)  # [L, nv, 2] = (β, α): ssm_gates
+    state = (rng.uniform(-0.5, 0.5, (nv, kd, vd))).astype(np.float32)
+    q = t64(conv[:, :nk * kd]).view(1, L, nk, kd)
+    k = t64(conv[:, nk * kd:2 * nk * kd]).view(1, L, nk, kd)
+    v = t64(conv[:, 2 * nk * kd:]).view(1, L, nv, vd)
+    g = torch.log(t64(alpha)).view(1, L, nv)  # the log-space decay the references take
+    b = t64(beta).view(1, L, nv)
+    s0 = t64(state).view(1, nv, kd, vd)
+    out = {"conv": conv, "gates": gates, "state_in": state}
+    with fp64(qwen3_next):
+        o, s = qwen3_next.torch_chunk_gated_delta_rule.__wrapped__(
+            q, k, v, g, b, chunk_size=64, initial_state=s0.clone(), output_final_state=True,
+            use_qk_l2norm_in_kernel=True)
+        require_f64(o, s)
+        out["hf_chunk_o"], out["hf_chunk_state"] = o.reshape(L, nv * vd).numpy(), s[0].numpy()
+        o, s = qwen3_next.torch_recurrent_gated_delta_rule.__wrapped__(
+            q, k, v, g, b, initial_state=s0.clone(), output_final_state=True,
+            use_qk_l2norm_in_kernel=True)
+        require_f64(o, s)
+        out["hf_recurrent_o"], out["hf_recurrent_state"] = o.reshape(L, nv * vd).numpy(), s[0].numpy()
+        # fla's naive references take normalised q, k and one head count: transformers' l2norm
+        # (the same eps, 1e-6) and the GQA repeat (value head v reads key head v / (nv / nk)).
+        qn = qwen3_next.l2norm(q, dim=-1, eps=1e-6).repeat_interleave(nv // nk, dim=2)
+        kn = qwen3_next.l2norm(k, dim=-1, eps=1e-6).repeat_interleave(nv // nk, dim=2)
+    with fp64(fla_naive):
+        o, s = fla_naive.naive_recurrent_gated_delta_rule(
+            qn, kn, v, b, g, scale=kd ** -0.5, initial_state=s0.clone(), output_final_state=True)
+        require_f64(o, s)
+        out["fla_recurrent_o"], out["fla_recurrent_state"] = o.reshape(L, nv * vd).numpy(), s[0].numpy()
+        o, s = fla_naive.naive_chunk_gated_delta_rule(
+            qn, kn, v, g, b, chunk_size=64, scale=kd ** -0.5, initial_state=s0.clone(),
+            output_final_state=True)
+        require_f64(o, s)
+        out["fla_chunk_o"], out["fla_chunk_state"] = o.reshape(L, nv * vd).numpy(), s[0].numpy()
+    w.case(name, "gdn", seed,
+           ["transformers qwen3_next.torch_chunk_gated_delta_rule (chunk 64, "
+            "use_qk_l2norm_in_kernel=True)",
+            "transformers qwen3_next.torch_recurrent_gated_delta_rule (use_qk_l2norm_in_kernel=True)",
+            "fla naive_recurrent_gated_delta_rule (q, k: transformers l2norm, GQA repeat)",
+            "fla naive_chunk_gated_delta_rule (chunk 64; q, k as above)"],
+           {"nk": nk, "nv": nv, "kd": kd, "vd": vd, "L": L, "g": "log(alpha) in float64"}, out)
+
+
+def conv_case(w, seed, name, module, family, channels, with_bias, params):
+    # Causal depthwise conv1d + SiLU over L tokens from a carried tail of K - 1 inputs: the
+    # model's causal_conv1d_update (its torch path), which also returns the updated tail.
+    L, K = 10, 4
+    rng = np.random.default_rng(seed)
+    x = bf16_round(rng.uniform(-2.0, 2.0, (L, channels)).astype(np.float32))
+    weight = bf16_round(rng.uniform(-0.6, 0.6, (channels, K)).astype(np.float32))
+    bias = bf16_round(rng.uniform(-0.5, 0.5, channels).astype(np.float32))
+    state = bf16_round(rng.uniform(-2.0, 2.0, (channels, K - 1)).astype(np.float32))
+    st = t64(state).view(1, channels, K - 1).clone()
+    with fp64(module):
+        out = module.causal_conv1d_update.__wrapped__(
+            t64(x).T.reshape(1, channels, L).contiguous(), st, t64(weight),
+            t64(bias) if with_bias else None, activation="silu")
+    require_f64(out, st)
+    arrays = {"x": x, "weight": weight, "state_in": state, "out": out[0].T.numpy(),
+              "state_out": st[0].numpy()}
+    if with_bias:
+        arrays["bias"] = bias
+    w.case(name, family, seed,
+           [f"transformers {module.__name__.split('.')[-1]}.causal_conv1d_update (activation silu)"],
+           dict(params, L=L, kernel=K, channels=channels), arrays)
+
+
+def gdn_gated_norm_case(w, seed):
+    # The GDN output norm: RMSNorm(o)·w·silu(z) per value head, the plain weight w.
+    rows, nv, vd, eps = 6, 2, 32, 1e-6
+    rng = np.random.default_rng(seed)
+    o = bf16_round((rng.standard_normal((rows, nv * vd)) * 0.5).astype(np.float32))
+    z = bf16_round((rng.standard_normal((rows, nv * vd)) * 2.0).astype(np.float32))
+    weight = bf16_round((1.0 + 0.5 * rng.standard_normal(vd)).astype(np.float32))
+    norm = qwen3_next.Qwen3NextRMSNormGated(vd, eps=eps).double()
+    with torch.no_grad():
+        norm.weight.copy_(t64(weight))
+        with fp64(qwen3_next):
+            y = norm(t64(o).view(-1, vd), t64(z).view(-1, vd)).reshape(rows, nv * vd)
+    require_f64(y)
+    w.case("gdn_gated_norm_qwen3_next", "gdn_gated_norm", seed,
+           ["transformers Qwen3NextRMSNormGated.forward (per value head, as the model applies it)"],
+           {"rows": rows, "nv": nv, "vd": vd, "eps": eps},
+           {"o": o, "z": z, "weight": weight, "y": y.numpy()})
+
+
+def ssd_gated_norm_case(w, seed):
+    # The Mamba-2 output norm, norm_before_gate = False: g = y·silu(z), RMSNorm over groups of
+    # d_inner / n_groups columns, times w.
+    rows, H, P, ng, eps = 6, 4, 16, 2, 1e-6
+    d_inner = H * P
+    rng = np.random.default_rng(seed)
+    y = bf16_round((rng.standard_normal((rows, d_inner)) * 0.5).astype(np.float32))
+    z = bf16_round((rng.standard_normal((rows, d_inner)) * 2.0).astype(np.float32))
+    weight = bf16_round((1.0 + 0.5 * rng.standard_normal(d_inner)).astype(np.float32))
+    norm = nemotron_h.NemotronHRMSNormGated(d_inner, group_size=d_inner // ng, eps=eps).double()
+    with torch.no_grad():
+        norm.weight.copy_(t64(weight))
+        with fp64(nemotron_h):
+            out = norm(t64(y), gate=t64(z))
+    require_f64(out)
+    w.case("ssd_gated_norm_nemotron_h", "ssd_gated_norm", seed,
+           ["transformers NemotronHRMSNormGated.forward (group_size = d_inner / n_groups)"],
+           {"rows": rows, "H": H, "P": P, "n_groups": ng, "eps": eps},
+           {"y": y, "z": z, "weight": weight, "out": out.numpy()})
+
+
+# ---------------------------------------------------------------------------- Mamba-2 SSD
+
+def ssd_case(w, seed):
+    H, P, N, ng, L = 4, 16, 16, 2, 80
+    d_inner = H * P
+    rng = np.random.default_rng(seed)
+    xbc = bf16_round(rng.uniform(-1.0, 1.0, (L, d_inner + 2 * ng * N)).astype(np.float32))
+    dt_raw = bf16_round(rng.uniform(-3.0, 0.5, (L, H)).astype(np.float32))
+    dt_bias = rng.uniform(-1.0, 0.5, H).astype(np.float32)
+    a_log = np.log(np.arange(1, H + 1, dtype=np.float64)).astype(np.float32)
+    D = rng.uniform(0.5, 1.5, H).astype(np.float32)
+    state = rng.uniform(-0.5, 0.5, (H, P, N)).astype(np.float32)
+    cfg = nemotron_h.NemotronHConfig()
+    dt_min = float(cfg.time_step_min)
+    x = t64(xbc[:, :d_inner]).view(1, L, H, P)
+    B = t64(xbc[:, d_inner:d_inner + ng * N]).view(1, L, ng, N)
+    C = t64(xbc[:, d_inner + ng * N:]).view(1, L, ng, N)
+    A = -torch.exp(t64(a_log))
+    out = {"xbc": xbc, "dt_raw": dt_raw, "dt_bias": dt_bias, "a_log": a_log, "D": D,
+           "state_in": state}
+    with fp64(nemotron_h):
+        y, s = nemotron_h.mamba2_chunk_scan.__wrapped__(
+            x, t64(dt_raw).view(1, L, H), A, B, C, chunk_size=64, D=t64(D), dt_bias=t64(dt_bias),
+            initial_states=t64(state).view(1, H, P, N), dt_softplus=True,
+            dt_limit=(dt_min, float("inf")), return_final_states=True)
+        require_f64(y, s)
+        out["hf_chunk_y"], out["hf_chunk_state"] = y.reshape(L, d_inner).numpy(), s[0].numpy()
+        # The per-token form (the model's decode path), token by token from the same state.
+        st = t64(state).view(1, H, P, N).clone()
+        ys = []
+        for t in range(L):
+            yt = nemotron_h.mamba2_selective_state_update.__wrapped__(
+                st, x[:, t], t64(dt_raw[t]).view(1, H, 1).expand(1, H, P),
+                A[:, None, None].expand(H, P, N), B[:, t], C[:, t],
+                D=t64(D)[:, None].expand(H, P), dt_bias=t64(dt_bias)[:, None].expand(H, P),
+                dt_softplus=True)
+            require_f64(yt)
+            ys.append(yt.reshape(d_inner))
+        out["hf_recurrent_y"], out["hf_recurrent_state"] = torch.stack(ys).numpy(), st[0].numpy()
+    w.case("ssd_nemotron_h", "ssd", seed,
+           ["transformers nemotron_h.mamba2_chunk_scan (chunk 64, dt_softplus=True, "
+            "dt_limit=(time_step_min, inf) as NemotronHMamba2Mixer passes it)",
+            "transformers nemotron_h.mamba2_selective_state_update, token by token "
+            "(dt_softplus=True, no dt clamp)"],
+           {"H": H, "P": P, "N": N, "n_groups": ng, "L": L, "time_step_min": dt_min,
+            "A": "-exp(a_log) in float64"}, out)
+
+
+# ---------------------------------------------------------------------------- mHC
+
+def mhc_case(w, seed, name, logit_range):
+    rows, hc, h, iters, eps, rms_eps = 8, 4, 64, 20, 1e-6, 1e-6
+    mix = (2 + hc) * hc
+    rng = np.random.default_rng(seed)
+    streams = rng.standard_normal((rows, hc, h)).astype(np.float32)
+    fn = (rng.standard_normal((mix, hc * h)) / math.sqrt(hc * h)).astype(np.float32)
+    base = (rng.standard_normal(mix) * 0.5).astype(np.float32)
+    comb_bias = rng.uniform(0.0, logit_range, (hc, hc)).astype(np.float32)
+    base[2 * hc:] = comb_bias.reshape(-1)
+    scale = np.array([1.0, 1.0, 0.02 * logit_range], dtype=np.float32)
+    cfg = deepseek_v4.DeepseekV4Config(hidden_size=h, hc_mult=hc, hc_sinkhorn_iters=iters,
+                                       hc_eps=eps, rms_norm_eps=rms_eps)
+    hcmod = deepseek_v4.DeepseekV4HyperConnection(cfg).double()
+    with torch.no_grad():
+        hcmod.fn.copy_(t64(fn))
+        hcmod.base.copy_(t64(base))
+        hcmod.scale.copy_(t64(scale))
+        with fp64(deepseek_v4):
+            post, comb, collapsed = hcmod(t64(streams).view(1, rows, hc, h))
+    require_f64(post, comb, collapsed)
+    w.case(name, "mhc", seed,
+           ["transformers DeepseekV4HyperConnection.forward (post, comb, collapsed)"],
+           {"rows": rows, "hc": hc, "h": h, "sinkhorn_iters": iters, "hc_eps": eps,
+            "rms_eps": rms_eps, "logit_range": logit_range},
+           {"streams": streams, "fn": fn, "bias": base, "scale": scale,
+            "post": post[0].numpy(), "comb": comb[0].numpy(), "collapsed": collapsed[0].numpy()})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    if os.path.isdir(args.out):
+        for entry in os.listdir(args.out):
+            p = os.path.join(args.out, entry)
+            if os.path.isdir(p):
+                shutil.rmtree(p)
+    os.makedirs(args.out, exist_ok=True)
+    w = Writer(args.out)
+    rmsnorm_case(w, 1601)
+    qwen3_next_routing_case(w, 1602, True, "routing_qwen3_next")
+    qwen3_next_routing_case(w, 1603, False, "routing_qwen3_next_unnormalised")
+    deepseek_v3_routing_case(w, 1604)
+    deepseek_v3_routing_case(w, 1617, "routing_deepseek_v3_bf16_logits", bf16_logits=True)
+    qwen3_next_routing_case(w, 1618, True, "routing_qwen3_next_bf16_logits", bf16_logits=True)
+    deepseek_v4_hash_case(w, 1610)
+    longcat_zero_expert_case(w, 1611, "routing_longcat_zero_experts", 0.0)
+    # LongCat ranks softmax probability + e_score_correction_bias (docs/golden.md, findings).
+    longcat_zero_expert_case(w, 1612, "routing_longcat_zero_experts_biased", 0.02)
+    gdn_case(w, 1605, "gdn_qwen3_next_gqa", nk=1, nv=2, kd=32, vd=32, L=40)
+    gdn_case(w, 1606, "gdn_qwen3_next_chunked", nk=1, nv=1, kd=128, vd=128, L=80)
+    gdn_gated_norm_case(w, 1613)
+    conv_case(w, 1615, "gdn_conv_qwen3_next", qwen3_next, "gdn_conv", 64, False,
+              {"nk": 1, "kd": 16, "nv": 2, "vd": 16})
+    conv_case(w, 1616, "ssd_conv_nemotron_h", nemotron_h, "ssd_conv", 128, True,
+              {"H": 4, "P": 16, "N": 16, "n_groups": 2})
+    ssd_case(w, 1607)
+    ssd_gated_norm_case(w, 1614)
+    mhc_case(w, 1608, "mhc_deepseek_v4", 3.0)
+    # A wider comb-logit range: the Sinkhorn converges slowly enough there that its iteration
+    # count shows in the comb (the planted "one iteration too few" is judged on this case).
+    mhc_case(w, 1609, "mhc_deepseek_v4_range12", 12.0)
+    mhc_case(w, 1619, "mhc_deepseek_v4_range60", 60.0)
+    manifest = {
+        "generator": "scripts/golden/make_golden.py",
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "flash-linear-attention": fla.__version__, "numpy": np.__version__},
+        "evaluation": "float64 (torch.float32 / Tensor.float() mapped to float64 during each call)",
+        "cases": w.cases,
+    }
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
