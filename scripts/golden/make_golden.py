@@ -176,6 +176,47 @@ def deepseek_v3_routing_case(w, seed, name="routing_deepseek_v3", bf16_logits=Fa
             "weights": weights.numpy(), "group_scores": group_scores.numpy()})
 
 
+def deepseek_v3_compare_case(w, bufferlab, path, name):
+    # The inputs `bufferlab compare --op topk --preset deepseek-v3.2 --tokens 64 --path PATH`
+    # generates (seed 1): its dump's FP64 logits of the router inputs (identical for the bf16
+    # and fp32-gate paths, which read the BF16 x; fp32-routing reads the FP32 x) and bias. The
+    # router runs with weight = identity on those float64 logits, so its selection is the
+    # model's on the exact logits; the C++ test re-runs compare's chain on every backend.
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as dump:
+        subprocess.run([bufferlab, "compare", "--op", "topk", "--preset", "deepseek-v3.2",
+                        "--tokens", "64", "--path", path, "--seed", "1", "--dump", dump],
+                       check=True, capture_output=True)
+        logits = np.load(os.path.join(dump, "oracle_exact_logits.npy")).astype(np.float64)
+        bias = np.load(os.path.join(dump, "input_bias.npy")).astype(np.float32)
+    rows, experts = logits.shape
+    top_k, n_group, topk_group, scale = 8, 8, 4, 2.5
+    cfg = deepseek_v3.DeepseekV3Config(hidden_size=experts, n_routed_experts=experts,
+                                       num_experts_per_tok=top_k, n_group=n_group,
+                                       topk_group=topk_group, routed_scaling_factor=scale,
+                                       norm_topk_prob=True)
+    router = deepseek_v3.DeepseekV3TopkRouter(cfg).double()
+    with torch.no_grad():
+        router.weight.copy_(torch.eye(experts, dtype=torch.float64))
+        router.e_score_correction_bias.copy_(t64(bias))
+        with fp64(deepseek_v3):
+            out_logits, weights, ids = router(t64(logits))
+            choice = torch.sigmoid(t64(logits)) + t64(bias)
+            group_scores = choice.view(rows, n_group, -1).topk(2, dim=-1)[0].sum(dim=-1)
+    require_f64(out_logits, weights, group_scores)
+    assert np.array_equal(out_logits.numpy(), logits)
+    w.case(name, "routing_grouped_compare", 1,
+           ["bufferlab compare --op topk --preset deepseek-v3.2 --tokens 64 --path " + path +
+            " --seed 1 --dump: oracle_exact_logits, input_bias",
+            "transformers DeepseekV3TopkRouter.forward (weight = identity on those logits)"],
+           {"rows": rows, "experts": experts, "top_k": top_k, "n_group": n_group,
+            "topk_group": topk_group, "routed_scaling_factor": scale, "norm_topk_prob": True,
+            "scoring": "sigmoid", "preset": "deepseek-v3.2", "path": path, "compare_seed": 1},
+           {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
+            "weights": weights.numpy(), "group_scores": group_scores.numpy()})
+
+
 def deepseek_v4_hash_case(w, seed):
     # Hash routing: the experts come from tid2eid[token id]; the weights from the scoring
     # (sqrtsoftplus) of the selected logits, normalised, scaled.
@@ -432,6 +473,8 @@ def mhc_case(w, seed, name, logit_range):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--bufferlab", required=True,
+                    help="a built bufferlab binary: the compare cases take its dumped inputs")
     args = ap.parse_args()
     torch.manual_seed(0)
     if os.path.isdir(args.out):
@@ -446,6 +489,9 @@ def main():
     qwen3_next_routing_case(w, 1603, False, "routing_qwen3_next_unnormalised")
     deepseek_v3_routing_case(w, 1604)
     deepseek_v3_routing_case(w, 1617, "routing_deepseek_v3_bf16_logits", bf16_logits=True)
+    deepseek_v3_compare_case(w, args.bufferlab, "fp32-gate", "routing_deepseek_v3_compare_x_bf16")
+    deepseek_v3_compare_case(w, args.bufferlab, "fp32-routing",
+                             "routing_deepseek_v3_compare_x_f32")
     qwen3_next_routing_case(w, 1618, True, "routing_qwen3_next_bf16_logits", bf16_logits=True)
     deepseek_v4_hash_case(w, 1610)
     longcat_zero_expert_case(w, 1611, "routing_longcat_zero_experts", 0.0)

@@ -28,4 +28,9 @@ EOF
     "flash-linear-attention==$FLA_VERSION" numpy
 fi
 
-exec "$venv/bin/python" "$root/scripts/golden/make_golden.py" --out "$root/tests/golden" "$@"
+# The DeepSeek-V3 compare cases take the inputs `bufferlab compare --dump` writes: a built binary
+# (BUFFERLAB, default build/tools/bufferlab of the default preset).
+bufferlab="${BUFFERLAB:-$root/build/tools/bufferlab}"
+[[ -x "$bufferlab" ]] || { echo "make_golden.sh: no bufferlab binary at $bufferlab (set BUFFERLAB)" >&2; exit 2; }
+exec "$venv/bin/python" "$root/scripts/golden/make_golden.py" --out "$root/tests/golden" \
+  --bufferlab "$bufferlab" "$@"

@@ -35,10 +35,12 @@
 #include "backend_under_test.h"
 #include "bufferlab/core/model_config.h"
 #include "bufferlab/core/ops/moe.h"
+#include "bufferlab/core/presets.h"
 #include "bufferlab/oracle/bounds.h"
 #include "bufferlab/oracle/routing.h"
 #include "bufferlab/oracle/routing_harness.h"
 #include "bufferlab/oracle/routing_judge.h"
+#include "bufferlab/properties/routing_generators.h"
 #include "golden_case.h"
 
 namespace bufferlab::golden {
@@ -236,6 +238,90 @@ TEST(GoldenGroupedRouting, BackendsMatchDeepseekV3TopkRouter) {
 // Planted bug: M-GROUP (groups ranked by their single best expert instead of the top-2 sum),
 // the kernel mutant of issue 16, on every backend.
 TEST(GoldenGroupedRouting, PlantedMGroupIsCaught) { backends_match(Mutant::M_GROUP, true); }
+
+// ---- `bufferlab compare --op topk --preset deepseek-v3.2 --tokens 64` on every path ----
+//
+// The cases routing_deepseek_v3_compare_x_{bf16,f32} hold transformers' selection on the FP64
+// logits of the router inputs compare generates (seed 1: the bf16 and fp32-gate paths read the
+// BF16 x, fp32-routing the FP32 x). Here compare's chain runs again on every backend, from the
+// same inputs (gen::routing_tensors of compare's case, a pure function of it: the golden logits
+// must equal the oracle's FP64 logits of them bit for bit, or the generator changed and the
+// cases must be regenerated), and the chain's ids are judged as above, with the chain's bounds:
+// key bounds from router_logit_bounds (u = the backend's GEMM roundoff; the BF16 path's half
+// ULP included) through score_key_bounds, group bounds from them. Weights are judged by the
+// stored-logit cases above (here they would carry the logit error too).
+struct CompareRun {
+  RouterPrecision path;
+  const char* golden;
+};
+
+std::vector<uint32_t> run_compare_chain(Backend& b, const ModelConfig& config, RouterPrecision path,
+                                        const gen::RoutingTensors& t, oracle::RoutingOps& ops,
+                                        Mutant mutant) {
+  ops = oracle::make_routing_ops(config, 64, path, false);
+  const Workspace ws = b.allocate(oracle::routing_footprint_layout(ops), ops.pool_bytes);
+  testing::MutantScope scope(b, mutant);
+  return oracle::run_routing_chain(b, ws, ops, {t.x_bf16, t.x_f32, t.weight},
+                                   {t.bias, t.token_ids, t.tid2eid})
+      .topk.ids;
+}
+
+void compare_chains_match(Mutant mutant, bool expect_failure) {
+  const ModelConfig config = preset("deepseek-v3.2");
+  ASSERT_EQ(config.router_groups, 8u);
+  ASSERT_EQ(config.router_topk_groups, 4u);
+  for (const CompareRun run :
+       {CompareRun{RouterPrecision::bf16, "routing_deepseek_v3_compare_x_bf16"},
+        CompareRun{RouterPrecision::fp32_gate, "routing_deepseek_v3_compare_x_bf16"},
+        CompareRun{RouterPrecision::fp32_routing, "routing_deepseek_v3_compare_x_f32"}}) {
+    SCOPED_TRACE(to_string(run.path));
+    const GroupedCase c(run.golden);
+    // compare's case (tools/compare/compare_routing.cpp, prepare()): pattern random, magnitude
+    // 0, seed 1, not hashed.
+    gen::RoutingCase rc;
+    rc.config = config;
+    rc.rows = 64;
+    rc.precision = run.path;
+    rc.pattern = gen::RoutingPattern::random;
+    rc.magnitude = 0;
+    rc.seed = 1;
+    const gen::RoutingTensors t = gen::routing_tensors(rc);
+    ASSERT_EQ(t.bias, c.bias) << "compare's bias changed: regenerate the golden cases";
+    for (const GoldenBackend& b : golden_backends()) {
+      SCOPED_TRACE(b.name);
+      oracle::RoutingOps ops;
+      const std::vector<uint32_t> ids =
+          run_compare_chain(*b.backend, config, run.path, t, ops, mutant);
+      const oracle::RouterInputs in{t.x_bf16, t.x_f32, t.weight};
+      const std::vector<double> exact = oracle::router_logits(ops.router, in, oracle::Mode::exact);
+      ASSERT_EQ(exact, c.g.values("logits"))
+          << "compare's inputs changed: regenerate the golden cases";
+      const std::vector<double> kb = oracle::score_key_bounds(
+          ops.topk, exact, oracle::router_logit_bounds(ops.router, in, b.bm.gemm_u), t.bias);
+      const std::vector<double> gb = oracle::group_score_bounds(ops.topk, c.keys, kb);
+      const std::vector<double> no_weights(ids.size(), 0.0);
+      Verdict v = judge_grouped(
+          c, ids, no_weights, kb, gb, [](uint64_t, uint64_t) { return 0.0; },
+          b.name + " compare chain (" + to_string(run.path) + ")");
+      if (expect_failure) {
+        expect_caught(v.set);
+        continue;
+      }
+      expect_passed(v.set);
+      EXPECT_GT(v.resolved, 0u) << "no row resolved: the check would say nothing";
+    }
+  }
+}
+
+// The acceptance of issue 16: compare's DeepSeek-V3.2 top-k on every path selects transformers'
+// set in every row whose group and expert gaps clear the chain's bounds.
+TEST(GoldenGroupedRouting, CompareChainOnEveryPathMatchesDeepseekV3TopkRouter) {
+  compare_chains_match(Mutant::none, false);
+}
+
+TEST(GoldenGroupedRouting, CompareChainPlantedMGroupIsCaught) {
+  compare_chains_match(Mutant::M_GROUP, true);
+}
 
 }  // namespace
 }  // namespace bufferlab::golden
