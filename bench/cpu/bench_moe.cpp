@@ -7,6 +7,10 @@
 //                        weights. Counters: speedup_vs_naive = naive / ours, ids_agree (the
 //                        fraction of selected ids equal to the naive loop's; 1 unless near-tied
 //                        keys round differently), naive_us.
+//   BM_MoeTopKGroupedCpu Backend::moe_topk with DeepSeek-V3's router groups (8, keep 4, top 8 of
+//                        256) against the naive grouped loop and the same top-k without groups
+//                        on the same logits. Counters: speedup_vs_naive, vs_ungrouped (grouped /
+//                        ungrouped seconds), ids_agree, naive_us.
 //   BM_MoeRouterCpu      Backend::moe_router on each precision path against a naive triple loop
 //                        over the same operands (widen each element to float, dot over the
 //                        hidden index innermost, store as the path does). Counters:
@@ -162,6 +166,98 @@ void topk_shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_MoeTopKCpu, softmax, MoeScoring::softmax)->Apply(topk_shapes);
 BENCHMARK_CAPTURE(BM_MoeTopKCpu, sigmoid_bias, MoeScoring::sigmoid)->Apply(topk_shapes);
+
+// ---------------------------------------------------------------- (a') group-limited top-k
+
+// DeepSeek-V3's routing (sigmoid + bias, 256 experts in 8 groups, keep 4, top 8;
+// docs/spec/numerics.md §2) against two baselines timed in the same run: the same backend's top-k
+// WITHOUT groups on the same logits (vs_ungrouped = grouped / ungrouped seconds: the group
+// step's cost) and a naive grouped loop (per row: keys, each group's two best by a partial sort,
+// a full sort of the group scores, then a full sort of the kept groups' experts).
+struct GroupedTopKSetup : bench::OpRig<MoeTopKOp> {
+  MoeTopKOp ungrouped;
+  std::vector<std::pair<float, uint32_t>> keyed, groups;
+  std::vector<uint32_t> naive_ids;
+  std::optional<double> naive_s, ungrouped_s;
+};
+
+constexpr uint64_t kGroupExperts = 256, kGroups = 8, kKeptGroups = 4, kGroupTopK = 8;
+
+GroupedTopKSetup& grouped_topk_setup(uint64_t tokens) {
+  static std::map<uint64_t, std::unique_ptr<GroupedTopKSetup>> cache;
+  return bench::cached_setup(cache, tokens, [&] {
+    auto s = std::make_unique<GroupedTopKSetup>();
+    ModelConfig c = topk_config(MoeScoring::sigmoid, kGroupExperts, kGroupTopK);
+    s->ungrouped = MoeTopKOp::make(c, tokens, /*logits_f32=*/true, /*hash=*/false);
+    c.router_groups = kGroups;
+    c.router_topk_groups = kKeptGroups;
+    s->op = MoeTopKOp::make(c, tokens, /*logits_f32=*/true, /*hash=*/false);
+    bench::make_rig(*s, {&s->op.bias});
+    s->ungrouped.bias = s->op.bias;  // one bias, one set of logits
+    put_seeded(*s->rig, s->op.logits, 1, 4.0f);
+    put_seeded(*s->rig, s->op.bias, 2, 0.05f);
+    s->naive_ids.resize(tokens * kGroupTopK);
+    return s;
+  });
+}
+
+void naive_grouped_topk(GroupedTopKSetup& s) {
+  const MoeTopKOp::Bound b = s.op.bind(s.rig->ws);
+  const uint64_t E = kGroupExperts, size = E / kGroups;
+  const auto order = [](const auto& a, const auto& z) {
+    return a.first > z.first || (a.first == z.first && a.second < z.second);
+  };
+  for (uint64_t t = 0; t < s.op.shape().rows; ++t) {
+    const float* l = b.logits_f32 + t * E;
+    s.keyed.clear();
+    for (uint64_t e = 0; e < E; ++e)
+      s.keyed.emplace_back(sigmoidf(l[e]) + b.bias[e], static_cast<uint32_t>(e));
+    s.groups.clear();
+    for (uint64_t g = 0; g < kGroups; ++g) {
+      std::vector<std::pair<float, uint32_t>> group(s.keyed.begin() + g * size,
+                                                    s.keyed.begin() + (g + 1) * size);
+      std::partial_sort(group.begin(), group.begin() + 2, group.end(), order);
+      s.groups.emplace_back(group[0].first + group[1].first, static_cast<uint32_t>(g));
+    }
+    std::sort(s.groups.begin(), s.groups.end(), order);
+    std::vector<std::pair<float, uint32_t>> kept;
+    for (uint64_t g = 0; g < kKeptGroups; ++g)
+      for (uint64_t e = s.groups[g].second * size; e < (s.groups[g].second + 1) * size; ++e)
+        kept.push_back(s.keyed[e]);
+    std::sort(kept.begin(), kept.end(), order);
+    for (uint64_t j = 0; j < kGroupTopK; ++j) s.naive_ids[t * kGroupTopK + j] = kept[j].second;
+  }
+}
+
+void BM_MoeTopKGroupedCpu(benchmark::State& state) {
+  const auto tokens = static_cast<uint64_t>(state.range(0));
+  GroupedTopKSetup& s = grouped_topk_setup(tokens);
+  const auto t = bench::time_against_naive(
+      state, s.naive_s,
+      [&] { benchmark::DoNotOptimize(s.rig->backend->moe_topk(s.rig->ws, s.op)); },
+      [&] { naive_grouped_topk(s); });
+  if (!t) return;
+  if (!s.ungrouped_s)
+    s.ungrouped_s = bench::seconds_per_call(
+        [&] { benchmark::DoNotOptimize(s.rig->backend->moe_topk(s.rig->ws, s.ungrouped)); });
+  // The grouped run last, so the ids compared are its own.
+  s.rig->backend->moe_topk(s.rig->ws, s.op);
+  const MoeTopKOp::Bound b = s.op.bind(s.rig->ws);
+  uint64_t same = 0;
+  for (uint64_t i = 0; i < s.naive_ids.size(); ++i) same += b.ids[i] == s.naive_ids[i];
+  state.counters["vs_ungrouped"] = t->own / *s.ungrouped_s;
+  state.counters["ids_agree"] = static_cast<double>(same) / static_cast<double>(s.naive_ids.size());
+  state.counters["threads"] = omp_get_max_threads();
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * tokens));
+}
+
+BENCHMARK(BM_MoeTopKGroupedCpu)
+    ->ArgName("tokens")
+    ->Arg(64)
+    ->Arg(1024)
+    ->Arg(8192)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // ---------------------------------------------------------------- (b) router GEMM
 
