@@ -91,57 +91,46 @@ TensorComparison compare_skipping_nan_bounds(std::string name, std::string dtype
   return c;
 }
 
-// A tie check as a comparison of the ids: its first bad element names the row, the experts,
-// their keys and bounds. col = the expert that should have ranked first.
-TensorComparison ids_comparison(std::string name, const TieCheck& check, uint64_t top_k,
-                                std::string formula) {
+// A violation count and the first violation of a tie check as a comparison of the ids: its
+// first bad element names the row and the two `what`s (experts, or groups for the group step)
+// with their keys (group scores) and bounds. col = the one that should have ranked first.
+TensorComparison violations_comparison(std::string name, uint64_t rows, uint64_t failures,
+                                       const std::optional<TieViolation>& first, uint64_t top_k,
+                                       std::string formula, const char* what) {
   TensorComparison c;
   c.name = std::move(name);
   c.dtype = "u32";
-  c.rows = check.rows.size();
+  c.rows = rows;
   c.cols = top_k;
   c.tol.formula = std::move(formula);
-  c.failures = check.failures;
-  if (check.first_bad) {
-    const TieViolation& v = *check.first_bad;
+  c.failures = failures;
+  if (first) {
+    const TieViolation& v = *first;
     c.first_bad =
         Mismatch{v.row,
                  v.before,
                  v.after_key,
                  v.before_key,
                  v.after,
-                 fmt::format("{}: expert {} (key {:.9g}, bound {:.3g}) ranks before expert {} (key "
-                             "{:.9g}, bound {:.3g}), gap {:.3g}",
-                             v.reason, v.before, v.before_key, v.before_bound, v.after, v.after_key,
-                             v.after_bound, v.before_key - v.after_key)};
+                 fmt::format("{}: {} {} (key {:.9g}, bound {:.3g}) ranks before {} {} "
+                             "(key {:.9g}, bound {:.3g}), gap {:.3g}",
+                             v.reason, what, v.before, v.before_key, v.before_bound, what, v.after,
+                             v.after_key, v.after_bound, v.before_key - v.after_key)};
   }
   return c;
 }
 
-// The group step of a grouped tie check as its own comparison: its first bad element names
-// the row, the group the backend selected from and the group that provably outranks it.
+TensorComparison ids_comparison(std::string name, const TieCheck& check, uint64_t top_k,
+                                std::string formula) {
+  return violations_comparison(std::move(name), check.rows.size(), check.failures, check.first_bad,
+                               top_k, std::move(formula), "expert");
+}
+
+// The group step of a grouped tie check as its own comparison (keys = group scores).
 TensorComparison groups_comparison(std::string name, const TieCheck& check, uint64_t top_k,
                                    std::string formula) {
-  TensorComparison c;
-  c.name = std::move(name);
-  c.dtype = "u32";
-  c.rows = check.rows.size();
-  c.cols = top_k;
-  c.tol.formula = std::move(formula);
-  c.failures = check.group_failures;
-  if (check.first_group_bad) {
-    const TieViolation& v = *check.first_group_bad;
-    c.first_bad = Mismatch{v.row,
-                           v.before,
-                           v.after_key,
-                           v.before_key,
-                           v.after,
-                           fmt::format("{}: group {} (score {:.9g}, bound {:.3g}) ranks before "
-                                       "group {} (score {:.9g}, bound {:.3g}), gap {:.3g}",
-                                       v.reason, v.before, v.before_key, v.before_bound, v.after,
-                                       v.after_key, v.after_bound, v.before_key - v.after_key)};
-  }
-  return c;
+  return violations_comparison(std::move(name), check.rows.size(), check.group_failures,
+                               check.first_group_bad, top_k, std::move(formula), "group");
 }
 
 constexpr const char* kGroupFormula =

@@ -231,6 +231,21 @@ void with_router_groups(RoutingCase& c, uint64_t groups, uint64_t size, uint64_t
   m.num_experts_per_tok = top_k;
 }
 
+RoutingCase deepseek_v3_routing(uint64_t rows, uint64_t hidden, uint64_t seed) {
+  RoutingCase c;
+  c.config.hidden_size = hidden;
+  c.config.scoring_func = "sigmoid";
+  c.config.use_routing_bias = true;
+  c.config.norm_topk_prob = true;
+  c.config.routed_scaling_factor = 2.5;
+  c.config.vocab_size = 1;
+  with_router_groups(c, 8, 32, 4, 8);
+  c.rows = rows;
+  c.precision = RouterPrecision::fp32_gate;
+  c.seed = seed;
+  return c;
+}
+
 namespace {
 
 // group_ties: each router group q ≥ 1 (blocks of 4 experts without groups) copies, with

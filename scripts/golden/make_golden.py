@@ -142,14 +142,11 @@ def qwen3_next_routing_case(w, seed, norm_topk_prob, name, bf16_logits=False):
            {"logits": logits, "ids": ids.numpy().astype(np.int64), "weights": weights.numpy()})
 
 
-def deepseek_v3_routing_case(w, seed, name="routing_deepseek_v3", bf16_logits=False):
-    # DeepSeek-V3's own routing shape: 256 experts in 8 groups, 4 groups kept, top-8, scale 2.5.
-    rows, experts, top_k, n_group, topk_group, scale = 64, 256, 8, 8, 4, 2.5
-    rng = np.random.default_rng(seed)
-    logits = (rng.standard_normal((rows, experts)) * 1.5).astype(np.float32)
-    if bf16_logits:  # what the top-k reads on the BF16 router path
-        logits = bf16_round(logits)
-    bias = (rng.standard_normal(experts) * 0.05).astype(np.float32)
+def deepseek_v3_route(logits, bias, top_k=8, n_group=8, topk_group=4, scale=2.5):
+    """transformers' DeepseekV3TopkRouter with weight = identity on float64 `logits` [rows, E]
+    and `bias`: its ids and weights, and its group scores (a local of its forward, by the same
+    expression: the sum of each group's two largest sigmoid(l) + bias), all float64."""
+    rows, experts = logits.shape
     cfg = deepseek_v3.DeepseekV3Config(hidden_size=experts, n_routed_experts=experts,
                                        num_experts_per_tok=top_k, n_group=n_group,
                                        topk_group=topk_group, routed_scaling_factor=scale,
@@ -161,19 +158,30 @@ def deepseek_v3_routing_case(w, seed, name="routing_deepseek_v3", bf16_logits=Fa
         router.e_score_correction_bias.copy_(t64(bias))
         with fp64(deepseek_v3):
             out_logits, weights, ids = router(t64(logits))
-            # The router's group scores (a local of its forward), by the same expression.
             choice = torch.sigmoid(t64(logits)) + t64(bias)
             group_scores = choice.view(rows, n_group, -1).topk(2, dim=-1)[0].sum(dim=-1)
     require_f64(out_logits, weights, group_scores)
-    assert np.array_equal(out_logits.numpy(), logits.astype(np.float64))
+    assert np.array_equal(out_logits.numpy(), np.asarray(logits, dtype=np.float64))
+    return ids.numpy().astype(np.int64), weights.numpy(), group_scores.numpy()
+
+
+def deepseek_v3_routing_case(w, seed, name="routing_deepseek_v3", bf16_logits=False):
+    # DeepSeek-V3's own routing shape: 256 experts in 8 groups, 4 groups kept, top-8, scale 2.5.
+    rows, experts, top_k, n_group, topk_group, scale = 64, 256, 8, 8, 4, 2.5
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, experts)) * 1.5).astype(np.float32)
+    if bf16_logits:  # what the top-k reads on the BF16 router path
+        logits = bf16_round(logits)
+    bias = (rng.standard_normal(experts) * 0.05).astype(np.float32)
+    ids, weights, group_scores = deepseek_v3_route(logits, bias, top_k, n_group, topk_group, scale)
     w.case(name, "routing_grouped", seed,
            ["transformers DeepseekV3TopkRouter.forward (weight = identity: logits = the stored "
             "ones; e_score_correction_bias = bias; topk sorted=False: ids are a set)"],
            {"rows": rows, "experts": experts, "top_k": top_k, "n_group": n_group,
             "topk_group": topk_group, "routed_scaling_factor": scale, "norm_topk_prob": True,
             "scoring": "sigmoid", "bf16_logits": bf16_logits},
-           {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
-            "weights": weights.numpy(), "group_scores": group_scores.numpy()})
+           {"logits": logits, "bias": bias, "ids": ids, "weights": weights,
+            "group_scores": group_scores})
 
 
 def deepseek_v3_compare_case(w, bufferlab, path, name):
@@ -192,20 +200,7 @@ def deepseek_v3_compare_case(w, bufferlab, path, name):
         bias = np.load(os.path.join(dump, "input_bias.npy")).astype(np.float32)
     rows, experts = logits.shape
     top_k, n_group, topk_group, scale = 8, 8, 4, 2.5
-    cfg = deepseek_v3.DeepseekV3Config(hidden_size=experts, n_routed_experts=experts,
-                                       num_experts_per_tok=top_k, n_group=n_group,
-                                       topk_group=topk_group, routed_scaling_factor=scale,
-                                       norm_topk_prob=True)
-    router = deepseek_v3.DeepseekV3TopkRouter(cfg).double()
-    with torch.no_grad():
-        router.weight.copy_(torch.eye(experts, dtype=torch.float64))
-        router.e_score_correction_bias.copy_(t64(bias))
-        with fp64(deepseek_v3):
-            out_logits, weights, ids = router(t64(logits))
-            choice = torch.sigmoid(t64(logits)) + t64(bias)
-            group_scores = choice.view(rows, n_group, -1).topk(2, dim=-1)[0].sum(dim=-1)
-    require_f64(out_logits, weights, group_scores)
-    assert np.array_equal(out_logits.numpy(), logits)
+    ids, weights, group_scores = deepseek_v3_route(logits, bias, top_k, n_group, topk_group, scale)
     w.case(name, "routing_grouped_compare", 1,
            ["bufferlab compare --op topk --preset deepseek-v3.2 --tokens 64 --path " + path +
             " --seed 1 --dump: oracle_exact_logits, input_bias",
@@ -213,8 +208,8 @@ def deepseek_v3_compare_case(w, bufferlab, path, name):
            {"rows": rows, "experts": experts, "top_k": top_k, "n_group": n_group,
             "topk_group": topk_group, "routed_scaling_factor": scale, "norm_topk_prob": True,
             "scoring": "sigmoid", "preset": "deepseek-v3.2", "path": path, "compare_seed": 1},
-           {"logits": logits, "bias": bias, "ids": ids.numpy().astype(np.int64),
-            "weights": weights.numpy(), "group_scores": group_scores.numpy()})
+           {"logits": logits, "bias": bias, "ids": ids, "weights": weights,
+            "group_scores": group_scores})
 
 
 def deepseek_v4_hash_case(w, seed):

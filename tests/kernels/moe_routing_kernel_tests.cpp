@@ -682,17 +682,7 @@ TEST_F(MoeRoutingKernel, GroupedChainsKeepTheOraclesGroupsWhereProvable) {
 // M-GROUP (groups ranked by their single best key) on DeepSeek-V3's routing shape (256 experts,
 // 8 groups, keep 4, top 8, sigmoid + bias): the group step's check fails, naming a group.
 TEST_F(MoeRoutingKernel, MutantGroupIsCaughtByTheGroupStep) {
-  gen::RoutingCase c;
-  c.config.hidden_size = 64;
-  c.config.scoring_func = "sigmoid";
-  c.config.use_routing_bias = true;
-  c.config.norm_topk_prob = true;
-  c.config.routed_scaling_factor = 2.5;
-  c.config.vocab_size = 1;
-  gen::with_router_groups(c, 8, 32, 4, 8);
-  c.rows = 32;
-  c.precision = RouterPrecision::fp32_gate;
-  c.seed = 16;
+  const gen::RoutingCase c = gen::deepseek_v3_routing(32, 64, 16);
   const Prepared p = prepare(c);
   const auto judge = [&](Mutant m) {
     const MutantScope scope(backend(), m);

@@ -235,20 +235,7 @@ bool m_tie_caught(Backend& b) {
 }
 
 // DeepSeek-V3's routing shape: 256 experts in 8 groups, keep 4, top 8, sigmoid + bias.
-gen::RoutingCase deepseek_groups(uint64_t seed) {
-  gen::RoutingCase c;
-  c.config.hidden_size = 64;
-  c.config.scoring_func = "sigmoid";
-  c.config.use_routing_bias = true;
-  c.config.norm_topk_prob = true;
-  c.config.routed_scaling_factor = 2.5;
-  c.config.vocab_size = 1;
-  gen::with_router_groups(c, 8, 32, 4, 8);
-  c.rows = 32;
-  c.precision = RouterPrecision::fp32_gate;
-  c.seed = seed;
-  return c;
-}
+gen::RoutingCase deepseek_groups(uint64_t seed) { return gen::deepseek_v3_routing(32, 64, seed); }
 
 // M-GROUP caught: the group step of the chain's tie check names a selected expert whose group
 // g others provably outrank.

@@ -245,18 +245,9 @@ TEST(RoutingFlipRate, Bf16PathFlipsTheGroupStep) {
     for (const int mag : {-4, -2, 0, 2}) {
       uint64_t rows = 0, group_flips = 0, set_flips = 0, unresolved = 0, bad = 0;
       for (uint64_t seed = 1; seed <= 4; ++seed) {
-        gen::RoutingCase c;
-        c.config.hidden_size = 512;
-        c.config.scoring_func = "sigmoid";
-        c.config.use_routing_bias = true;
-        c.config.norm_topk_prob = true;
-        c.config.routed_scaling_factor = 2.5;
-        c.config.vocab_size = 1;
-        gen::with_router_groups(c, 8, 32, 4, 8);
-        c.rows = 32;
+        gen::RoutingCase c = gen::deepseek_v3_routing(32, 512, 2000 + seed);
         c.pattern = pattern;
         c.magnitude = mag;
-        c.seed = 2000 + seed;
         const gen::RoutingTensors t = gen::routing_tensors(c);
         const PathRun bf16 = run_path(*cpu, c, RouterPrecision::bf16, t);
         const PathRun gate = run_path(*cpu, c, RouterPrecision::fp32_gate, t);

@@ -90,6 +90,11 @@ rc::Gen<RoutingCase> routing_case(const RoutingRanges& ranges);
 void with_router_groups(RoutingCase& c, uint64_t groups, uint64_t size, uint64_t kept,
                         uint64_t top_k);
 
+// DeepSeek-V3's routing (sigmoid + bias, norm_topk_prob, scale 2.5; 256 experts in 8 groups,
+// keep 4, top 8) on the fp32-gate path, random pattern: the shape the group step's mutant,
+// flip-rate and kernel tests share.
+RoutingCase deepseek_v3_routing(uint64_t rows, uint64_t hidden, uint64_t seed);
+
 // The host tensors of a case (raw BF16 bits), a pure function of it.
 struct RoutingTensors {
   std::vector<uint16_t> x_bf16;     // [rows, hidden]
