@@ -212,6 +212,72 @@ def deepseek_v3_compare_case(w, bufferlab, path, name):
             "group_scores": group_scores})
 
 
+def rope_cases(w, configs_dir):
+    # transformers' RoPE initialisation (modeling_rope_utils: ROPE_INIT_FUNCTIONS for linear,
+    # llama3 and yarn; a model's compute_default_rope_parameters for default) on every shipped
+    # config whose attention uses RoPE, with the parameters transformers' own config class
+    # standardises (AutoConfig.for_model), in float64; and once more in transformers' native FP32,
+    # to record how far that lies from the float64 values (docs/golden.md). A config with
+    # several RoPE parameter sets (DeepSeek-V4: main and compress) gives one case per set.
+    # Nemotron-H has none (its attention uses no positional embedding). A linear case is added
+    # on Qwen3-8B's geometry (factor 4): no shipped config uses that type.
+    from transformers import AutoConfig, LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    import transformers.modeling_rope_utils as rope_utils
+    sets = []
+    for path in sorted(os.listdir(configs_dir)):
+        d = json.load(open(os.path.join(configs_dir, path)))
+        cfg = AutoConfig.for_model(d["model_type"], **{k: v for k, v in d.items() if k != "model_type"})
+        cfg = getattr(cfg, "text_config", None) or cfg
+        rp = getattr(cfg, "rope_parameters", None)
+        if not rp:
+            continue
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        named = rp if all(isinstance(v, dict) for v in rp.values()) else {"": rp}
+        for layer, params in named.items():
+            stem = os.path.splitext(path)[0].lower().replace(".", "_").replace("-", "_")
+            sets.append((stem + ("_" + layer if layer else ""), path, head_dim,
+                         cfg.max_position_embeddings, dict(params)))
+    sets.append(("qwen3_8b_linear_x4", "Qwen3-8B.json (rope_type linear, factor 4)", 128, 40960,
+                 {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 4.0}))
+    for name, source, head_dim, max_pos, params in sets:
+        params.pop("type", None)
+        params.pop("mrope_section", None)
+        params.pop("mrope_interleaved", None)
+        rope_type = params.get("rope_type", "default")
+
+        def run():
+            shim = LlamaConfig(hidden_size=head_dim, num_attention_heads=1, head_dim=head_dim,
+                               max_position_embeddings=max_pos, rope_parameters=dict(params))
+            if rope_type == "default":
+                return qwen3_next.Qwen3NextRotaryEmbedding.compute_default_rope_parameters(shim, "cpu")
+            return ROPE_INIT_FUNCTIONS[rope_type](shim, "cpu")
+
+        native, native_af = run()
+        with fp64(rope_utils, qwen3_next):
+            inv64, af = run()
+        require_f64(inv64)
+        native = native.numpy().astype(np.float32)
+        ulps = np.abs(native.view(np.int32).astype(np.int64) -
+                      inv64.numpy().astype(np.float32).view(np.int32).astype(np.int64))
+        rotary_dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
+        w.case("rope_" + name, "rope", 0,
+               [f"transformers {'compute_default_rope_parameters' if rope_type == 'default' else 'ROPE_INIT_FUNCTIONS[' + repr(rope_type) + ']'} on {source}"],
+               {"rope_type": rope_type, "rope_theta": float(params["rope_theta"]),
+                "rotary_dim": rotary_dim, "factor": float(params.get("factor", 1.0)),
+                "low_freq_factor": float(params.get("low_freq_factor", 1.0)),
+                "high_freq_factor": float(params.get("high_freq_factor", 4.0)),
+                "original_max_position_embeddings": float(params.get("original_max_position_embeddings", 0)),
+                "beta_fast": float(params.get("beta_fast") or 32),
+                "beta_slow": float(params.get("beta_slow") or 1),
+                "mscale": float(params.get("mscale") or 0), "mscale_all_dim": float(params.get("mscale_all_dim") or 0),
+                "attention_factor": params.get("attention_factor"),
+                "truncate": bool(params.get("truncate", True)),
+                "attention_factor_fp64": float(af), "attention_factor_fp32_native": float(native_af),
+                "native_fp32_max_ulps": int(ulps.max())},
+               {"inv_freq": inv64.numpy()})
+
+
 def deepseek_v4_hash_case(w, seed):
     # Hash routing: the experts come from tid2eid[token id]; the weights from the scoring
     # (sqrtsoftplus) of the selected logits, normalised, scaled.
@@ -506,6 +572,7 @@ def main():
     # count shows in the comb (the planted "one iteration too few" is judged on this case).
     mhc_case(w, 1609, "mhc_deepseek_v4_range12", 12.0)
     mhc_case(w, 1619, "mhc_deepseek_v4_range60", 60.0)
+    rope_cases(w, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "configs"))
     manifest = {
         "generator": "scripts/golden/make_golden.py",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
