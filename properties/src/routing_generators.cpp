@@ -202,15 +202,8 @@ rc::Gen<RoutingCase> routing_case(const RoutingRanges& ranges) {
         rc::kNominalSize, rc::gen::inRange<size_t>(0, std::size(kRoutingPatterns)))];
     c.magnitude = *rc::gen::oneOf(rc::gen::inRange(-6, 9), rc::gen::element(-100, 100));
     c.seed = *rc::gen::arbitrary<uint64_t>();
-    if (!c.hash && max_e >= 4 && *rc::gen::element(false, false, true)) {
-      const uint64_t groups = *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(16, max_e / 2) + 1);
-      const uint64_t size =
-          *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(64, max_e / groups) + 1);
-      const uint64_t kept = *rc::gen::inRange<uint64_t>(1, groups + 1);
-      const uint64_t top_k =
-          *rc::gen::inRange<uint64_t>(1, std::min(ranges.max_top_k, kept * size) + 1);
-      with_router_groups(c, groups, size, kept, top_k);
-    }
+    if (!c.hash && max_e >= 4 && *rc::gen::element(false, false, true))
+      draw_router_groups(c, max_e, ranges.max_top_k);
     const bool designed =
         c.pattern == RoutingPattern::bf16_ulp_apart || c.pattern == RoutingPattern::near_ties;
     if (designed) m.hidden_size = std::max<uint64_t>(m.hidden_size, 3);
@@ -219,6 +212,16 @@ rc::Gen<RoutingCase> routing_case(const RoutingRanges& ranges) {
     while (routing_case_cost(c) > ranges.cost_cap && c.rows > 1) c.rows /= 2;
     return c;
   });
+}
+
+void draw_router_groups(RoutingCase& c, uint64_t max_experts, uint64_t max_top_k) {
+  const uint64_t groups =
+      *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(16, max_experts / 2) + 1);
+  const uint64_t size =
+      *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(64, max_experts / groups) + 1);
+  const uint64_t kept = *rc::gen::inRange<uint64_t>(1, groups + 1);
+  const uint64_t top_k = *rc::gen::inRange<uint64_t>(1, std::min(max_top_k, kept * size) + 1);
+  with_router_groups(c, groups, size, kept, top_k);
 }
 
 void with_router_groups(RoutingCase& c, uint64_t groups, uint64_t size, uint64_t kept,

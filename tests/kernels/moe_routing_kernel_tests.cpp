@@ -629,12 +629,9 @@ TEST_F(MoeRoutingKernel, GroupedChainsKeepTheOraclesGroupsWhereProvable) {
   const bool ok = rc::check("grouped routing chain: kept groups where provable", [&] {
     gen::RoutingCase c = *gen::routing_case(gen::RoutingRanges{});
     c.hash = false;
-    const uint64_t groups = *rc::gen::inRange<uint64_t>(2, 17);
-    const uint64_t size =
-        *rc::gen::inRange<uint64_t>(2, std::min<uint64_t>(64, kMaxScoredExperts / groups) + 1);
-    const uint64_t kept = *rc::gen::inRange<uint64_t>(1, groups + 1);
-    const uint64_t top_k = *rc::gen::inRange<uint64_t>(1, std::min(kMaxTopK, kept * size) + 1);
-    gen::with_router_groups(c, groups, size, kept, top_k);
+    gen::draw_router_groups(c, kMaxScoredExperts, kMaxTopK);
+    const uint64_t groups = c.config.router_groups, kept = c.config.router_topk_groups;
+    const uint64_t size = c.config.num_experts / groups, top_k = c.config.num_experts_per_tok;
     c.pattern = *rc::gen::element(gen::RoutingPattern::group_ties, gen::RoutingPattern::group_ties,
                                   gen::RoutingPattern::near_ties, gen::RoutingPattern::random);
     c.config.hidden_size = std::min<uint64_t>(c.config.hidden_size, 256);

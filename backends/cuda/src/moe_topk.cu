@@ -77,6 +77,12 @@ __device__ uint32_t warp_sum_u32(uint32_t v) {
 // under the total order of groups (score descending, index ascending, NaN last) — by the single
 // best key under mutant M-GROUP. `stage` is this warp's [E' keys | G scores | G kept flags].
 // A group is kept iff fewer than g groups rank before it: the order is strict, so exactly g are.
+// Floats of one warp's group stage: E' keys, G scores, G kept flags. The kernel's per-warp
+// offset and the launch's dynamic shared memory both come from here.
+constexpr uint64_t group_stage_floats(uint64_t experts, uint64_t groups) {
+  return experts + 2 * groups;
+}
+
 __device__ uint32_t drop_unkept_groups(const TopKLaunch& a, const float (&key)[kPerLane],
                                        uint32_t available, uint32_t lane, float* stage) {
   const uint32_t experts = static_cast<uint32_t>(a.experts), size = experts / a.groups;
@@ -172,7 +178,7 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(TopKLaunch a) {
   if (a.groups > 1 && !a.hash) {
     const uint32_t warp = threadIdx.x / kWarpSize;
     available = drop_unkept_groups(a, key, available, lane,
-                                   group_stage + warp * (a.experts + 2u * a.groups));
+                                   group_stage + warp * group_stage_floats(a.experts, a.groups));
   }
 
   // Lane j < top_k ends up holding the j-th id.
@@ -261,7 +267,7 @@ void launch_topk(const TopKLaunch& a, cudaStream_t stream) {
     throw Error("moe_topk: " + std::to_string(a.rows) + " rows exceed the grid limit");
   // Group staging: per warp E' keys, G scores and G flags (≤ 4·(1024 + 1024)·4 B = 32 KiB).
   const size_t stage_bytes =
-      a.groups > 1 ? kWarpsPerBlock * (a.experts + 2u * a.groups) * sizeof(float) : 0;
+      a.groups > 1 ? kWarpsPerBlock * group_stage_floats(a.experts, a.groups) * sizeof(float) : 0;
   BL_LAUNCH(topk_kernel, static_cast<unsigned>(blocks), kThreads, stage_bytes, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }

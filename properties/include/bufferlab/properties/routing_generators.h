@@ -90,6 +90,11 @@ rc::Gen<RoutingCase> routing_case(const RoutingRanges& ranges);
 void with_router_groups(RoutingCase& c, uint64_t groups, uint64_t size, uint64_t kept,
                         uint64_t top_k);
 
+// Draws router groups for a case (inside a RapidCheck property or generator): G in [2, 16],
+// size in [2, 64] with G·size ≤ max_experts (≥ 4), g in [1, G], top_k ≤ min(max_top_k, g·size);
+// then with_router_groups. routing_case() uses it for about a third of its non-hash cases.
+void draw_router_groups(RoutingCase& c, uint64_t max_experts, uint64_t max_top_k);
+
 // DeepSeek-V3's routing (sigmoid + bias, norm_topk_prob, scale 2.5; 256 experts in 8 groups,
 // keep 4, top 8) on the fp32-gate path, random pattern: the shape the group step's mutant,
 // flip-rate and kernel tests share.
