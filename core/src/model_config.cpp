@@ -37,4 +37,13 @@ Size ModelConfig::qkv_dim() const {
   return (Size(num_attention_heads) * q_proj_mul() + Size(2) * num_key_value_heads) * head_dim;
 }
 
+uint64_t ModelConfig::rotary_dim() const {
+  const double d = static_cast<double>(head_dim) * partial_rotary_factor;
+  // A factor outside [0, 1] or not a number is validate()'s error; here it clamps so the
+  // derived value stays defined.
+  if (!(d > 0)) return 0;
+  if (d >= static_cast<double>(head_dim)) return head_dim;
+  return static_cast<uint64_t>(d);
+}
+
 }  // namespace bufferlab

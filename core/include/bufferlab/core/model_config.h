@@ -57,19 +57,35 @@ namespace bufferlab {
   X(index_head_dim, 0)                  \
   X(index_topk, 0)                      \
   X(index_compress_ratio, 0)            \
-  X(adapter_max_rank, 0)
+  X(adapter_max_rank, 0)                \
+  X(sliding_window, 0)                  \
+  X(rope_original_max_position, 0)
 
 #define BUFFERLAB_CONFIG_BOOL_FIELDS(X) \
   X(attn_gated, false)                  \
   X(norm_topk_prob, false)              \
   X(use_routing_bias, false)            \
-  X(mrope_interleaved, false)
+  X(mrope_interleaved, false)           \
+  X(rope_interleaved, false)            \
+  X(rope_truncate, true)                \
+  X(qk_norm, false)                     \
+  X(attn_sinks, false)
 
 #define BUFFERLAB_CONFIG_FLOAT_FIELDS(X) \
   X(swiglu_limit, 0.0)                   \
   X(routed_scaling_factor, 1.0)          \
   X(hc_eps, 1e-6)                        \
-  X(rms_norm_eps, 1e-6)
+  X(rms_norm_eps, 1e-6)                  \
+  X(rope_theta, 10000.0)                 \
+  X(partial_rotary_factor, 1.0)          \
+  X(rope_factor, 1.0)                    \
+  X(rope_low_freq_factor, 1.0)           \
+  X(rope_high_freq_factor, 4.0)          \
+  X(rope_beta_fast, 32.0)                \
+  X(rope_beta_slow, 1.0)                 \
+  X(rope_mscale, 0.0)                    \
+  X(rope_mscale_all_dim, 0.0)            \
+  X(rope_attention_factor, 0.0)
 
 // Layer kinds of `layer_types` (docs/spec/buffers.md §1). `mlp`/`moe` are FFN-only layers
 // (hybrid_override_pattern '-' and 'E').
@@ -95,6 +111,7 @@ struct ModelConfig {
   BUFFERLAB_CONFIG_FLOAT_FIELDS(BUFFERLAB_DECLARE_FLOAT)
 #undef BUFFERLAB_DECLARE_FLOAT
   std::string scoring_func = "softmax";  // softmax | sigmoid | sqrtsoftplus
+  std::string rope_type = "default";     // default | linear | llama3 | yarn (attention.md §1)
   std::vector<LayerType> layer_types;    // empty: derived from full_attention_interval
   std::vector<uint64_t> mlp_only_layers;
   std::array<uint64_t, 3> mrope_section{0, 0, 0};
@@ -109,6 +126,8 @@ struct ModelConfig {
   bool uses_mrope() const;
   uint64_t q_proj_mul() const { return attn_gated ? 2 : 1; }
   Size qkv_dim() const;  // (nq·q_proj_mul + 2·nkv)·hd
+  // int(head_dim · partial_rotary_factor), as transformers truncates (docs/spec/attention.md §1).
+  uint64_t rotary_dim() const;
 
   // Layer pattern (docs/spec/buffers.md §1 "layer pattern" and §5 "Layers").
   MixerKind mixer_kind(uint64_t layer) const;
