@@ -94,6 +94,7 @@ struct CompareCommand {
   RawCompareOptions raw;        // mHC / SSM options as given; --streams, --path sorted by the op
   MhcCompareOptions hc;         // mHC ops: parsed from raw when the command runs
   GdnMamba2CompareOptions ssm;  // gdn, ssd: parsed from raw when the command runs
+  AttnCompareOptions attn;      // attn-prefill, attn-decode: parsed when the command runs
   bool hash = false;
   std::string dump_dir;
   bool json = false;
@@ -117,7 +118,8 @@ std::string rerun_line(const CompareCommand& c, const CompareOpEntry& op, uint64
     if (c.hash) line += " --hash";
   }
   if (op.reads(kOptLowRankPath) && c.path_given) line += " --path " + c.path;
-  line += ssm_rerun_options(c.ssm) + hc_rerun_options(c.hc);
+  line += op.reads(kOptContext) ? attn_rerun_options(c.attn)
+                                : ssm_rerun_options(c.ssm) + hc_rerun_options(c.hc);
   if (c.mutant != "none") line += " --mutant " + c.mutant;
   if (!c.sim_seed.empty()) line += " --sim-seed " + c.sim_seed;
   return line;
@@ -183,6 +185,7 @@ void run_op_compare(CompareCommand& c, const CompareOpEntry& op) {
   // runners reported it before they took typed options.
   c.hc = s.hc = parse_mhc_options(c.raw);
   c.ssm = s.ssm = parse_gdn_mamba2_options(c.raw);
+  if (op.reads(kOptContext)) c.attn = s.attn = parse_attn_options(c.raw);
   const CompareResult r = op.runner(*backend, s);
   const bool agree = r.report.passed() && r.findings.empty();
   const std::string activity = cuda_sim_activity();
@@ -349,6 +352,15 @@ void register_compare_command(CLI::App& app) {
                 "gdn: every key of a head within a few degrees of one direction");
   sub->add_flag("--zero-state", cmd->raw.zero_state,
                 "gdn/ssd: fresh sequences (recurrent state and conv tails zero)");
+  sub->add_option("--context", cmd->raw.context,
+                  "attn-prefill/attn-decode: keys already in each sequence's cache (default 0)")
+      ->type_name("C");
+  sub->add_option("--chunk", cmd->raw.chunk,
+                  "attn-prefill: prefill in chunks of C tokens (default: one chunk)")
+      ->type_name("C");
+  sub->add_option("--layer", cmd->raw.layer,
+                  "attn-prefill/attn-decode: full | sliding (default: the first attention layer's)")
+      ->type_name("KIND");
   sub->add_option("--dt", cmd->raw.dt, "ssd: step sizes typical | large | tiny (default typical)")
       ->type_name("REGIME");
   sub->add_option("--dump", cmd->dump_dir,

@@ -54,16 +54,29 @@ struct GdnMamba2CompareOptions {
   std::optional<oracle::Mamba2DtRegime> dt;          // ssd: default typical
 };
 
+// --layer of attn-prefill / attn-decode.
+enum class AttnLayerKind { full, sliding };
+
+// The options of the attention ops (compare_attention.cpp), parsed; nullopt = not given.
+struct AttnCompareOptions {
+  std::optional<Given<uint64_t>> streams;  // --streams N: co-dispatched sequences (prefill)
+  std::optional<Given<uint64_t>> context;  // --context C: keys already in each sequence's cache
+  std::optional<Given<uint64_t>> chunk;    // --chunk C: prefill in chunks of C tokens
+  std::optional<AttnLayerKind> layer;      // --layer full | sliding (default: the first layer's)
+};
+
 // The names the CLI spells these values with.
 const char* to_string(GdnMamba2Path p);
 const char* to_string(oracle::GdnGateRegime r);
 const char* to_string(oracle::Mamba2DtRegime r);
 const char* to_string(oracle::MhcStreamMagnitude m);
+const char* to_string(AttnLayerKind k);
 
 // The mHC and SSM options as given on the command line (empty = not given), for parsing.
 struct RawCompareOptions {
   std::string logit_range, hc_streams, hc_eps, lowrank_path;
   std::string ssm_streams, ssm_path, alpha, beta, dt;
+  std::string context, chunk, layer;  // attention ops
   bool parallel_keys = false, zero_state = false;
 };
 
@@ -73,9 +86,11 @@ void require_options_apply(const std::string& op, const RawCompareOptions& raw);
 // Parses the options given; the errors name the option and the value.
 MhcCompareOptions parse_mhc_options(const RawCompareOptions& raw);
 GdnMamba2CompareOptions parse_gdn_mamba2_options(const RawCompareOptions& raw);
+AttnCompareOptions parse_attn_options(const RawCompareOptions& raw);
 // The mHC / SSM options given, for the re-run line: " --streams 3 --path chunked ...".
 std::string hc_rerun_options(const MhcCompareOptions& options);
 std::string ssm_rerun_options(const GdnMamba2CompareOptions& options);
+std::string attn_rerun_options(const AttnCompareOptions& options);
 
 struct CompareSetup {
   ModelConfig config;
@@ -91,6 +106,7 @@ struct CompareSetup {
   Mutant mutant = Mutant::none;  // the kernel mutant on the backend, or the sizing mutant B15
   MhcCompareOptions hc;          // mHC ops only
   GdnMamba2CompareOptions ssm;   // gdn and ssd only
+  AttnCompareOptions attn;       // attn-prefill and attn-decode only
 };
 
 struct CompareResult {
@@ -124,6 +140,14 @@ CompareResult compare_mhc_lowrank(Backend& backend, const CompareSetup& s);
 // the recurrence -> gated norm.
 CompareResult compare_gdn(Backend& backend, const CompareSetup& s);
 CompareResult compare_mamba2(Backend& backend, const CompareSetup& s);
+
+// Grouped-query attention (compare_attention.cpp): attn-prefill — staging (qk_norm, RoPE),
+// cache write, the varlen core over the cached prefix (--context) and the chunk, the gate, over
+// --streams sequences of --tokens each, optionally in --chunk pieces; attn-decode — --tokens
+// decode rows of --context cached keys: cache write, core (split-K + merge or one split),
+// gate. --layer full | sliding.
+CompareResult compare_attn_prefill(Backend& backend, const CompareSetup& s);
+CompareResult compare_attn_decode(Backend& backend, const CompareSetup& s);
 
 // The checks before a runner allocates (compare_checks.cpp). Every arena tensor of `accesses`
 // must lie inside the buffer the sizing gave it; saying so up front names the sizing instead

@@ -77,7 +77,17 @@ std::optional<Given<uint64_t>> sequences(const std::string& text) {
   return Given<uint64_t>{n, text};
 }
 
+constexpr Named<AttnLayerKind> kLayerKinds[] = {{"full", AttnLayerKind::full},
+                                                {"sliding", AttnLayerKind::sliding}};
+
+std::optional<Given<uint64_t>> count(const char* option, const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return Given<uint64_t>{parse_u64(option, text), text};
+}
+
 }  // namespace
+
+const char* to_string(AttnLayerKind k) { return name_of(k, kLayerKinds); }
 
 const char* to_string(GdnMamba2Path p) { return name_of(p, kSsmPaths); }
 const char* to_string(oracle::GdnGateRegime r) { return name_of(r, kGateRegimes); }
@@ -94,6 +104,10 @@ void require_options_apply(const std::string& op, const RawCompareOptions& raw) 
   require_reads(op, raw.parallel_keys, "--parallel-keys", kOptParallelKeys);
   require_reads(op, !raw.dt.empty(), "--dt", kOptDt);
   require_reads(op, raw.zero_state, "--zero-state", kOptZeroState);
+  require_reads(op, !raw.ssm_path.empty(), "--path", kOptSsmPath);
+  require_reads(op, !raw.context.empty(), "--context", kOptContext);
+  require_reads(op, !raw.chunk.empty(), "--chunk", kOptChunk);
+  require_reads(op, !raw.layer.empty(), "--layer", kOptLayer);
 }
 
 MhcCompareOptions parse_mhc_options(const RawCompareOptions& raw) {
@@ -119,6 +133,25 @@ GdnMamba2CompareOptions parse_gdn_mamba2_options(const RawCompareOptions& raw) {
   o.zero_state = raw.zero_state;
   o.dt = parse_named("--dt", raw.dt, kDtRegimes, "dt regime");
   return o;
+}
+
+AttnCompareOptions parse_attn_options(const RawCompareOptions& raw) {
+  AttnCompareOptions o;
+  o.streams = sequences(raw.ssm_streams);
+  o.context = count("--context", raw.context);
+  o.chunk = count("--chunk", raw.chunk);
+  if (o.chunk && o.chunk->value == 0) throw Error("--chunk 0: a chunk needs at least one token");
+  o.layer = parse_named("--layer", raw.layer, kLayerKinds, "layer kind");
+  return o;
+}
+
+std::string attn_rerun_options(const AttnCompareOptions& o) {
+  std::string line;
+  if (o.streams) line += " --streams " + o.streams->text;
+  if (o.context) line += " --context " + o.context->text;
+  if (o.chunk) line += " --chunk " + o.chunk->text;
+  if (o.layer) line += std::string(" --layer ") + to_string(*o.layer);
+  return line;
 }
 
 std::string hc_rerun_options(const MhcCompareOptions& o) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "bufferlab/core/op_registry.h"
+#include "bufferlab/core/ops/attention.h"
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
@@ -48,6 +49,14 @@ constexpr ChainStage kMamba2Chain[] = {
     BUFFERLAB_STAGE(Mamba2ConvOp, ""),      BUFFERLAB_STAGE(Mamba2ChunkOp, "cumsum"),
     BUFFERLAB_STAGE(Mamba2ChunkOp, "bmm"),  BUFFERLAB_STAGE(Mamba2ChunkOp, "scan"),
     BUFFERLAB_STAGE(Mamba2RecurrentOp, ""), BUFFERLAB_STAGE(Mamba2GatedNormOp, "")};
+
+constexpr ChainStage kAttnPrefillChain[] = {
+    BUFFERLAB_STAGE(AttnStageOp, "q_copy"),    BUFFERLAB_STAGE(AttnStageOp, "k_scratch"),
+    BUFFERLAB_STAGE(AttnStageOp, "v_scratch"), BUFFERLAB_STAGE(AttnCacheWriteOp, "scratch"),
+    BUFFERLAB_STAGE(AttnPrefillOp, ""),        BUFFERLAB_STAGE(AttnGateOp, "")};
+constexpr ChainStage kAttnDecodeChain[] = {
+    BUFFERLAB_STAGE(AttnCacheWriteOp, "qkv"), BUFFERLAB_STAGE(AttnDecodeOp, ""),
+    BUFFERLAB_STAGE(SplitKMergeOp, ""), BUFFERLAB_STAGE(AttnGateOp, "")};
 
 #undef BUFFERLAB_STAGE
 
@@ -148,6 +157,25 @@ constexpr CompareOpEntry kCompareOps[] = {
      NumericFamily::ssd,
      "Mamba-2 (Mamba models): conv1d -> chunked SSD cumsum -> bmm -> scan per sequence\n"
      "(one after another) or the recurrence -> gated norm"},
+    {"attn-prefill",
+     compare_attn_prefill,
+     kAttnPrefillChain,
+     kOptSequences | kOptContext | kOptChunk | kOptLayer,
+     {},
+     NumericFamily::none,
+     "grouped-query attention prefill (full/sliding layers): Q copy, K, V scratch\n"
+     "(qk_norm + RoPE) -> cache write -> varlen core over the --context keys cached in\n"
+     "the paged KV cache and the chunk -> gate, --streams N sequences of --tokens each,\n"
+     "--chunk C: in chunks of C tokens; every stage judged on its stored inputs"},
+    {"attn-decode",
+     compare_attn_decode,
+     kAttnDecodeChain,
+     kOptContext | kOptLayer,
+     {},
+     NumericFamily::none,
+     "grouped-query attention decode: --tokens decode rows of --context cached keys each:\n"
+     "cache write (qk_norm + RoPE on the qkv rows) -> core (split-K + merge, or one\n"
+     "split) -> gate; every stage judged on its stored inputs"},
 };
 
 constexpr NumericFamilyInfo kNumericFamilies[] = {

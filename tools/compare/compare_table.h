@@ -40,6 +40,9 @@ enum CompareOption : uint32_t {
   kOptParallelKeys = 1u << 12,  // --parallel-keys (checked)
   kOptZeroState = 1u << 13,     // --zero-state (checked)
   kOptDt = 1u << 14,            // --dt (checked)
+  kOptContext = 1u << 15,       // --context (checked)
+  kOptChunk = 1u << 16,         // --chunk (checked)
+  kOptLayer = 1u << 17,         // --layer (checked)
 };
 
 // The `fuzz --numeric` families, in the order the CLI lists them.
