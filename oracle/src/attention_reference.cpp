@@ -14,6 +14,7 @@
 
 namespace bufferlab::oracle {
 
+namespace attn_ref {
 namespace {
 
 constexpr double kAttnNegInf = -std::numeric_limits<double>::infinity();
@@ -29,6 +30,7 @@ double attn_score_scale(uint64_t hd) {
 }
 
 }  // namespace
+}  // namespace attn_ref
 
 uint64_t attn_rope_stream(const AttnGeometry& g, uint64_t i) {
   if (!g.mrope) return 0;
@@ -61,6 +63,7 @@ bool attn_split_range(uint64_t lo, uint64_t p, uint64_t block_size, uint64_t spl
 
 // --- stage function ---------------------------------------------------------------------------
 
+namespace attn_ref {
 namespace {
 
 // The angle of frequency i at position `pos`: faithful = the FP32 product fp32(pos)·inv_freq
@@ -92,9 +95,11 @@ StageRow normed_row(const AttnGeometry& g, const uint16_t* x, std::span<const ui
 }
 
 }  // namespace
+}  // namespace attn_ref
 
 AttnValues attn_stage_fp64(const AttnGeometry& g, const AttnStageInput& in, Mode mode,
                            const BoundModel* bm) {
+  using namespace attn_ref;
   const uint64_t hd = g.hd, half = g.rotary_dim / 2, width = mul(in.heads, hd);
   if (in.rows > 0)
     attn_need("stage source", in.src.size(), (in.rows - 1) * in.stride + in.col0 + width);
@@ -147,7 +152,7 @@ namespace attn_detail {
 SoftmaxResult softmax_fp64(const SoftmaxTerms& t) {
   SoftmaxResult r;
   r.o.assign(t.hd, 0.0);
-  r.m = kAttnNegInf;
+  r.m = -std::numeric_limits<double>::infinity();
   for (double s : t.s) r.m = std::max(r.m, s);
   double num_l = 0.0;
   for (size_t j = 0; j < t.s.size(); ++j) {
@@ -166,6 +171,7 @@ SoftmaxResult softmax_fp64(const SoftmaxTerms& t) {
 
 }  // namespace attn_detail
 
+namespace attn_ref {
 namespace {
 
 struct Reduction {
@@ -243,8 +249,10 @@ void check_core_input(const AttnGeometry& g, const AttnCoreInput& in) {
 }
 
 }  // namespace
+}  // namespace attn_ref
 
 AttnValues attn_core_fp64(const AttnGeometry& g, const AttnCoreInput& in, const BoundModel* bm) {
+  using namespace attn_ref;
   check_core_input(g, in);
   const uint64_t rows = in.pos.size(), hd = g.hd, qw = g.q_width();
   AttnValues out;
@@ -269,6 +277,7 @@ AttnValues attn_core_fp64(const AttnGeometry& g, const AttnCoreInput& in, const 
 AttnValues attn_partials_fp64(const AttnGeometry& g, const AttnCoreInput& in, uint64_t splits,
                               uint64_t block_size, std::span<const float> stored,
                               const BoundModel* bm) {
+  using namespace attn_ref;
   check_core_input(g, in);
   if (splits == 0 || block_size == 0) throw Error("attention oracle: splits and block_size > 0");
   const uint64_t rows = in.pos.size(), hd = g.hd, slot = hd + 2;
@@ -313,6 +322,7 @@ AttnValues attn_partials_fp64(const AttnGeometry& g, const AttnCoreInput& in, ui
 AttnValues attn_merge_fp64(uint64_t rows, uint64_t nq, uint64_t hd, uint64_t splits,
                            std::span<const float> partials, std::span<const float> sinks,
                            const BoundModel* bm) {
+  using namespace attn_ref;
   const uint64_t slot = hd + 2;
   attn_need("partials", partials.size(), mul(mul(mul(rows, nq), splits), slot));
   if (!sinks.empty()) attn_need("sinks", sinks.size(), nq);
@@ -364,6 +374,7 @@ AttnValues attn_merge_fp64(uint64_t rows, uint64_t nq, uint64_t hd, uint64_t spl
 
 AttnValues attn_gate_fp64(const AttnGeometry& g, uint64_t rows, std::span<const uint16_t> attn,
                           std::span<const uint16_t> qkv, const BoundModel* bm) {
+  using namespace attn_ref;
   const uint64_t qw = g.q_width();
   attn_need("attn_output", attn.size(), mul(rows, qw));
   attn_need("qkv_output", qkv.size(), mul(rows, g.qkv_dim));
