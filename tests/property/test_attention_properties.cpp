@@ -170,7 +170,7 @@ RC_GTEST_PROP(AttnPlanted, RotatedDimensionsDoNotPassThrough, ()) { pass_through
 // ---- 9. padding rows ----
 void padding(bool plant) {
   const AttnGenCase g = *cases(AttnParts::decode, plant ? 1 : 0);
-  RC_PRE(g.spec.live >= 2 || !plant);
+  // Twin: row 0 stays live (n = 1) and its cached prefix (min_context 1) turns NaN.
   const U n = plant ? 1 : *rc::gen::inRange<U>(1, g.spec.live + 1);
   holds(g, plant,
         [&](const AttnCase& c, bool p) { return gen::attn_padding_rows(cpu(), c, n, p); });
@@ -220,7 +220,9 @@ RC_GTEST_PROP(AttnPlanted, TwoThreadsOnAChangedInputDiffer, ()) {
   const AttnGenCase g = *gen::attn_case(thread_ranges(), AttnParts::mixed);
   const AttnCase c = make(g);
   AttnCase changed = c;
-  changed.qkv[0] ^= 0x0100;  // row 0's first Q element (an exponent bit): its outputs move
+  // Row 0's first V element (an exponent bit): row 0 always sees its own key, so its output
+  // moves.
+  changed.qkv[c.geom.v_col0] ^= 0x0100;
   RC_ASSERT(!runs_differ(c, run_threads(c, 1), run_threads(changed, 2)).empty());
 }
 
