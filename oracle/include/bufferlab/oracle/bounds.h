@@ -66,11 +66,15 @@ inline bool fp32_subnormal(double v) { return std::fabs(v) < kFp32MinNormal; }
 // (expert GEMMs, GemmOp, LM head): kUnitRoundoffCpu on the CPU, kUnitRoundoffDeviceGemm on
 // a device. fp32_u: element-wise FP32 math (SwiGLU, combine, epilogues), round to nearest on
 // every backend. exp_ulps: the error of the FP32 exp inside silu, in FP32 ULPs (glibc expf
-// < 1, CUDA expf ≤ 2).
+// < 1, CUDA expf ≤ 2). trig_ulps: the error of the FP32 cosf / sinf of RoPE
+// (docs/spec/attention.md §2), in FP32 ULPs of the correctly rounded result: glibc's table of
+// known maximum errors lists 1 for float cos and sin on x86_64, the CUDA Programming Guide 2
+// (full range) for cosf and sinf; §2 has every bound use the larger of the two, on every backend.
 struct BoundModel {
   double gemm_u = kUnitRoundoffCpu;
   double fp32_u = kUnitRoundoffCpu;
   double exp_ulps = 2.0;
+  double trig_ulps = 2.0;
 };
 inline BoundModel cpu_bounds() { return {}; }
 inline BoundModel device_bounds() { return {kUnitRoundoffDeviceGemm, kUnitRoundoffCpu, 2.0}; }
