@@ -211,10 +211,10 @@ attn_detail::SoftmaxTerms terms_of(const AttnGeometry& g, const AttnCoreInput& i
   attn_detail::SoftmaxTerms t;
   t.hd = hd;
   for (uint64_t j = red.first; !red.empty && j <= red.last; ++j) {
-    const uint16_t* k = kv.k.data() + j * kvw + kh * hd;
+    const uint64_t k_at = j * kvw + kh * hd;
     double dot = 0.0, D = 0.0, X = 0.0;
     for (uint64_t d = 0; d < hd; ++d) {
-      const double kd = bf16_value(k[d]);
+      const double kd = kv.k_values.empty() ? bf16_value(kv.k[k_at + d]) : kv.k_values[k_at + d];
       dot += qv[d] * kd;
       D += std::fabs(qv[d] * kd);
       if (qe != nullptr) X += qe[d] * std::fabs(kd);
@@ -244,7 +244,8 @@ void check_core_input(const AttnGeometry& g, const AttnCoreInput& in) {
       throw Error(fmt::format("attention oracle: row {} names sequence {} of {}", r, in.seq[r],
                               in.keys.size()));
     const AttnKeys& kv = in.keys[in.seq[r]];
-    attn_need("keys", std::min(kv.k.size(), kv.v.size()), mul(kv.n, g.kv_width()));
+    attn_need("keys", std::min(kv.k_values.empty() ? kv.k.size() : kv.k_values.size(), kv.v.size()),
+              mul(kv.n, g.kv_width()));
   }
 }
 

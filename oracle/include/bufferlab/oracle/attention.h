@@ -72,6 +72,9 @@ std::vector<double> attn_stage_angle_bounds(const AttnGeometry& g, const AttnSta
 struct AttnKeys {
   std::span<const uint16_t> k, v;
   uint64_t n = 0;
+  // Keys given in FP64 instead of BF16 (same layout), when not empty: an outside reference's
+  // rotated keys (the golden checks), which no BF16 store has rounded.
+  std::span<const double> k_values;
 };
 
 // How the reference selects keys: `spec` is the rule of ops/attention.h; the others are the
