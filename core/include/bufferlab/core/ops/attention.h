@@ -60,9 +60,9 @@
 //     contiguous parts of cdiv(b1 − b0 + 1, S) blocks; part k reduces its keys by the rule
 //     above (tiles clipped to the part) and writes slot ((r·nq)+q)·S + k of (hd + 2) f32:
 //     [o = acc / l (hd) | m | l]; an empty part writes o = 0, m = −inf, l = 0. Sinks are left
-//     to the merge. Merge: m = max over parts with l_k > 0 of m_k, and the sink; w_k = l_k ·
-//     expf(m_k − m); l = Σ_k w_k (k ascending) + expf(sink − m); o_d = bf16((Σ_k w_k·o_k,d) /
-//     l). Rows ≥ live write zeros.
+//     to the merge. Merge: m = max over parts with l_k ≠ 0 (a NaN l propagates) of m_k, and the
+//     sink; w_k = l_k · expf(m_k − m); l = Σ_k w_k (k ascending) + expf(sink − m); o_d = bf16((Σ_k
+//     w_k·o_k,d) / l). Rows ≥ live write zeros.
 //   - Gate: y = bf16(a · (1 / (1 + expf(−g)))), a and g the BF16 attn_output and gate values.
 //   - Limits: hd ≤ kMaxAttnHeadDim, nq % nkv = 0, rotary_dim even and ≤ hd (Error otherwise).
 //     Kernels with the QSA indexer's selection lists are not implemented (bind refuses them).
