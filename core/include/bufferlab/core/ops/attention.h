@@ -22,8 +22,12 @@
 //                 convention, w bf16 [hd]. Without qk_norm n_i = x_i. Kept in FP32.
 //       RoPE:     for a pair (a, b) of frequency i (a = n_i, b = n_{i+rd/2}; interleaved
 //                 a = n_{2i}, b = n_{2i+1}), θ = fp32(pos) · inv_freq_i (one FP32 multiply),
-//                 c = cosf(θ) · af, s = sinf(θ) · af (af = the table's FP32 attention factor),
-//                 a' = a·c − b·s, b' = b·c + a·s, each product and sum rounded (no FMA).
+//                 c = cos(θ) · af, s = sin(θ) · af (af = the table's FP32 attention factor;
+//                 cos, sin within CUDA's documented 2-ulp bound of cosf/sinf: the CPU's libm,
+//                 the device's rope_sincos — FP64 reduction, correctly rounded — because
+//                 nvcc's cosf + sinf on one angle put their reduction table in local memory,
+//                 which the strict build refuses), a' = a·c − b·s, b' = b·c + a·s, each
+//                 product and sum rounded (no FMA).
 //                 pos is the frequency's position stream (MRoPE rule, docs/spec/attention.md §2) or
 //                 the one stream. Dimensions ≥ rotary_dim keep n_i.
 //       store:    one BF16 rounding (round to nearest even) of every dimension.
@@ -45,9 +49,9 @@
 //     score_j = dot(q, k_j) · fp32(1/sqrt(hd)), the dot in FP32 over d ascending (FMA
 //     contraction allowed; the bound covers either). Per tile: m' = max(m, max_j score_j);
 //     α = expf(m − m') (0 for the first tile); l = l·α, acc_d = acc_d·α; then per key
-//     ascending: e = expf(score_j − m'), l += e, acc_d += e·v_j[d]. At the end, sinks: m'' =
-//     max(m, sink_q), α = expf(m − m''), l = l·α + expf(sink_q − m''), acc ·= α. Output
-//     o_d = bf16(acc_d / l).
+//     ascending: e = expf(score_j − m'), l += e, acc_d += e·v_j[d] (FMA allowed). At the end,
+//     sinks: m'' = max(m, sink_q), α = expf(m − m''), l = l·α + expf(sink_q − m''), acc ·= α.
+//     Output o_d = bf16(acc_d / l).
 //   - Prefill: stream b of the launch holds L = tokens / streams query rows; its sequence has
 //     ctx_b = ctx_lens[b] keys in the cache before this chunk, so row i sits at p = ctx_b + i;
 //     keys j < ctx_b come from the cache (block_table row b), keys ≥ ctx_b from the K/V
