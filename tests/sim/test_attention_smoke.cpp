@@ -464,6 +464,19 @@ void check_prefill(const ModelConfig& config, bool sliding, std::vector<int32_t>
                           std::to_string(d));
     }
   }
+  // Stream 0's rows do not depend on stream 1's query, keys and values (bit for bit).
+  Bits q2 = q, ks2 = ks, vs2 = vs;
+  for (uint64_t c = L * qw; c < t * qw; ++c) q2[c] = bf(uniform(-1.0f, 1.0f));
+  for (uint64_t c = L * kvw; c < t * kvw; ++c) {
+    ks2[c] = bf(uniform(-1.0f, 1.0f));
+    vs2[c] = bf(uniform(-1.0f, 1.0f));
+  }
+  rig.put(op.q, q2);
+  rig.put(op.k[1], Bits(ks2.begin() + static_cast<int64_t>(L * kvw), ks2.end()));
+  rig.put(op.v[1], Bits(vs2.begin() + static_cast<int64_t>(L * kvw), vs2.end()));
+  rig.backend->execute(rig.ws, op);
+  const Bits out2 = rig.get<uint16_t>(op.out);
+  for (uint64_t c = 0; c < L * qw; ++c) ASSERT_EQ(out2[c], out[c]) << "stream 0 col " << c;
 }
 
 TEST(CudaSimAttention, PrefillFullGqa2QkNormPrefixShuffledBlocks) {
@@ -587,6 +600,28 @@ void check_decode(const ModelConfig& config, bool sliding, std::vector<int32_t> 
         expect_within(out_split[r * qw + h * g.hd + d], refS.o[d], refS.err[d],
                       where + " (split-K)");
       }
+    }
+  }
+  // Batch invariance (docs/spec/attention.md §4): row 1's query and length change, then the
+  // live count drops to 1; row 0's bits stay, in both paths.
+  Bits qkv2 = qkv;
+  for (uint64_t c = 0; c < g.qkv_dim; ++c) qkv2[g.qkv_dim + c] = bf(uniform(-2.0f, 2.0f));
+  std::vector<int32_t> lens2 = seq_lens;
+  lens2[1] = std::max(1, seq_lens[1] - 2);
+  rig.put(one.qkv, qkv2);
+  rig.put(p.lens, lens2);
+  for (uint64_t live2 : {live, uint64_t{1}}) {
+    AttnDecodeOp one2 = one, split2 = split;
+    SplitKMergeOp merge2 = merge;
+    one2.dims.live = split2.dims.live = merge2.dims.live = live2;
+    rig.backend->execute(rig.ws, one2);
+    const Bits o1 = rig.get<uint16_t>(one.out);
+    rig.backend->execute(rig.ws, split2);
+    rig.backend->execute(rig.ws, merge2);
+    const Bits oS = rig.get<uint16_t>(merge.out);
+    for (uint64_t c = 0; c < qw; ++c) {
+      ASSERT_EQ(o1[c], out_one[c]) << "row 0 col " << c << " with live " << live2;
+      ASSERT_EQ(oS[c], out_split[c]) << "row 0 col " << c << " (split-K) with live " << live2;
     }
   }
 }
