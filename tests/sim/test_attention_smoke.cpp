@@ -633,6 +633,18 @@ TEST(CudaSimAttention, DecodeSlidingSinksAcrossTileBoundary) {
   check_decode(config_b(), true, {67, 5, 30}, 2);
 }
 
+// hd = 12: key rows 24 bytes apart, so the dot takes its scalar path for misaligned rows and
+// its 8-wide path plus the scalar tail for aligned ones.
+ModelConfig config_b12() {
+  ModelConfig c = config_b();
+  c.head_dim = 12;
+  return c;
+}
+TEST(CudaSimAttention, PrefillAndDecodeHeadDim12) {
+  check_prefill(config_b12(), true, {9, 2});
+  check_decode(config_b12(), true, {20, 7, 3}, 2);
+}
+
 // ---- gate ------------------------------------------------------------------------------
 
 // y = bf16(a·(1/(1 + expf(−g)))): expf (2 ulp), the sum, the division and the product round
