@@ -224,9 +224,12 @@ TEST(OracleAttentionBounds, StageBoundHoldsForFp32AtLongPositions) {
       "  stage: FP32 max |err|/bound %.3f (bound <= %.2f BF16 ulps); faithful vs exact "
       "max |diff|/angle bound %.3f\n",
       worst, max_bound_ulps, worst_angle);
-  EXPECT_GT(worst, 0.3);           // the bound is within a few ulps of what FP32 really does
-  EXPECT_LT(max_bound_ulps, 2.5);  // one BF16 ulp of the store + the FP32 roundings
-  EXPECT_GT(worst_angle, 0.05);    // the FP32 angle error at |θ| ~ 1e5 is of the bound's order
+  // Not vacuous: what FP32 really does reaches the bound (a BF16 store on the other side of a
+  // rounding boundary costs the full ULP the bound allows); the bound is a few BF16 ULPs at
+  // most (more than one only where a·c − b·s cancels: the bound is relative to |a·c| + |b·s|).
+  EXPECT_GT(worst, 0.3);
+  EXPECT_LT(max_bound_ulps, 4.0);
+  EXPECT_GT(worst_angle, 0.05);  // the FP32 angle error at |θ| ~ 1e5 is of the bound's order
 }
 
 // The core of one (row, head) in FP32 by the pinned reduction (tiles of 64 absolute positions).
