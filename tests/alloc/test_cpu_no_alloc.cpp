@@ -18,6 +18,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -36,8 +37,11 @@
 
 #include "bf16_gemm_op.h"
 #include "bufferlab/core/backend.h"
+#include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/error.h"
+#include "bufferlab/core/layout.h"
 #include "bufferlab/core/model_config.h"
+#include "bufferlab/core/ops/attention.h"
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
@@ -52,6 +56,7 @@
 #include "bufferlab/oracle/moe_ffn.h"
 #include "bufferlab/oracle/moe_ffn_harness.h"
 #include "bufferlab/oracle/moe_ffn_inputs.h"
+#include "bufferlab/oracle/pool_placement.h"
 #include "bufferlab/oracle/rmsnorm_harness.h"
 #include "bufferlab/oracle/rmsnorm_inputs.h"
 #include "bufferlab/oracle/routing_harness.h"
@@ -305,6 +310,12 @@ void call_typed(Backend& b, const Workspace& ws, const OpDescriptor& op) {
         if constexpr (std::is_same_v<T, Mamba2ChunkOp>) b.mamba2_chunk(ws, d);
         if constexpr (std::is_same_v<T, Mamba2RecurrentOp>) b.mamba2_recurrent(ws, d);
         if constexpr (std::is_same_v<T, Mamba2GatedNormOp>) b.mamba2_gated_norm(ws, d);
+        if constexpr (std::is_same_v<T, AttnStageOp>) b.attn_stage(ws, d);
+        if constexpr (std::is_same_v<T, AttnCacheWriteOp>) b.attn_cache_write(ws, d);
+        if constexpr (std::is_same_v<T, AttnPrefillOp>) b.attn_prefill(ws, d);
+        if constexpr (std::is_same_v<T, AttnDecodeOp>) b.attn_decode(ws, d);
+        if constexpr (std::is_same_v<T, SplitKMergeOp>) b.splitk_merge(ws, d);
+        if constexpr (std::is_same_v<T, AttnGateOp>) b.attn_gate(ws, d);
       },
       op);
 }
@@ -692,6 +703,145 @@ TEST(CpuNoAlloc, SsdChunkedAndRecurrent) {
     else
       expect_no_allocation(*backend, ws, plan.recurrent);
     expect_no_allocation(*backend, ws, plan.norm);
+  }
+}
+
+// ---- Attention: staging, cache write, prefill and decode cores, split-K merge, gate ---------
+
+// A gated GQA config with qk_norm, partial rotary and sinks: every branch of the kernels.
+ModelConfig attention_alloc_config(uint64_t nq, uint64_t nkv, uint64_t hd) {
+  ModelConfig c;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.vocab_size = 100;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = nq;
+  c.num_key_value_heads = nkv;
+  c.head_dim = hd;
+  c.partial_rotary_factor = 0.5;
+  c.qk_norm = true;
+  c.attn_gated = true;
+  c.attn_sinks = true;
+  c.sliding_window = 48;
+  return c;
+}
+
+// The attention ops on one hand-built footprint (no attention harness in the oracle yet): the
+// weight-pool operands and metadata placed once and shared, every slot and block entry inside
+// the cache, the cache zeroed; each op runs once to warm up, then expect_no_allocation.
+TEST(CpuNoAlloc, AttentionStagesCoresMergeGate) {
+  const auto backend = make_cpu_backend();
+  struct Case {
+    uint64_t nq, nkv, hd, streams, L, ctx, decode_rows, live, splits;
+  };
+  // Serial (under kParallelMinWork) and above it on every op.
+  const Case cases[] = {{2, 1, 16, 1, 3, 2, 2, 1, 2}, {8, 2, 64, 3, 40, 70, 16, 12, 4}};
+  for (const Case& k : cases) {
+    const ModelConfig c = attention_alloc_config(k.nq, k.nkv, k.hd);
+    const AttnGeometry g = AttnGeometry::of(c);
+    const uint64_t t = k.streams * k.L, m = (t + 15) / 16 * 16, R = k.decode_rows;
+    const KvCacheGeometry cache{16, 64, 8};  // 8 blocks of 16 per sequence, 64 blocks
+    AttnWeights w = AttnWeights::make(g, cache);
+    w.v_cache = pool_tensor(w.k_cache.shape, DType::bf16);
+    AttnMetaRefs pm, dm;  // prefill and decode metadata
+    pm.positions = pool_tensor({1, t}, DType::u32);
+    pm.pos_stride = t;
+    pm.slots = pool_tensor({t}, DType::i64);
+    pm.lens = pool_tensor({k.streams}, DType::i32);
+    pm.block_table = pool_tensor({k.streams, cache.max_blocks}, DType::i32);
+    dm.positions = pool_tensor({1, R}, DType::u32);
+    dm.pos_stride = R;
+    dm.slots = pool_tensor({R}, DType::i64);
+    dm.lens = pool_tensor({R}, DType::i32);
+    dm.block_table = pool_tensor({R, cache.max_blocks}, DType::i32);
+    const uint64_t pool = oracle::place_in_pool(
+        {&w.rope, &w.q_norm, &w.k_norm, &w.sinks, &w.k_cache, &w.v_cache, &pm.positions, &pm.slots,
+         &pm.lens, &pm.block_table, &dm.positions, &dm.slots, &dm.lens, &dm.block_table});
+    const auto with = [&](AttnWeights made) {
+      const auto pick = [](const TensorRef& mine, const TensorRef& placed) {
+        return mine.shape.empty() ? TensorRef{} : placed;
+      };
+      made.rope = pick(made.rope, w.rope);
+      made.q_norm = pick(made.q_norm, w.q_norm);
+      made.k_norm = pick(made.k_norm, w.k_norm);
+      made.sinks = pick(made.sinks, w.sinks);
+      made.k_cache = pick(made.k_cache, w.k_cache);
+      made.v_cache = pick(made.v_cache, w.v_cache);
+      return made;
+    };
+    using Part = AttnStageOp::Part;
+    std::vector<OpDescriptor> ops;
+    for (Part part : {Part::q_copy, Part::k_scratch, Part::v_scratch}) {
+      AttnStageOp op =
+          AttnStageOp::make(c, part, R, t, true, part == Part::v_scratch ? m : 0, {}, pm);
+      op.weights = with(op.weights);
+      ops.emplace_back(op);
+    }
+    AttnCacheWriteOp write =
+        AttnCacheWriteOp::make(c, AttnCacheWriteOp::Source::scratch, 0, t, m, cache, {}, pm);
+    write.weights = with(write.weights);
+    ops.emplace_back(write);
+    AttnPrefillOp prefill =
+        AttnPrefillOp::make(c, true, {R, t, k.streams, 0, t}, m, cache, std::nullopt, {}, pm);
+    prefill.weights = with(prefill.weights);
+    ops.emplace_back(prefill);
+    AttnCacheWriteOp dwrite =
+        AttnCacheWriteOp::make(c, AttnCacheWriteOp::Source::qkv, 0, R, 0, cache, {}, dm);
+    dwrite.weights = with(dwrite.weights);
+    ops.emplace_back(dwrite);
+    for (uint64_t splits : {uint64_t{1}, k.splits}) {
+      AttnDecodeOp decode = AttnDecodeOp::make(c, false, R, k.live, splits, false, cache, {}, dm);
+      decode.weights = with(decode.weights);
+      ops.emplace_back(decode);
+    }
+    SplitKMergeOp merge = SplitKMergeOp::make(c, R, k.live, k.splits);
+    merge.sinks = w.sinks;
+    ops.emplace_back(merge);
+    ops.emplace_back(AttnGateOp::make(c, R + t));
+    BufferSizes sizes;
+    for (const OpDescriptor& op : ops)
+      for (const Access& a : std::visit([](const auto& d) { return d.accesses(); }, op)) {
+        if (a.tensor.space != Space::arena || a.tensor.elements() == 0) continue;
+        sizes.bytes(a.tensor.buffer) =
+            std::max(sizes.bytes(a.tensor.buffer), a.tensor.offset + a.tensor.bytes());
+      }
+    const Workspace ws = backend->allocate(Layout::build(sizes), pool);
+    backend->poison(ws);
+    for (const TensorRef* r : {&w.rope, &w.q_norm, &w.k_norm, &w.sinks, &w.k_cache, &w.v_cache})
+      backend->fill(ws, *r, 0);
+    // Prefill: stream b's token i at position ctx + i, slot in the stream's blocks 8b…8b+7;
+    // decode row r at position ctx + r % 8, in blocks 8(streams + r % 4)…; rows ≥ live padding.
+    std::vector<uint32_t> ppos(t), dpos(R);
+    std::vector<int64_t> pslots(t), dslots(R);
+    std::vector<int32_t> plens(k.streams, int32_t(k.ctx)), dlens(R);
+    std::vector<int32_t> ptable(k.streams * cache.max_blocks), dtable(R * cache.max_blocks);
+    for (uint64_t i = 0; i < ptable.size(); ++i) ptable[i] = int32_t(i);
+    for (uint64_t r = 0; r < R; ++r)
+      for (uint64_t e = 0; e < cache.max_blocks; ++e)
+        dtable[r * cache.max_blocks + e] = int32_t((k.streams + r % 4) * cache.max_blocks + e);
+    for (uint64_t b = 0; b < k.streams; ++b)
+      for (uint64_t i = 0; i < k.L; ++i) {
+        ppos[b * k.L + i] = uint32_t(k.ctx + i);
+        pslots[b * k.L + i] = int64_t(b * cache.max_blocks * cache.block_size + k.ctx + i);
+      }
+    for (uint64_t r = 0; r < R; ++r) {
+      dpos[r] = uint32_t(k.ctx + r % 8);
+      dlens[r] = int32_t(k.ctx + r % 8 + 1);
+      dslots[r] = r < k.live ? dtable[r * cache.max_blocks] * int64_t(cache.block_size) +
+                                   int64_t(k.ctx + r % 8)
+                             : -1;
+    }
+    backend->upload(ws, pm.positions, ppos.data());
+    backend->upload(ws, pm.slots, pslots.data());
+    backend->upload(ws, pm.lens, plens.data());
+    backend->upload(ws, pm.block_table, ptable.data());
+    backend->upload(ws, dm.positions, dpos.data());
+    backend->upload(ws, dm.slots, dslots.data());
+    backend->upload(ws, dm.lens, dlens.data());
+    backend->upload(ws, dm.block_table, dtable.data());
+    for (const OpDescriptor& op : ops) backend->execute(ws, op);  // the warm-up
+    backend->synchronize();
+    for (const OpDescriptor& op : ops) expect_no_allocation(*backend, ws, op);
   }
 }
 

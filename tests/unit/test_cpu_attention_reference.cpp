@@ -25,8 +25,14 @@
 //     ρ = (e^{2Δ} − 1) + 2·((2 + D)·u + tiles·(3 + D)·u) + 2·γ_{N+tiles+2} + u, E = 1.01·ρ·Σ p|v|.
 //     Split-K and merge add per part: o_k's division u, w_k = l_k·expf(m_k − m) (4 + D)·u, and
 //     the merge's sums γ_{S+2}: ρ += 2·((4 + D)·u) + 2·γ_{S+2}.
-// Each asserted check was seen failing on a planted kernel bug (the report of issue 17's CPU
-// kernels lists them).
+// Each asserted check was seen failing on a planted kernel bug: RoPE sign, MRoPE section swap,
+// MRoPE frequency index restarted per section, the qk_norm weight without its 1 +, rotated
+// dims past rotary_dim, a V bit flipped, phantom rows left unwritten, the cache slot ^ 1, a row
+// also seeing p + 1, the GQA map q % nkv, the sink left out of l, the merge without its max
+// rescale, a split-K part short of its last block, padding rows left unwritten, the logical
+// block used as the physical one, tiles of 32 inside a thread team, the prefix and the chunk's
+// keys in separate tiles, a window one key too wide, the decode query without qk_norm, the
+// gate's sigmoid of +g.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -820,41 +826,48 @@ TEST(CpuAttentionReference, ThreadCountDoesNotChangeABit) {
   EXPECT_EQ(d1.out, d2.out);
 }
 
-// One stream of N tokens in one launch vs the same tokens in two chunks (the second reading the
-// first's keys from the cache): the second chunk's rows are the same bits.
+// One stream of N tokens in one launch vs the same tokens in chunks cut at `cuts` (each chunk
+// reading the earlier chunks' keys from the cache): every chunk's rows are the same bits. The
+// rows are BF16, which hides most FP32 reordering (a reduction in another order moves a value by
+// a few FP32 ulp, which changes its BF16 rounding with a probability of about 2^-16 per
+// element): the large case has enough elements (233·8·64) to show one.
+void expect_chunked_equals_one_shot(const Spec& spec, uint64_t N, std::vector<uint64_t> cuts) {
+  World w(spec);
+  const uint64_t P = w.g.pos_streams(), qw = w.g.q_width();
+  const PrefillIn whole = prefill_case(w, {0}, N);
+  const PrefillOut one = run_prefill(w, whole);
+  cuts.push_back(N);
+  World wc = w;
+  uint64_t c0 = 0;
+  for (uint64_t c1 : cuts) {
+    PrefillIn part = whole;
+    part.ctx = {c0};
+    part.L = c1 - c0;
+    part.qkv.assign(whole.qkv.begin() + int64_t(c0 * w.g.qkv_dim),
+                    whole.qkv.begin() + int64_t(c1 * w.g.qkv_dim));
+    part.positions.assign(P * part.L, 0);
+    for (uint64_t s = 0; s < P; ++s)
+      for (uint64_t i = c0; i < c1; ++i)
+        part.positions[s * part.L + i - c0] = whole.positions[s * N + i];
+    const PrefillOut out = run_prefill(wc, part);
+    wc.k_cache = out.k_cache;  // the cache as this chunk left it
+    wc.v_cache = out.v_cache;
+    EXPECT_TRUE(std::equal(out.q.begin(), out.q.end(), one.q.begin() + int64_t(c0 * qw)))
+        << "chunk from " << c0;
+    EXPECT_TRUE(std::equal(out.attn.begin(), out.attn.end(), one.attn.begin() + int64_t(c0 * qw)))
+        << "chunk from " << c0;
+    c0 = c1;
+  }
+}
+
 TEST(CpuAttentionReference, ChunkedPrefillEqualsOneShot) {
   for (const Named& n : prefill_specs()) {
     SCOPED_TRACE(n.name);
-    World w(n.spec);
-    const uint64_t N = 100, c = 67, P = w.g.pos_streams();
-    const PrefillIn whole = prefill_case(w, {0}, N);
-    const PrefillOut one = run_prefill(w, whole);
-    // The same tokens, positions and block table cut at c.
-    PrefillIn first = whole, second = whole;
-    first.L = c;
-    first.qkv.resize(c * w.g.qkv_dim);
-    second.ctx = {c};
-    second.L = N - c;
-    second.qkv.assign(whole.qkv.begin() + int64_t(c * w.g.qkv_dim), whole.qkv.end());
-    first.positions.assign(P * c, 0);
-    second.positions.assign(P * (N - c), 0);
-    for (uint64_t s = 0; s < P; ++s)
-      for (uint64_t i = 0; i < N; ++i) {
-        if (i < c)
-          first.positions[s * c + i] = whole.positions[s * N + i];
-        else
-          second.positions[s * (N - c) + i - c] = whole.positions[s * N + i];
-      }
-    const PrefillOut a = run_prefill(w, first);
-    World w2 = w;  // the cache as the first chunk left it
-    w2.k_cache = a.k_cache;
-    w2.v_cache = a.v_cache;
-    const PrefillOut b = run_prefill(w2, second);
-    const uint64_t qw = w.g.q_width();
-    EXPECT_TRUE(std::equal(a.attn.begin(), a.attn.end(), one.attn.begin()));
-    EXPECT_TRUE(std::equal(b.q.begin(), b.q.end(), one.q.begin() + int64_t(c * qw)));
-    EXPECT_TRUE(std::equal(b.attn.begin(), b.attn.end(), one.attn.begin() + int64_t(c * qw)));
+    expect_chunked_equals_one_shot(n.spec, 100, {67});
   }
+  Spec big;
+  big.nq = 8, big.hd = 64, big.qk_norm = true, big.sinks = true, big.block_size = 16;
+  expect_chunked_equals_one_shot(big, 300, {67, 200});
 }
 
 TEST(CpuAttentionReference, BlockNumberingDoesNotChangeABit) {

@@ -18,9 +18,9 @@
 
 namespace bufferlab::cpu::attn {
 
-// a · b rounded on its own. RoPE's products and sums each round (attention.md §2: no FMA): the
-// empty asm turns the product into a value the compiler cannot see through, so it cannot fuse
-// it with the sum that consumes it, whatever -ffp-contract and -march say.
+// a · b rounded on its own. RoPE's products and sums each round (docs/spec/attention.md §2: no
+// FMA): the empty asm turns the product into a value the compiler cannot see through, so it cannot
+// fuse it with the sum that consumes it, whatever -ffp-contract and -march say.
 inline float mul_rn(float a, float b) {
   float p = a * b;
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,7 +33,8 @@ inline float mul_rn(float a, float b) {
 
 inline float bf16(uint16_t bits) { return bf16_bits_to_f32(bits); }
 
-// The position stream (0 = t, 1 = h, 2 = w) frequency i takes its angle from (attention.md §2).
+// The position stream (0 = t, 1 = h, 2 = w) frequency i takes its angle from
+// (docs/spec/attention.md §2).
 inline uint64_t position_stream(const AttnGeometry& g, uint64_t i) {
   if (!g.mrope) return 0;
   const auto& s = g.mrope_section;
@@ -62,7 +63,7 @@ inline TokenPositions token_positions(const AttnGeometry& g, const uint32_t* pos
 // head's hd BF16 values, `norm` its qk_norm weight (nullptr: no qk_norm), `rope` the table
 // [rotary_dim/2 inv_freq | attention_factor]; out gets hd BF16 values. Without qk_norm the
 // dimensions ≥ rotary_dim are copied as bits: the same as bf16(fp32(x)) for every value, and a
-// NaN keeps its payload too (attention.md §2: they pass through bit for bit).
+// NaN keeps its payload too (docs/spec/attention.md §2: they pass through bit for bit).
 inline void stage_head(const AttnGeometry& g, const uint16_t* x, const TokenPositions& pos,
                        const float* rope, const uint16_t* norm, uint16_t* out) {
   const uint64_t hd = g.hd, half = g.rotary_dim / 2;
@@ -122,8 +123,9 @@ struct OnlineSoftmax {
 // kAttnKeyTile absolute positions [64u, 64u + 64), tiles ascending, keys ascending inside a
 // tile. locate(j, k, v) gives key j's K and V head rows (hd BF16 each) or returns false for a
 // key that metadata leaves out (a block entry outside the cache): such a key, like every key
-// outside the spans, is never scored nor its V read (attention.md §4: masking by selection). A
-// tile with no key is skipped. q: the query's hd FP32 values (BF16-exact); scale: score_scale.
+// outside the spans, is never scored nor its V read (docs/spec/attention.md §4: masking by
+// selection). A tile with no key is skipped. q: the query's hd FP32 values (BF16-exact); scale:
+// score_scale.
 template <class Locate>
 void reduce_keys(const float* q, uint64_t hd, float scale, const KeySpan* spans, int n,
                  Locate&& locate, OnlineSoftmax& st) {

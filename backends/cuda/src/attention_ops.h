@@ -6,6 +6,7 @@
 #include "bufferlab/core/ops/attention.h"
 #include "bufferlab/core/sizing.h"
 #include "bufferlab/core/workspace.h"
+#include "cuda_platform.h"
 
 namespace bufferlab::BUFFERLAB_CUDA_NS {
 

@@ -63,6 +63,17 @@ void add_read(std::vector<Access>& out, const TensorRef& t, const char* value = 
   if (present(t)) out.push_back({t, AccessKind::read, value});
 }
 
+// AttnGeometry::check naming the op by its params string, built only when a check fails: bind()
+// runs inside execute(), which allocates nothing (docs/architecture.md), and params() builds
+// strings. check("") builds none (the empty name fits the short-string buffer).
+void check_geometry(const AttnGeometry& g, const LazyParams& p) {
+  try {
+    g.check("");
+  } catch (const Error&) {
+    g.check(p.str());
+  }
+}
+
 uint64_t cache_elements(const KvCacheGeometry& c, uint64_t kv_width) {
   return mul(c.slots(), kv_width);
 }
@@ -232,7 +243,7 @@ std::vector<Access> AttnStageOp::accesses() const {
 
 AttnStageOp::Bound AttnStageOp::bind(const Workspace& ws) const {
   const LazyParams p(*this);
-  geom.check(params());
+  check_geometry(geom, p);
   Bound b;
   b.src = bind_one<const uint16_t>(ws, src, mul(dims.tokens, dims.qkv_dim), DType::bf16, p);
   // dst and pad are adjacent rows of one buffer: the kernel writes [rows, width] from dst.
@@ -318,7 +329,7 @@ std::vector<Access> AttnCacheWriteOp::accesses() const {
 
 AttnCacheWriteOp::Bound AttnCacheWriteOp::bind(const Workspace& ws) const {
   const LazyParams p(*this);
-  geom.check(params());
+  check_geometry(geom, p);
   Bound b;
   const uint64_t kvw = geom.kv_width();
   const bool qkv = source == Source::qkv;
@@ -422,7 +433,7 @@ std::vector<Access> AttnPrefillOp::accesses() const {
 
 AttnPrefillOp::Bound AttnPrefillOp::bind(const Workspace& ws) const {
   const LazyParams p(*this);
-  geom.check(params());
+  check_geometry(geom, p);
   const PrefillLaunch& l = dims.launch;
   if (lists || l.row0 != 0 || l.rows != l.tokens)
     throw Error(p.str() + ": the QSA indexer's slabs have no attention kernel yet");
@@ -518,7 +529,7 @@ std::vector<Access> AttnDecodeOp::accesses() const {
 
 AttnDecodeOp::Bound AttnDecodeOp::bind(const Workspace& ws) const {
   const LazyParams p(*this);
-  geom.check(params());
+  check_geometry(geom, p);
   Bound b;
   const uint64_t rows = dims.rows;
   b.qkv = bind_one<const uint16_t>(ws, qkv, mul(rows, dims.qkv_dim), DType::bf16, p);
