@@ -458,11 +458,11 @@ void judge_prefill_core(const AttnLayout& l, const AttnRun& run, const BoundMode
   judge_core_output("prefill core", l.g, in, run.prefill_out, prefill_where(l), bm, r);
 }
 
-// The decode rows' queries: the oracle's own staging (the decode core fuses it), with the stage
-// bound as the uncertainty of the backend's query.
+// The decode rows' queries: the oracle's own staging (the decode core fuses it and stores no
+// query), with the uncertainty of the backend's stored BF16 query (attn_stage_stored: 0 unless a
+// BF16 rounding boundary lies within the stage's bound).
 CoreRows decode_rows(const AttnLayout& l, const BoundModel& bm) {
-  const AttnValues qs =
-      stored_bf16_values(attn_stage_fp64(l.g, stage_input(l, true, false), Mode::faithful, &bm));
+  const AttnValues qs = attn_stage_stored(l.g, stage_input(l, true, false), bm);
   CoreRows rows;
   const uint64_t qw = l.g.q_width();
   rows.q.assign(qs.value.begin(), qs.value.begin() + static_cast<std::ptrdiff_t>(l.live * qw));

@@ -62,6 +62,11 @@ struct AttnStageInput {
 // stored value (0 for the dimensions ≥ rotary_dim without qk_norm: a copy).
 AttnValues attn_stage_fp64(const AttnGeometry& g, const AttnStageInput& in, Mode mode,
                            const BoundModel* bm = nullptr);
+// What the backend STORES for S(x) (the decode core fuses the stage and stores no query): value
+// = the faithful BF16 value, bound = how far the backend's stored BF16 value can be from it — 0
+// where no BF16 rounding boundary lies within the pre-store bound of y (the backend's bits are
+// then known), else the distance to the farthest reachable neighbour (one BF16 ULP).
+AttnValues attn_stage_stored(const AttnGeometry& g, const AttnStageInput& in, const BoundModel& bm);
 // |faithful − exact| per element before the store: the FP32 angle's rounding.
 std::vector<double> attn_stage_angle_bounds(const AttnGeometry& g, const AttnStageInput& in);
 
