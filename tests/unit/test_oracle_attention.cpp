@@ -290,7 +290,7 @@ std::vector<float> core_fp32(const std::vector<std::vector<float>>& k,
 
 TEST(OracleAttentionBounds, CoreBoundHoldsForFp32) {
   const BoundModel bm = cpu_bounds();
-  double worst = 0.0, worst_partial = 0.0;
+  double worst = 0.0, worst_partial = 0.0, worst_merge = 0.0;
   for (uint64_t window : {0u, 50u})
     for (bool sinks : {false, true}) {
       const AttnGeometry g = geometry(4, 2, 32, 32, false);
@@ -334,7 +334,8 @@ TEST(OracleAttentionBounds, CoreBoundHoldsForFp32) {
             got.push_back(f32_to_bf16_bits(o));
         }
       worst = std::max(worst, max_ratio(got, ref));
-      // Split-K in FP64 equals one split (no sinks in the parts; the merge adds them).
+      // Split-K in FP64 equals one split (no sinks in the parts; the merge adds them), up to the
+      // FP32 rounding of the stored partials (a few u relative).
       AttnCoreInput pin = in;
       pin.sinks = {};
       const AttnValues parts = attn_partials_fp64(g, pin, 3, 16);
@@ -342,10 +343,95 @@ TEST(OracleAttentionBounds, CoreBoundHoldsForFp32) {
       const AttnValues merged = attn_merge_fp64(pos.size(), g.nq, g.hd, 3, pf, in.sinks, &bm);
       for (size_t i = 0; i < merged.value.size(); ++i)
         ASSERT_NEAR(merged.value[i], ref.value[i], 1e-6 * (1 + std::fabs(ref.value[i])));
-      (void)worst_partial;
+      // The parts and the merge in FP32 against their bounds (l against the stored m).
+      const uint64_t S = 3, slot = g.hd + 2;
+      std::vector<float> p32(pos.size() * g.nq * S * slot, 0.0f);
+      for (size_t r = 0; r < pos.size(); ++r)
+        for (uint64_t h = 0; h < g.nq; ++h) {
+          const uint64_t kh = h / g.group();
+          std::vector<std::vector<float>> K(n), V(n);
+          for (uint64_t j = 0; j < n; ++j)
+            for (uint64_t d = 0; d < g.hd; ++d) {
+              K[j].push_back(static_cast<float>(val(kb[j * kvw + kh * g.hd + d])));
+              V[j].push_back(static_cast<float>(val(vb[j * kvw + kh * g.hd + d])));
+            }
+          const std::vector<float> qq(
+              q.begin() + static_cast<std::ptrdiff_t>(r * g.q_width() + h * g.hd),
+              q.begin() + static_cast<std::ptrdiff_t>(r * g.q_width() + (h + 1) * g.hd));
+          for (uint64_t k = 0; k < S; ++k) {
+            float* o = p32.data() + ((r * g.nq + h) * S + k) * slot;
+            uint64_t a = 0, b = 0;
+            if (!attn_split_range(attn_first_key(pos[r], window), pos[r], 16, S, k, a, b)) {
+              o[g.hd] = -INFINITY;
+              continue;
+            }
+            float m = 0, l = 0;
+            const std::vector<float> ov = core_fp32(K, V, qq, a, b, false, 0.0f, m, l);
+            std::copy(ov.begin(), ov.end(), o);
+            o[g.hd] = m;
+            o[g.hd + 1] = l;
+          }
+        }
+      const AttnValues pref = attn_partials_fp64(g, pin, S, 16, p32, &bm);
+      for (size_t i = 0; i < p32.size(); ++i) {
+        const double d = std::isinf(pref.value[i]) ? 0.0 : std::fabs(p32[i] - pref.value[i]);
+        ASSERT_LE(d, pref.bound[i]) << "partial element " << i;
+        if (pref.bound[i] > 0.0) worst_partial = std::max(worst_partial, d / pref.bound[i]);
+      }
+      // The merge in FP32 (ops/attention.h "Merge") from those stored partials.
+      const AttnValues mref = attn_merge_fp64(pos.size(), g.nq, g.hd, S, p32, in.sinks, &bm);
+      std::vector<uint16_t> mgot;
+      for (size_t r = 0; r < pos.size(); ++r)
+        for (uint64_t h = 0; h < g.nq; ++h) {
+          const float* pp = p32.data() + (r * g.nq + h) * S * slot;
+          float M = sinks ? sk[h] : -INFINITY;
+          for (uint64_t k = 0; k < S; ++k)
+            if (pp[k * slot + g.hd + 1] > 0.0f) M = std::max(M, pp[k * slot + g.hd]);
+          float L = 0.0f;
+          std::vector<float> num(g.hd, 0.0f);
+          for (uint64_t k = 0; k < S; ++k) {
+            const float* pk = pp + k * slot;
+            if (!(pk[g.hd + 1] > 0.0f)) continue;
+            const float w = pk[g.hd + 1] * std::exp(pk[g.hd] - M);
+            L += w;
+            for (uint64_t d = 0; d < g.hd; ++d) num[d] += w * pk[d];
+          }
+          if (sinks) L += std::exp(sk[h] - M);
+          for (float x : num) mgot.push_back(f32_to_bf16_bits(x / L));
+        }
+      worst_merge = std::max(worst_merge, max_ratio(mgot, mref));
     }
+  std::printf("  partials: FP32 max |err|/bound %.3f; merge: %.3f\n", worst_partial, worst_merge);
+  EXPECT_GT(worst_partial, 0.01);
   std::printf("  core: FP32 max |err|/bound %.3f\n", worst);
   EXPECT_GT(worst, 0.1);
+}
+
+TEST(OracleAttentionBounds, GateBoundHoldsForFp32) {
+  const BoundModel bm = cpu_bounds();
+  AttnGeometry g = geometry(2, 1, 8, 8, true);
+  SplitMix64 rng(9);
+  const uint64_t rows = 64;
+  std::vector<uint16_t> attn, qkv(rows * g.qkv_dim, 0), got;
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < g.q_width(); ++c) {
+      attn.push_back(bf(rng.normalish() * 4.0));
+      // Gates over [−100, 30]: σ from below 2^-126 (expf(−g) overflows) to 1.
+      qkv[r * g.qkv_dim + g.gate_col0 + c] = bf(rng.between(-100.0, 30.0));
+    }
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < g.q_width(); ++c) {
+      const float a = bf16_bits_to_f32(attn[r * g.q_width() + c]);
+      const float gv = bf16_bits_to_f32(qkv[r * g.qkv_dim + g.gate_col0 + c]);
+      got.push_back(f32_to_bf16_bits(a * (1.0f / (1.0f + std::exp(-gv)))));
+    }
+  const double w = max_ratio(got, attn_gate_fp64(g, rows, attn, qkv, &bm));
+  std::printf("  gate: FP32 max |err|/bound %.3f\n", w);
+  EXPECT_GT(w, 0.0);
+  // The FP32 part of the bound is a few u (expf's (2·2 + 1)u, three roundings): the BF16 ULP of
+  // the store is the rest.
+  EXPECT_LT(attn_detail::gate_error(2.0, 1.5, bm),
+            12.0 * 0x1p-24 * 1.5 + 2.0 * 0x1p-126 + 0x1p-149);
 }
 
 // --- core: hand-worked
@@ -856,7 +942,8 @@ double ratio_f32(std::span<const float> got, const AttnValues& v) {
 }
 
 // Key rows of the decode rows (the test's own gather, block tables read the right way).
-Gathered gather_decode(const AttnCase& c, const AttnRun& run, const BoundModel& bm) {
+Gathered gather_decode(const AttnCase& c, const AttnRun& run, const BoundModel& bm,
+                       bool with_next = false) {
   const AttnGeometry& g = c.geom;
   const uint64_t kvw = g.kv_width(), bs = c.cache.block_size, R = c.decode.rows;
   const uint64_t live = c.decode.live, mb = c.decode.block_table.size() / R;
@@ -865,12 +952,15 @@ Gathered gather_decode(const AttnCase& c, const AttnRun& run, const BoundModel& 
   out.v.resize(live);
   for (uint64_t r = 0; r < live; ++r) {
     const uint64_t n = static_cast<uint64_t>(c.decode.seq_lens[r]);
-    for (uint64_t j = 0; j < n; ++j) {
+    // with_next: also key n (what a row leaking past p = n − 1 reads) where the table maps it.
+    const uint64_t keys =
+        with_next && (n / bs < mb && c.decode.block_table[r * mb + n / bs] >= 0) ? n + 1 : n;
+    for (uint64_t j = 0; j < keys; ++j) {
       const uint64_t s = static_cast<uint64_t>(c.decode.block_table[r * mb + j / bs]) * bs + j % bs;
       push_slot(out.k[r], run.k_cache, s, kvw);
       push_slot(out.v[r], run.v_cache, s, kvw);
     }
-    out.keys.push_back(AttnKeys{out.k[r], out.v[r], n});
+    out.keys.push_back(AttnKeys{out.k[r], out.v[r], keys});
     out.pos.push_back(n - 1);
     out.seq.push_back(r);
   }
@@ -960,6 +1050,23 @@ TEST(OracleAttentionJudge, RealKernelsAgree) {
         "merge %.3f, gate %.3f\n",
         name.c_str(), w.q, w.k, w.prefill, w.partials, w.merge, w.gate);
   }
+}
+
+// M-CAUSAL on the split-K path: the parts of a row that also sees p + 1 (the cache slot after
+// the row's own key: poison or another key) — the partials' causal diagnosis names it.
+TEST(OracleAttentionJudge, PlantedCausalLeakInSplitKPartials) {
+  expect_caught(
+      {false, false, true, false, false, 3},
+      [](const AttnCase& c, AttnRun& run) {
+        const BoundModel bm = cpu_bounds();
+        const Gathered gd = gather_decode(c, run, bm, /*with_next=*/true);
+        AttnCoreInput in = gd.input(c, AttnVariant::causal_leak);
+        in.sinks = {};
+        const AttnValues leak = attn_partials_fp64(c.geom, in, c.decode.splits, c.cache.block_size);
+        for (size_t i = 0; i < leak.value.size(); ++i)
+          run.partials[i] = static_cast<float>(leak.value[i]);
+      },
+      "partials (split-K, causal)", /*first=*/true);
 }
 
 }  // namespace
