@@ -641,7 +641,9 @@ TEST(OracleAttentionJudge, PerfectRunAgreesOnEveryCheck) {
                                  "attn (prefill core)", "attn (prefill core, causal)", "gate"})
           EXPECT_NE(find(r, name), nullptr) << name;
         EXPECT_NE(find(r, splits > 1 ? "merge" : "attn (decode core)"), nullptr);
-        if (!qk) EXPECT_NE(find(r, "q (pass-through)"), nullptr);
+        if (!qk) {
+          EXPECT_NE(find(r, "q (pass-through)"), nullptr);
+        }
       }
 }
 
@@ -656,7 +658,9 @@ void expect_caught(const CaseOpts& o, const std::function<void(const AttnCase&, 
   const TensorComparison* chk = find(r, expected);
   ASSERT_NE(chk, nullptr) << expected;
   EXPECT_FALSE(chk->passed()) << expected << " passed; failing: " << failing(r);
-  if (first) EXPECT_EQ(r.first_failure()->name, expected) << failing(r);
+  if (first) {
+    EXPECT_EQ(r.first_failure()->name, expected) << failing(r);
+  }
   const std::string text = format_report(r);
   EXPECT_NE(text.find("seed 7"), std::string::npos);
   std::printf("  planted -> %s\n", chk->first_bad ? chk->first_bad->reason.c_str() : "?");
