@@ -14,7 +14,9 @@
 //   - the cache writes put the K/V scratch rows (prefill) and the qkv V (decode) at exactly
 //     their slots and change no other slot; the cores write no cache;
 //   - decode padding rows write +0; attn_output holds the core outputs before the gate.
-// Then the bit-exact invariance bodies (properties/attention_checks.h) on fixed cases, each with
+// Then every stage is judged against the FP64 references on its own stored inputs
+// (oracle::judge_attention, the device bound model off the CPU). Then the bit-exact invariance
+// bodies (properties/attention_checks.h) on fixed cases, each with
 // its planted twin failing, and the harness's refusals of bad metadata before any launch.
 #include <gtest/gtest.h>
 
@@ -30,8 +32,11 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/attention_harness.h"
 #include "bufferlab/oracle/attention_inputs.h"
+#include "bufferlab/oracle/attention_judge.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/properties/attention_checks.h"
 #include "bufferlab/properties/attention_generators.h"
+#include "report_checks.h"
 
 namespace bufferlab::attention_kernel_tests {
 namespace {
@@ -120,10 +125,19 @@ AttnCaseSpec spec_of(AttnFlavour f, uint64_t nq = 4, uint64_t nkv = 2, uint64_t 
   return s;
 }
 
+oracle::BoundModel bounds() {
+  return std::string(testing::backend_under_test_name()) == "cpu" ? oracle::cpu_bounds()
+                                                                  : oracle::device_bounds();
+}
+
+// The pass on the backend under test: the stored-value checks, then every stage judged on its
+// own stored inputs (oracle/attention_judge.h).
 AttnRun run_checked(const AttnCaseSpec& s, uint64_t seed) {
   const AttnCase c = oracle::make_attn_case(s, seed);
   const AttnRun r = oracle::run_attention(testing::backend_under_test(), c);
   check_stored(c, r);
+  testing::expect_passed(
+      oracle::judge_attention(c, r, testing::backend_under_test_name(), seed, bounds()));
   return r;
 }
 

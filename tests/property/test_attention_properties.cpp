@@ -29,9 +29,11 @@
 
 #include "bufferlab/oracle/attention_harness.h"
 #include "bufferlab/oracle/attention_inputs.h"
+#include "bufferlab/oracle/attention_judge.h"
 #include "bufferlab/properties/attention_checks.h"
 #include "bufferlab/properties/attention_generators.h"
 #include "cpu_backend.h"
+#include "report_checks.h"
 
 namespace bufferlab::attention_properties {
 namespace {
@@ -178,6 +180,23 @@ void padding(bool plant) {
 RC_GTEST_PROP(AttnProperty, PaddingRowsReadNothingAndWriteZeros, ()) { padding(false); }
 RC_GTEST_PROP(AttnPlanted, NanInALiveRowsBlocksChangesBits, ()) { padding(true); }
 
+// ---- 0. the judge: every stage of the CPU pass on its own stored inputs ----
+RC_GTEST_PROP(AttnProperty, CpuPassPassesTheJudge, ()) {
+  const AttnGenCase g = *cases(AttnParts::mixed);
+  const AttnCase c = make(g);
+  testing::require_passed(
+      oracle::judge_attention(c, oracle::run_attention(cpu(), c), "cpu", g.seed));
+}
+RC_GTEST_PROP(AttnPlanted, OneStoredOutputBitFlippedFailsTheJudge, ()) {
+  const AttnGenCase g = *cases(AttnParts::mixed);
+  const AttnCase c = make(g);
+  oracle::AttnRun r = oracle::run_attention(cpu(), c);
+  // The exponent's top bit of one attn_output element before the gate: a factor 2^±64.
+  const U e = *rc::gen::inRange<U>(0, r.attn.size());
+  r.attn[e] ^= 0x2000;
+  RC_ASSERT(!oracle::judge_attention(c, r, "cpu", g.seed).passed());
+}
+
 // ---- 10. thread count ----
 // One pass under omp_set_num_threads(n); the count restored after.
 oracle::AttnRun run_threads(const AttnCase& c, int threads) {
@@ -220,9 +239,9 @@ RC_GTEST_PROP(AttnPlanted, TwoThreadsOnAChangedInputDiffer, ()) {
   const AttnGenCase g = *gen::attn_case(thread_ranges(), AttnParts::mixed);
   const AttnCase c = make(g);
   AttnCase changed = c;
-  // Row 0's first V element (an exponent bit): row 0 always sees its own key, so its output
-  // moves.
-  changed.qkv[c.geom.v_col0] ^= 0x0100;
+  // Row 0's V set to 64 in every element: row 0 always sees its own key (weight ≥ ~e^-8 of
+  // the row's keys at these score scales), so its output moves by far more than a BF16 step.
+  for (U e = 0; e < c.geom.kv_width(); ++e) changed.qkv[c.geom.v_col0 + e] = 0x4280;
   RC_ASSERT(!runs_differ(c, run_threads(c, 1), run_threads(changed, 2)).empty());
 }
 
