@@ -3,6 +3,7 @@
 // (every flavour: gated + qk_norm + partial rotary, sliding + sinks + yarn, MRoPE, llama3,
 // plain partial rotary; 1..3 streams of 1..20 tokens, contexts up to 40, 1..5 decode rows with
 // 1..3 splits, block sizes 1, 2, 5, 16, shuffled blocks and poisoned free slots):
+//   0. every stage of the CPU pass passes oracle::judge_attention on its own stored inputs;
 //   1. prefill in two chunks (with the first chunk's cache) equals one shot;
 //   2. every stream and decode row equals itself run alone;
 //   3. renumbering the physical blocks changes no bit;
@@ -14,8 +15,8 @@
 //   9. padding decode rows read nothing (NaN in their blocks) and write zeros;
 //  10. OMP_NUM_THREADS 1 and 2 give the same bits.
 // Every property has a planted twin (suite AttnPlanted) that must fail: the bodies'
-// (properties/attention_checks.h) `plant` variants, and for the thread count a different input
-// under 2 threads.
+// (properties/attention_checks.h) `plant` variants; for the judge one stored attn_output bit
+// flipped; for the thread count a different input under 2 threads.
 //
 // Cost: gen::attn_case_cost ≤ 2^17 per case (ci_attn_ranges); the bodies run the harness two to
 // four times per case (the CPU backend ~1 ns per cost unit).
