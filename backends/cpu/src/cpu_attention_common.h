@@ -213,8 +213,9 @@ inline void store_output(const OnlineSoftmax& st, uint64_t hd, uint16_t* out) {
 }
 
 // body(item) for item in [0, items), (row, head) items: on the OpenMP team (dynamic schedule:
-// causal rows differ in work) when items · work_per_item reaches kParallelMinWork and more than
-// one thread is available, else in order. Each item's arithmetic is the same either way.
+// causal rows differ in work) when items · work_per_item (a rough count of one item's inner
+// operations: it only decides serial or team) reaches kParallelMinWork and more than one thread
+// is available, else in order. Each item's arithmetic is the same either way.
 template <class Body>
 void for_each_item(uint64_t items, uint64_t work_per_item, Body&& body) {
   const bool parallel = items > 1 && items * work_per_item >= kParallelMinWork;
