@@ -425,22 +425,23 @@ struct CoreRows {
 };
 
 // The checks of one core output (one split): the two diagnoses, then the bounded comparison.
-void judge_core_output(const std::string& name, const AttnGeometry& g, AttnCoreInput in,
+void judge_core_output(const std::string& core, const AttnGeometry& g, AttnCoreInput in,
                        std::span<const uint16_t> got, const Where& where, const BoundModel& bm,
                        AgreementReport& r) {
   const AttnValues spec = stored_bf16_values(attn_core_fp64(g, in, &bm));
   const std::vector<double> got_v = widen_bits(got);
   in.variant = AttnVariant::causal_leak;
-  r.checks.push_back(diagnose(name + ", causal", got_v, spec,
+  r.checks.push_back(diagnose("attn (" + core + ", causal)", got_v, spec,
                               stored_bf16_values(attn_core_fp64(g, in, &bm)), g.hd, g.q_width(),
                               where, "the reference that also attends to position p + 1"));
   in.variant = AttnVariant::gqa_modulo;
-  r.checks.push_back(diagnose(name + ", GQA map", got_v, spec,
+  r.checks.push_back(diagnose("attn (" + core + ", GQA map)", got_v, spec,
                               stored_bf16_values(attn_core_fp64(g, in, &bm)), g.hd, g.q_width(),
                               where, "the reference reading KV head q % nkv"));
-  r.checks.push_back(located(compare_bf16_bounded(name, got, spec.value, g.q_width(),
-                                                  {spec.bound, {}, attn_core_bounds_formula()}),
-                             where));
+  r.checks.push_back(
+      located(compare_bf16_bounded("attn (" + core + ")", got, spec.value, g.q_width(),
+                                   {spec.bound, {}, attn_core_bounds_formula()}),
+              where));
 }
 
 void judge_prefill_core(const AttnLayout& l, const AttnRun& run, const BoundModel& bm,
@@ -454,14 +455,14 @@ void judge_prefill_core(const AttnLayout& l, const AttnRun& run, const BoundMode
     rows.seq.push_back(i / l.L);
   }
   AttnCoreInput in{rows.q, {}, rows.pos, rows.seq, sk.keys, l.c.sinks, l.window, AttnVariant::spec};
-  judge_core_output("attn (prefill core)", l.g, in, run.prefill_out, prefill_where(l), bm, r);
+  judge_core_output("prefill core", l.g, in, run.prefill_out, prefill_where(l), bm, r);
 }
 
-// The decode rows' queries: the oracle's own staging (the decode core fuses it), with the stage
-// bound as the uncertainty of the backend's query.
+// The decode rows' queries: the oracle's own staging (the decode core fuses it and stores no
+// query), with the uncertainty of the backend's stored BF16 query (attn_stage_stored: 0 unless a
+// BF16 rounding boundary lies within the stage's bound).
 CoreRows decode_rows(const AttnLayout& l, const BoundModel& bm) {
-  const AttnValues qs =
-      stored_bf16_values(attn_stage_fp64(l.g, stage_input(l, true, false), Mode::faithful, &bm));
+  const AttnValues qs = attn_stage_stored(l.g, stage_input(l, true, false), bm);
   CoreRows rows;
   const uint64_t qw = l.g.q_width();
   rows.q.assign(qs.value.begin(), qs.value.begin() + static_cast<std::ptrdiff_t>(l.live * qw));
@@ -497,7 +498,7 @@ void judge_decode_core(const AttnLayout& l, const AttnRun& run, const BoundModel
   const std::span<const uint16_t> live_out =
       std::span<const uint16_t>(run.decode_out).subspan(0, l.live * qw);
   if (!l.split_k()) {
-    judge_core_output("attn (decode core)", l.g, in, live_out, decode_where(l), bm, r);
+    judge_core_output("decode core", l.g, in, live_out, decode_where(l), bm, r);
     judge_pad_decode(l, run, r);
     return;
   }
@@ -510,11 +511,11 @@ void judge_decode_core(const AttnLayout& l, const AttnRun& run, const BoundModel
   const std::vector<double> got = widen_f32(stored);
   const Where pw = partial_where(l);
   in.variant = AttnVariant::causal_leak;
-  r.checks.push_back(diagnose("partials (split-K), causal", got, spec,
+  r.checks.push_back(diagnose("partials (split-K, causal)", got, spec,
                               attn_partials_fp64(l.g, in, l.S, l.bs, stored, &bm), slot, slot, pw,
                               "the reference that also attends to position p + 1"));
   in.variant = AttnVariant::gqa_modulo;
-  r.checks.push_back(diagnose("partials (split-K), GQA map", got, spec,
+  r.checks.push_back(diagnose("partials (split-K, GQA map)", got, spec,
                               attn_partials_fp64(l.g, in, l.S, l.bs, stored, &bm), slot, slot, pw,
                               "the reference reading KV head q % nkv"));
   r.checks.push_back(located(compare_f32_bounded("partials (split-K)", stored, spec.value, slot,

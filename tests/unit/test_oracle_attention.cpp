@@ -12,10 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "bufferlab/backends/backend_factory.h"
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/attention.h"
+#include "bufferlab/oracle/attention_harness.h"
+#include "bufferlab/oracle/attention_inputs.h"
 #include "bufferlab/oracle/attention_judge.h"
 #include "bufferlab/oracle/seeded_random.h"
+#include "bufferlab/properties/attention_generators.h"
 
 namespace bufferlab::oracle {
 namespace {
@@ -185,7 +189,7 @@ double max_ratio(std::span<const uint16_t> got, const AttnValues& ref) {
 
 TEST(OracleAttentionBounds, StageBoundHoldsForFp32AtLongPositions) {
   const BoundModel bm = cpu_bounds();
-  double worst = 0.0, worst_angle = 0.0, max_bound_ulps = 0.0;
+  double worst = 0.0, worst_angle = 0.0, max_bound_ulps = 0.0, uncertain = 0.0, elements = 0.0;
   for (bool qk : {false, true})
     for (bool inter : {false, true}) {
       AttnGeometry g = geometry(2, 1, 64, 48, false);
@@ -207,7 +211,16 @@ TEST(OracleAttentionBounds, StageBoundHoldsForFp32AtLongPositions) {
           rows, 2,    pos,
           rows, rope, qk ? std::span<const uint16_t>(w) : std::span<const uint16_t>()};
       const AttnValues f = attn_stage_fp64(g, in, Mode::faithful, &bm);
-      worst = std::max(worst, max_ratio(stage_fp32(g, in), f));
+      const std::vector<uint16_t> got = stage_fp32(g, in);
+      worst = std::max(worst, max_ratio(got, f));
+      // The stored value the decode core's fused stage holds: known exactly except next to a
+      // BF16 rounding boundary, and then within its uncertainty.
+      const AttnValues st = attn_stage_stored(g, in, bm);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_LE(std::fabs(val(got[i]) - st.value[i]), st.bound[i]) << "element " << i;
+        uncertain += st.bound[i] > 0.0;
+        elements += 1;
+      }
       for (size_t i = 0; i < f.bound.size(); ++i)
         if (f.bound[i] > 0.0)
           max_bound_ulps = std::max(max_bound_ulps, f.bound[i] / bf16_ulp_at(f.value[i]));
@@ -224,9 +237,15 @@ TEST(OracleAttentionBounds, StageBoundHoldsForFp32AtLongPositions) {
       "  stage: FP32 max |err|/bound %.3f (bound <= %.2f BF16 ulps); faithful vs exact "
       "max |diff|/angle bound %.3f\n",
       worst, max_bound_ulps, worst_angle);
-  EXPECT_GT(worst, 0.3);           // the bound is within a few ulps of what FP32 really does
-  EXPECT_LT(max_bound_ulps, 2.5);  // one BF16 ulp of the store + the FP32 roundings
-  EXPECT_GT(worst_angle, 0.05);    // the FP32 angle error at |θ| ~ 1e5 is of the bound's order
+  // Not vacuous: what FP32 really does reaches the bound (a BF16 store on the other side of a
+  // rounding boundary costs the full ULP the bound allows); the bound is a few BF16 ULPs at
+  // most (more than one only where a·c − b·s cancels: the bound is relative to |a·c| + |b·s|).
+  EXPECT_GT(worst, 0.3);
+  EXPECT_LT(max_bound_ulps, 4.0);
+  std::printf("  stage: stored BF16 uncertain on %.2f %% of the elements\n",
+              100.0 * uncertain / elements);
+  EXPECT_LT(uncertain, 0.05 * elements);
+  EXPECT_GT(worst_angle, 0.05);  // the FP32 angle error at |θ| ~ 1e5 is of the bound's order
 }
 
 // The core of one (row, head) in FP32 by the pinned reduction (tiles of 64 absolute positions).
@@ -624,10 +643,10 @@ TEST(OracleAttentionJudge, PlantedCacheBugs) {
 struct Gathered {
   std::vector<std::vector<uint16_t>> k, v;
   std::vector<AttnKeys> keys;
-  std::vector<double> q;
+  std::vector<double> q, q_err;
   std::vector<uint64_t> pos, seq;
   AttnCoreInput input(const AttnCase& c, AttnVariant variant) const {
-    return {q, {}, pos, seq, keys, c.sinks, c.sliding ? c.geom.window : 0, variant};
+    return {q, q_err, pos, seq, keys, c.sinks, c.sliding ? c.geom.window : 0, variant};
   }
 };
 
@@ -808,6 +827,139 @@ TEST(OracleAttentionJudge, SinkInNumeratorOneSplit) {
         set_decode_out(run, merge_variant(cc, parts, true, true));
       },
       "attn (decode core)", /*first=*/true);
+}
+
+// --- the judge on the real kernels
+// -----------------------------------------------------------------
+
+// max |got − want| / bound over the elements with a bound (what the judge compares).
+double ratio(std::span<const uint16_t> got, const AttnValues& v) {
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (v.bound[i] > 0.0 && std::isfinite(v.value[i]))
+      worst = std::max(worst, std::fabs(val(got[i]) - round_bf16(v.value[i])) / v.bound[i]);
+  return worst;
+}
+
+struct Ratios {
+  double q = 0, k = 0, prefill = 0, partials = 0, merge = 0, gate = 0;
+};
+
+// The same over FP32 values (the partials: no BF16 store, so the FP32 error itself shows).
+double ratio_f32(std::span<const float> got, const AttnValues& v) {
+  double worst = 0.0;
+
+  for (size_t i = 0; i < got.size(); ++i)
+    if (v.bound[i] > 0.0 && std::isfinite(v.value[i]))
+      worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - v.value[i]) / v.bound[i]);
+  return worst;
+}
+
+// Key rows of the decode rows (the test's own gather, block tables read the right way).
+Gathered gather_decode(const AttnCase& c, const AttnRun& run, const BoundModel& bm) {
+  const AttnGeometry& g = c.geom;
+  const uint64_t kvw = g.kv_width(), bs = c.cache.block_size, R = c.decode.rows;
+  const uint64_t live = c.decode.live, mb = c.decode.block_table.size() / R;
+  Gathered out;
+  out.k.resize(live);
+  out.v.resize(live);
+  for (uint64_t r = 0; r < live; ++r) {
+    const uint64_t n = static_cast<uint64_t>(c.decode.seq_lens[r]);
+    for (uint64_t j = 0; j < n; ++j) {
+      const uint64_t s = static_cast<uint64_t>(c.decode.block_table[r * mb + j / bs]) * bs + j % bs;
+      push_slot(out.k[r], run.k_cache, s, kvw);
+      push_slot(out.v[r], run.v_cache, s, kvw);
+    }
+    out.keys.push_back(AttnKeys{out.k[r], out.v[r], n});
+    out.pos.push_back(n - 1);
+    out.seq.push_back(r);
+  }
+  const AttnStageInput in{c.qkv, g.qkv_dim, 0, R, g.nq, c.decode.positions, R, c.rope, c.q_norm};
+  const AttnValues q = attn_stage_stored(g, in, bm);
+  for (uint64_t i = 0; i < live * g.q_width(); ++i) out.q.push_back(q.value[i]);
+  out.q_err.assign(q.bound.begin(),
+                   q.bound.begin() + static_cast<std::ptrdiff_t>(live * g.q_width()));
+  return out;
+}
+
+// The stage, prefill-core, merge and gate ratios of one judged run.
+void measure(const AttnCase& c, const AttnRun& run, const BoundModel& bm, Ratios& w) {
+  const AttnGeometry& g = c.geom;
+  const uint64_t R = c.decode.rows, t = c.prefill.tokens();
+  if (t > 0) {
+    for (bool k : {false, true}) {
+      const AttnStageInput in{
+          std::span<const uint16_t>(c.qkv).subspan(R * g.qkv_dim),
+          g.qkv_dim,
+          k ? g.k_col0 : 0,
+          t,
+          k ? g.nkv : g.nq,
+          c.prefill.positions,
+          t,
+          c.rope,
+          k ? std::span<const uint16_t>(c.k_norm) : std::span<const uint16_t>(c.q_norm)};
+      (k ? w.k : w.q) = std::max(k ? w.k : w.q, ratio(k ? run.k_scratch : run.q_copy,
+                                                      attn_stage_fp64(g, in, Mode::faithful, &bm)));
+    }
+    const Gathered gp = gather_prefill(c, run, false);
+    w.prefill = std::max(
+        w.prefill, ratio(run.prefill_out, attn_core_fp64(g, gp.input(c, AttnVariant::spec), &bm)));
+  }
+  if (R > 0 && c.decode.splits > 1) {
+    const uint64_t live = c.decode.live, per = g.nq * c.decode.splits * (g.hd + 2);
+    const std::span<const float> parts =
+        std::span<const float>(run.partials).subspan(0, live * per);
+    const Gathered gd = gather_decode(c, run, bm);  // the spans below point into it
+    AttnCoreInput din = gd.input(c, AttnVariant::spec);
+    din.sinks = {};
+    w.partials =
+        std::max(w.partials, ratio_f32(parts, attn_partials_fp64(g, din, c.decode.splits,
+                                                                 c.cache.block_size, parts, &bm)));
+    w.merge = std::max(
+        w.merge, ratio(std::span<const uint16_t>(run.decode_out).subspan(0, live * g.q_width()),
+                       attn_merge_fp64(live, g.nq, g.hd, c.decode.splits, parts, c.sinks, &bm)));
+  }
+  if (g.gated)
+    w.gate = std::max(w.gate, ratio(run.gated, attn_gate_fp64(g, R + t, run.attn, c.qkv, &bm)));
+}
+
+// Model-shaped passes (the harness's generator) through the CPU kernels and, where this build has
+// it, the CUDA kernels on the simulator: every check of the judge passes, and the measured
+// max |error| / bound is printed per stage.
+TEST(OracleAttentionJudge, RealKernelsAgree) {
+  std::vector<std::pair<std::string, BoundModel>> backends{{"cpu", cpu_bounds()}};
+  if (cuda_sim_backend_built()) backends.emplace_back("cuda-sim", device_bounds());
+  for (const auto& [name, bm] : backends) {
+    const std::unique_ptr<Backend> be = make_backend(name);
+    Ratios w;
+    uint64_t seed = 40;
+    for (gen::AttnFlavour f : gen::kAttnFlavours)
+      for (bool sliding : {false, true}) {
+        AttnCaseSpec s;
+        s.config = gen::attn_config(f, 4, 2, 16);
+        if (sliding && s.config.sliding_window == 0) continue;
+        s.sliding = sliding;
+        s.block_size = 5;
+        s.streams = 2;
+        s.L = 9;
+        s.context = {3, 70};
+        s.decode_rows = 3;
+        s.live = 2;
+        s.splits = f == gen::AttnFlavour::llama ? 1 : 3;
+        s.decode_context = {7, 90};
+        s.position_offset = f == gen::AttnFlavour::gpt_oss ? 100000 : 5;  // |θ| ~ 1e5
+        const AttnCase c = make_attn_case(s, ++seed);
+        const AttnRun run = run_attention(*be, c);
+        const AgreementReport r = judge_attention(c, run, name, seed, bm);
+        EXPECT_TRUE(r.passed()) << gen::to_string(f) << (sliding ? " sliding" : "") << ": "
+                                << failing(r) << format_report(r);
+        measure(c, run, bm, w);
+      }
+    std::printf(
+        "  %s: max |err|/bound  q stage %.3f, k stage %.3f, prefill core %.3f, partials %.3f, "
+        "merge %.3f, gate %.3f\n",
+        name.c_str(), w.q, w.k, w.prefill, w.partials, w.merge, w.gate);
+  }
 }
 
 }  // namespace
