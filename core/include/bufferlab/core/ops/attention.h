@@ -13,7 +13,8 @@
 //   - qkv_output row: [Q (nq·hd) | gate (nq·hd, gated models only) | K (nkv·hd) | V (nkv·hd)];
 //     head h at columns [h·hd, (h+1)·hd) of its part. (transformers' Qwen3-Next q_proj
 //     interleaves query and gate per head; a weight loader permutes its rows into this layout.)
-//   - The stage function S(x, positions) of one Q or K head row (attention.md §2), used by the
+//   - The stage function S(x, positions) of one Q or K head row (docs/spec/attention.md §2), used
+//   by the
 //     Q copy, the K scratch, the decode cache write and the decode core alike, so staged and
 //     decoded Q/K agree bit for bit:
 //       qk_norm:  ss = Σ_i x_i² (FP32, i ascending); inv = 1 / sqrtf(ss / hd + eps) (IEEE
@@ -23,7 +24,7 @@
 //                 a = n_{2i}, b = n_{2i+1}), θ = fp32(pos) · inv_freq_i (one FP32 multiply),
 //                 c = cosf(θ) · af, s = sinf(θ) · af (af = the table's FP32 attention factor),
 //                 a' = a·c − b·s, b' = b·c + a·s, each product and sum rounded (no FMA).
-//                 pos is the frequency's position stream (MRoPE rule of attention.md §2) or
+//                 pos is the frequency's position stream (MRoPE rule, docs/spec/attention.md §2) or
 //                 the one stream. Dimensions ≥ rotary_dim keep n_i.
 //       store:    one BF16 rounding (round to nearest even) of every dimension.
 //   - RoPE table operand: f32 [rotary_dim/2 + 1], inv_freq then fp32(attention_factor), as
@@ -36,7 +37,8 @@
 //     sequence. A slot or block entry outside [0, num_blocks·block_size) is never dereferenced:
 //     the cache write skips its row (a negative slot marks a padding row), the cores skip the
 //     key; the harness and compare refuse such metadata before a launch, naming the value.
-//   - The core (attention.md §4), per (query row, head q), KV head q / (nq / nkv): the query at
+//   - The core (docs/spec/attention.md §4), per (query row, head q), KV head q / (nq / nkv): the
+//   query at
 //     sequence position p sees keys j ∈ [lo, p], lo = max(0, p − W + 1) on a sliding layer
 //     (window W = sliding_window), else 0. Keys are reduced in tiles of kAttnKeyTile absolute
 //     positions [64·u, 64·u + 64) ∩ [lo, p], tiles ascending; a tile's visible keys only.
