@@ -53,7 +53,7 @@ TEST(CliCompareTable, NumericFamiliesAndTheirMutants) {
   std::string names;
   for (const NumericFamilyInfo& f : numeric_families())
     names += (names.empty() ? "" : ", ") + std::string(f.name);
-  EXPECT_EQ(names, "routing, experts, mhc, gdn, ssd");
+  EXPECT_EQ(names, "routing, experts, mhc, gdn, ssd, attention");
   EXPECT_EQ(family_of_kernel_mutant(Mutant::B14), NumericFamily::routing);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::M_TIE), NumericFamily::routing);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::B13), NumericFamily::mhc);
