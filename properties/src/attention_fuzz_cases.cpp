@@ -77,7 +77,7 @@ U context_at(const std::vector<U>& v, U i) { return v.empty() ? 0 : v.size() == 
 // A context in [0, max]: at a block edge (k·bs − 1, k·bs, k·bs + 1) in half of the cases.
 U draw_context(U max, U bs) {
   const U c = *rc::gen::inRange<U>(0, max + 1);
-  if (*rc::gen::arbitrary<bool>()) return c;
+  if (*rc::gen::element(false, true)) return c;
   const U edge = c / bs * bs;
   const U near = edge + *rc::gen::element<U>(0, 1, 2);
   return std::min(max, near == 0 ? 0 : near - 1);
@@ -163,9 +163,9 @@ rc::Gen<AttnFuzzCase> attn_fuzz_case(U cost_cap) {
     g.group = *rc::gen::inRange<U>(1, 9);
     g.rotary_factor = *rc::gen::element(1.0, 1.0, 0.75, 0.5, 0.25);
     g.interleaved = *rc::gen::element(false, false, true);
-    g.qk_norm = *rc::gen::arbitrary<bool>();
-    g.gated = *rc::gen::arbitrary<bool>();
-    g.sinks = *rc::gen::arbitrary<bool>();
+    g.qk_norm = *rc::gen::element(false, true);
+    g.gated = *rc::gen::element(false, true);
+    g.sinks = *rc::gen::element(false, true);
     g.theta = *rc::gen::element(10000.0, 150000.0, 500000.0, 1e6, 1e7);
     g.rope_type = *rc::gen::element<std::string>("default", "linear", "llama3", "yarn");
     if (g.rope_type == "linear") g.factor = *rc::gen::element(2.0, 4.0, 8.0);
@@ -176,11 +176,11 @@ rc::Gen<AttnFuzzCase> attn_fuzz_case(U cost_cap) {
     if (g.rope_type == "yarn") {
       g.factor = *rc::gen::element(4.0, 32.0, 40.0);
       g.original = *rc::gen::element<U>(256, 4096);
-      g.truncate = *rc::gen::arbitrary<bool>();
+      g.truncate = *rc::gen::element(false, true);
     }
     g.mrope = *rc::gen::element(false, false, false, true);
     if (g.mrope) {
-      g.mrope_interleaved = *rc::gen::arbitrary<bool>();
+      g.mrope_interleaved = *rc::gen::element(false, true);
       g.share0 = *rc::gen::inRange<U>(0, 1001);
       g.share1 = *rc::gen::inRange<U>(0, 1001);
     }
@@ -218,34 +218,36 @@ rc::Gen<AttnFuzzCase> attn_fuzz_case(U cost_cap) {
       for (U r = 0; r < s.live; ++r) s.decode_context.push_back(draw_context(2000, s.block_size));
     }
 
-    // Over the cap: fewer query heads per KV head, shorter contexts, fewer tokens, streams and
-    // rows, fewer KV heads, then narrower heads.
-    while (attn_fuzz_cost(s) > cost_cap) {
+    // Over the cap: long contexts and chunks first (a case keeps its GQA shape where it can),
+    // then fewer query heads per KV head, shorter contexts, fewer tokens, streams and rows,
+    // fewer KV heads, then narrower heads.
+    const auto halve_contexts = [&s](U above) {
       bool shrunk = false;
-      if (g.group > 1) {
+      for (std::vector<U>* list : {&s.context, &s.decode_context})
+        for (U& c : *list)
+          if (c > above) c /= 2, shrunk = true;
+      return shrunk;
+    };
+    while (attn_fuzz_cost(s) > cost_cap) {
+      if (halve_contexts(32)) continue;
+      if (s.L > 16) {
+        s.L /= 2;
+      } else if (g.group > 1) {
         g.group /= 2;
-        shrunk = true;
+      } else if (halve_contexts(0)) {
+      } else if (s.L > 1) {
+        s.L /= 2;
+      } else if (s.streams > 1) {
+        s.context.resize(--s.streams);
+      } else if (s.decode_rows > 1) {
+        --s.decode_rows;
+        if (s.live > s.decode_rows) s.decode_context.resize(s.live = s.decode_rows);
+      } else if (g.nkv > 1) {
+        g.nkv /= 2;
+      } else if (g.hd > 16) {
+        g.hd /= 2;
       } else {
-        for (U& c : s.context)
-          if (c > 0) c /= 2, shrunk = true;
-        for (U& c : s.decode_context)
-          if (c > 0) c /= 2, shrunk = true;
-      }
-      if (!shrunk) {
-        if (s.L > 1) {
-          s.L /= 2;
-        } else if (s.streams > 1) {
-          s.context.resize(--s.streams);
-        } else if (s.decode_rows > 1) {
-          --s.decode_rows;
-          if (s.live > s.decode_rows) s.decode_context.resize(s.live = s.decode_rows);
-        } else if (g.nkv > 1) {
-          g.nkv /= 2;
-        } else if (g.hd > 16) {
-          g.hd /= 2;
-        } else {
-          break;
-        }
+        break;
       }
       s.config = config_of(g);
     }

@@ -17,7 +17,7 @@ using namespace bufferlab::cli;
 TEST(CliCompareTable, OpNamesInTheOrderTheCliListsThem) {
   EXPECT_EQ(compare_op_names(", "),
             "rmsnorm, router, topk, experts, lm-head, hc-pre, hc-post, hc-head, hc-expand, "
-            "hc-lowrank, gdn, ssd");
+            "hc-lowrank, gdn, ssd, attn-prefill, attn-decode");
   std::set<std::string_view> names;
   for (const CompareOpEntry& e : compare_ops()) {
     EXPECT_TRUE(names.insert(e.name).second) << e.name;

@@ -36,9 +36,10 @@ const char* description_of(gen::AttnFuzzParts p) {
 
 }  // namespace
 
-// Measured (one core of the development machine, backend + judge per cost unit): the CPU
-// backend about 10 ns, the simulator about 100 ns more per unit than the judge alone. 2^22 keeps
-// a CPU case under ~0.1 s; 2^18 a simulated one under ~0.1 s.
+// Measured on the 2-core development machine under a load of ~9 (other builds), 100 cases
+// each: the CPU backend at 2^22 takes ~80 ms of CPU per case (4.8 cases/s wall), the kernel
+// simulator at 2^18 ~115 ms (3.6 cases/s wall; every launch runs twice there). A real GPU's
+// cases are judged on the host, as the CPU's: the CPU cap.
 uint64_t attention_fuzz_cost_cap(const std::string& backend_name) {
   return backend_name == "cuda-sim" ? uint64_t{1} << 18 : uint64_t{1} << 22;
 }

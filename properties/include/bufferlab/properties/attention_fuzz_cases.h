@@ -16,9 +16,12 @@
 //              rows, live ∈ [0, R], splits ∈ [1, 8], context ∈ [0, 2000]), verify (one split)
 //              or mixed (decode rows and a prefill part in one pass)
 //   values     Q and K scales 1 or 4 (peaked softmax), sink scale 1 or 4
-// then reduced (fewer query heads per KV head, halved contexts, L, streams, rows, hd) until
-// attn_fuzz_cost fits the cap the caller gives: the cost is what the backend and the FP64
-// judge do, so the cap sets a case's time (the fuzz picks it per backend).
+// Booleans and ranges follow RapidCheck's size (small sizes draw small, plain cases). The case
+// is then reduced — contexts above 32 and L above 16 halved first (a case keeps its GQA shape
+// where it can), then fewer query heads per KV head, shorter contexts, fewer tokens, streams
+// and rows, fewer KV heads, narrower heads — until attn_fuzz_cost fits the cap the caller
+// gives: the cost is what the backend and the FP64 judge do, so the cap sets a case's time
+// (the fuzz picks it per backend).
 #pragma once
 
 #include <cstdint>
