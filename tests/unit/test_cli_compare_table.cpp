@@ -17,7 +17,7 @@ using namespace bufferlab::cli;
 TEST(CliCompareTable, OpNamesInTheOrderTheCliListsThem) {
   EXPECT_EQ(compare_op_names(", "),
             "rmsnorm, router, topk, experts, lm-head, hc-pre, hc-post, hc-head, hc-expand, "
-            "hc-lowrank, gdn, ssd");
+            "hc-lowrank, gdn, ssd, attn-prefill, attn-decode");
   std::set<std::string_view> names;
   for (const CompareOpEntry& e : compare_ops()) {
     EXPECT_TRUE(names.insert(e.name).second) << e.name;
@@ -53,7 +53,7 @@ TEST(CliCompareTable, NumericFamiliesAndTheirMutants) {
   std::string names;
   for (const NumericFamilyInfo& f : numeric_families())
     names += (names.empty() ? "" : ", ") + std::string(f.name);
-  EXPECT_EQ(names, "routing, experts, mhc, gdn, ssd");
+  EXPECT_EQ(names, "routing, experts, mhc, gdn, ssd, attention");
   EXPECT_EQ(family_of_kernel_mutant(Mutant::B14), NumericFamily::routing);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::M_TIE), NumericFamily::routing);
   EXPECT_EQ(family_of_kernel_mutant(Mutant::B13), NumericFamily::mhc);

@@ -150,7 +150,7 @@ TEST_F(CliFuzzNumeric, MutantB13IsCaughtAndReplays) {
 
 TEST_F(CliFuzzNumeric, BadOptionsExitTwo) {
   in_process_ = true;
-  expect_error({"--numeric", "attention", "--cases", "1"}, "attention");
+  expect_error({"--numeric", "mla", "--cases", "1"}, "mla");
   expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B9"}, "B9");
   expect_error({"--numeric", "routing", "--cases", "1", "--mutant", "B99"}, "B99");
   expect_error({"--numeric", "experts", "--cases", "1", "--mutant", "B14"}, "routing");

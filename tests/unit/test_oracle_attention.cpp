@@ -621,7 +621,7 @@ const TensorComparison* find(const AgreementReport& r, const std::string& name) 
   return nullptr;
 }
 
-std::string failing(const AgreementReport& r) {
+std::string attn_failing(const AgreementReport& r) {
   std::string s;
   for (const auto& c : r.checks)
     if (!c.passed()) s += c.name + "; ";
@@ -635,7 +635,7 @@ TEST(OracleAttentionJudge, PerfectRunAgreesOnEveryCheck) {
         const CaseOpts o{qk, mrope, true, true, false, splits};
         const AttnCase c = make_case(o, 3);
         const AgreementReport r = judge_attention(c, perfect_attn_run(c), "perfect", 3);
-        EXPECT_TRUE(r.passed()) << failing(r) << format_report(r);
+        EXPECT_TRUE(r.passed()) << attn_failing(r) << format_report(r);
         for (const char* name : {"q (stage)", "k (stage)", "v (copy)", "cache write (decode K)",
                                  "cache write (decode, copies)", "cache write (prefill)",
                                  "attn (prefill core)", "attn (prefill core, causal)", "gate"})
@@ -657,10 +657,8 @@ void expect_caught(const CaseOpts& o, const std::function<void(const AttnCase&, 
   const AgreementReport r = judge_attention(c, run, "planted", 7);
   const TensorComparison* chk = find(r, expected);
   ASSERT_NE(chk, nullptr) << expected;
-  EXPECT_FALSE(chk->passed()) << expected << " passed; failing: " << failing(r);
-  if (first) {
-    EXPECT_EQ(r.first_failure()->name, expected) << failing(r);
-  }
+  EXPECT_FALSE(chk->passed()) << expected << " passed; failing: " << attn_failing(r);
+  if (first) EXPECT_EQ(r.first_failure()->name, expected) << attn_failing(r);
   const std::string text = format_report(r);
   EXPECT_NE(text.find("seed 7"), std::string::npos);
   std::printf("  planted -> %s\n", chk->first_bad ? chk->first_bad->reason.c_str() : "?");
@@ -1046,7 +1044,7 @@ TEST(OracleAttentionJudge, RealKernelsAgree) {
         const AttnRun run = run_attention(*be, c);
         const AgreementReport r = judge_attention(c, run, name, seed, bm);
         EXPECT_TRUE(r.passed()) << gen::to_string(f) << (sliding ? " sliding" : "") << ": "
-                                << failing(r) << format_report(r);
+                                << attn_failing(r) << format_report(r);
         measure(c, run, bm, w);
       }
     std::printf(

@@ -68,17 +68,16 @@ Layout real_layout(const CompareSetup& s, uint64_t rows, uint64_t max_seq_len) {
 
 // Runs one pass on the real arena (its footprint checked to fit first) and judges it; the
 // report's checks get `suffix` (a chunk's name) when one is given.
-void run_pass(Backend& backend, const CompareSetup& s, const oracle::AttnCase& c,
-              const Layout& layout, oracle::AgreementReport& report, oracle::AttnRun& run,
-              const std::string& suffix) {
+uint64_t run_pass(Backend& backend, const CompareSetup& s, const oracle::AttnCase& c,
+                  const Layout& layout, oracle::AgreementReport& report, oracle::AttnRun& run,
+                  const std::string& suffix) {
   const oracle::AttnPlan plan = oracle::plan_attention(c);
   require_footprint_fits("attention pass", plan.accesses(), layout, s.model_label, c.pass_rows());
   const Workspace ws = backend.allocate(layout, plan.pool_bytes);
   run = oracle::run_attention(backend, ws, plan, c);
   const oracle::AgreementReport r =
       oracle::judge_attention(c, run, backend.name(), s.seed, bounds_of(backend));
-  if (report.op.empty()) {
-    report.op = r.op;
+  if (report.params.empty()) {
     report.params = r.params;
     report.backend = r.backend;
     report.seed = r.seed;
@@ -91,6 +90,7 @@ void run_pass(Backend& backend, const CompareSetup& s, const oracle::AttnCase& c
     if (!suffix.empty()) t.name += " " + suffix;
     report.reported.push_back(std::move(t));
   }
+  return plan.pool_bytes;  // the weight pool: RoPE table, norm weights, sinks, K/V caches
 }
 
 std::string layer_text(bool sliding, const ModelConfig& c) {
@@ -121,6 +121,7 @@ CompareResult compare_attn_prefill(Backend& backend, const CompareSetup& s) {
   const Layout layout = real_layout(s, streams * chunk_rows, spec.max_seq_len);
 
   CompareResult res;
+  res.report.op = "attn-prefill";
   oracle::AttnRun run;
   std::vector<uint16_t> k_cache = whole.k_cache, v_cache = whole.v_cache;
   const uint64_t chunks = (L + chunk_rows - 1) / chunk_rows;
@@ -128,8 +129,10 @@ CompareResult compare_attn_prefill(Backend& backend, const CompareSetup& s) {
     const uint64_t i1 = std::min(i0 + chunk_rows, L);
     const oracle::AttnCase c =
         chunks == 1 ? whole : oracle::prefill_chunk(whole, i0, i1, k_cache, v_cache);
-    run_pass(backend, s, c, layout, res.report, run,
-             chunks == 1 ? "" : fmt::format("[chunk {}/{}]", k + 1, chunks));
+    res.weight_pool_bytes =
+        std::max(res.weight_pool_bytes,
+                 run_pass(backend, s, c, layout, res.report, run,
+                          chunks == 1 ? "" : fmt::format("[chunk {}/{}]", k + 1, chunks)));
     k_cache = run.k_cache;
     v_cache = run.v_cache;
   }
@@ -165,8 +168,9 @@ CompareResult compare_attn_decode(Backend& backend, const CompareSetup& s) {
   const oracle::AttnCase c = oracle::make_attn_case(spec, s.seed);
   const Layout layout = real_layout(s, rows, spec.max_seq_len);
   CompareResult res;
+  res.report.op = "attn-decode";
   oracle::AttnRun run;
-  run_pass(backend, s, c, layout, res.report, run, "");
+  res.weight_pool_bytes = run_pass(backend, s, c, layout, res.report, run, "");
   res.header = fmt::format(
       "compare attn-decode: {}; {} decode row{} of {} cached keys each, {} split{}; {}; KV cache "
       "{} blocks of {}; on {}; arena {}",

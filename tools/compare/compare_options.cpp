@@ -96,7 +96,7 @@ const char* to_string(oracle::MhcStreamMagnitude m) { return name_of(m, kStreamV
 
 void require_options_apply(const std::string& op, const RawCompareOptions& raw) {
   require_reads(op, !raw.logit_range.empty(), "--logit-range", kOptLogitRange);
-  require_reads(op, !raw.hc_streams.empty(), "--streams", kOptStreamValues);
+  require_reads(op, !raw.hc_streams.empty(), "--streams", kOptStreamValues | kOptSequences);
   require_reads(op, !raw.hc_eps.empty(), "--hc-eps", kOptMhcEps);
   require_reads(op, !raw.lowrank_path.empty(), "--path", kOptRouterPath | kOptLowRankPath);
   require_reads(op, !raw.alpha.empty(), "--alpha", kOptAlpha);

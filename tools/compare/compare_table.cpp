@@ -162,7 +162,7 @@ constexpr CompareOpEntry kCompareOps[] = {
      kAttnPrefillChain,
      kOptSequences | kOptContext | kOptChunk | kOptLayer,
      {},
-     NumericFamily::none,
+     NumericFamily::attention,
      "grouped-query attention prefill (full/sliding layers): Q copy, K, V scratch\n"
      "(qk_norm + RoPE) -> cache write -> varlen core over the --context keys cached in\n"
      "the paged KV cache and the chunk -> gate, --streams N sequences of --tokens each,\n"
@@ -172,7 +172,7 @@ constexpr CompareOpEntry kCompareOps[] = {
      kAttnDecodeChain,
      kOptContext | kOptLayer,
      {},
-     NumericFamily::none,
+     NumericFamily::attention,
      "grouped-query attention decode: --tokens decode rows of --context cached keys each:\n"
      "cache write (qk_norm + RoPE on the qkv rows) -> core (split-K + merge, or one\n"
      "split) -> gate; every stage judged on its stored inputs"},
@@ -184,6 +184,7 @@ constexpr NumericFamilyInfo kNumericFamilies[] = {
     {NumericFamily::mhc, "mhc", "mHC"},
     {NumericFamily::gdn, "gdn", "GDN"},
     {NumericFamily::ssd, "ssd", "SSD"},
+    {NumericFamily::attention, "attention", "attention"},
 };
 
 // "a, b and c".
@@ -243,12 +244,16 @@ std::string compare_ops_reading(uint32_t options) {
 }
 
 std::string compare_ops_help() {
+  // The help lines start past the longest op name.
+  size_t width = 0;
+  for (const CompareOpEntry& e : kCompareOps) width = std::max(width, e.name.size());
+  const std::string indent(width + 3, ' ');
   std::string s = "ops:\n";
   for (const CompareOpEntry& e : kCompareOps) {
     std::string help(e.help);
-    for (size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at + 13))
-      help.replace(at, 1, "\n            ");
-    s += fmt::format("  {:<9} {}\n", e.name, help);
+    for (size_t at = help.find('\n'); at != std::string::npos; at = help.find('\n', at + 1))
+      help.replace(at, 1, "\n" + indent);
+    s += fmt::format("  {:<{}} {}\n", e.name, width, help);
   }
   return s;
 }

@@ -46,7 +46,7 @@ enum CompareOption : uint32_t {
 };
 
 // The `fuzz --numeric` families, in the order the CLI lists them.
-enum class NumericFamily { none, routing, experts, mhc, gdn, ssd };
+enum class NumericFamily { none, routing, experts, mhc, gdn, ssd, attention };
 
 struct NumericFamilyInfo {
   NumericFamily family;

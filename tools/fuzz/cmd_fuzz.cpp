@@ -1,6 +1,6 @@
 // `bufferlab fuzz`: random (config, run shape, pass, paths) cases through the verifier and
 // the sizing checks until a limit or the first failure, which is shrunk and saved as JSON.
-// With --numeric routing|experts|mhc|gdn|ssd, the numerical properties instead
+// With --numeric routing|experts|mhc|gdn|ssd|attention, the numerical properties instead
 // (fuzz_numeric.h).
 // Exit 0 clean, 1 a failure (written under --out), 2 bad input (77: --numeric's backend
 // cannot run here).
@@ -45,7 +45,7 @@ struct FuzzCommand {
   CLI::Option* seconds_option = nullptr;
   CLI::Option* cases_option = nullptr;
   CLI::Option* shard_option = nullptr;
-  // --numeric routing|experts|mhc|gdn|ssd and the options only it takes.
+  // --numeric routing|experts|mhc|gdn|ssd|attention and the options only it takes.
   std::string numeric;
   std::string backend = "cpu";
   std::string skip;
@@ -350,8 +350,10 @@ void register_fuzz_command(CLI::App& app) {
   sub->add_option("--numeric", cmd->numeric,
                   "fuzz the numerical properties of routing (router -> top-k), experts (the "
                   "routed-expert chain), mhc (every mHC op, both low-rank paths, the deep "
-                  "stack), gdn (Gated DeltaNet, chunked and recurrent) or ssd (Mamba-2 SSD, "
-                  "chunked and recurrent) at their full ranges on --backend, instead of plans")
+                  "stack), gdn (Gated DeltaNet, chunked and recurrent), ssd (Mamba-2 SSD, "
+                  "chunked and recurrent) or attention (grouped-query attention prefill, decode, "
+                  "verify and mixed passes over a paged KV cache) at their full ranges on "
+                  "--backend, instead of plans")
       ->type_name("FAMILY");
   sub->add_option(
          "--backend", cmd->backend,

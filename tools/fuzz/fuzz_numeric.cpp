@@ -1,10 +1,11 @@
-// `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd` (see fuzz_numeric.h): cases drawn
-// from the property generators at their full ranges — the routing generator of
+// `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd|attention` (see fuzz_numeric.h): cases
+// drawn from the property generators at their full ranges — the routing generator of
 // properties/routing_generators.h with the ranges of
 // tests/slow/numeric/test_routing_full_range.cpp, an expert-chain generator modelled on
 // tests/property/test_moe_ffn_properties.cpp's, widened to real model sizes, the mHC generators
-// (fuzz_numeric_mhc.cpp) and the GDN / SSD generators (fuzz_numeric_gdn_mamba2.cpp) — run on a
-// backend and judged by the oracle's judges.
+// (fuzz_numeric_mhc.cpp), the GDN / SSD generators (fuzz_numeric_gdn_mamba2.cpp) and the
+// attention pass generator (fuzz_numeric_attention.cpp) — run on a backend and judged by the
+// oracle's judges.
 #include "fuzz/fuzz_numeric.h"
 
 #include <algorithm>
@@ -40,6 +41,7 @@
 #include "common/stopwatch.h"
 #include "compare/compare_report.h"
 #include "compare/compare_table.h"
+#include "fuzz/fuzz_numeric_attention.h"
 #include "fuzz/fuzz_numeric_gdn_mamba2.h"
 #include "fuzz/fuzz_numeric_mhc.h"
 #include "io/json_file.h"
@@ -200,6 +202,13 @@ DrawnCase draw_and_run(const std::string& family, Backend& backend, uint64_t cs)
       take(d, std::move(m));
     } catch (const std::exception& e) {
       d.check = family;
+      d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
+    }
+  } else if (f == NumericFamily::attention) {
+    try {
+      take(d, run_attention_fuzz_case(backend, cs, size));
+    } catch (const std::exception& e) {  // drawing the case
+      d.check = "attention";
       d.outcome = {false, "error", std::string("error: ") + e.what() + "\n", std::nullopt};
     }
   } else if (f == NumericFamily::mhc) {

@@ -1,8 +1,9 @@
-// `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd`: the numerical properties of the MoE
-// routing chain (router → top-k, and the top-k alone on stored logits with ±Inf / NaN), of the
+// `bufferlab fuzz --numeric routing|experts|mhc|gdn|ssd|attention`: the numerical properties of the
+// MoE routing chain (router → top-k, and the top-k alone on stored logits with ±Inf / NaN), of the
 // routed-expert chain (gather → gate → up → SwiGLU → down → combine), of the mHC ops (pre,
 // post, head, expand, the low-rank split and slab paths, and the deep stack) and of the SSM
-// mixers (Gated DeltaNet chunked / recurrent, Mamba-2 SSD chunked / recurrent) at their FULL
+// mixers (Gated DeltaNet chunked / recurrent, Mamba-2 SSD chunked / recurrent) and of
+// grouped-query attention (prefill, decode, verify and mixed passes) at their FULL
 // ranges, each case run on a backend and judged against the FP64 oracle, until a limit or the
 // first failure, which is written as JSON with the command line that re-runs it alone.
 //
@@ -17,7 +18,7 @@
 namespace bufferlab::cli {
 
 struct NumericFuzzOptions {
-  std::string family;           // "routing", "experts", "mhc", "gdn" or "ssd"
+  std::string family;           // "routing", "experts", "mhc", "gdn", "ssd" or "attention"
   std::string backend = "cpu";  // "cpu" or "cuda"
   // A kernel mutant on the backend ("" none): B14 or M-TIE with routing, B13, M-SKCOL or
   // M-SKORDER with mhc, M-GDNCARRY with gdn, M-SSDSTATE with ssd; any other pairing is an Error.
@@ -39,7 +40,7 @@ struct NumericProgress {
 };
 
 // The families --numeric accepts, and a check that throws Error for anything else.
-std::string numeric_families_list();  // "routing, experts, mhc, gdn, ssd" (compare table)
+std::string numeric_families_list();  // "routing, experts, mhc, gdn, ssd, attention"
 void check_numeric_family(const std::string& family);
 
 // Runs the fuzz; prints the summary or the failure on stdout. Returns the exit code: 0 no
