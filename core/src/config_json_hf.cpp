@@ -499,7 +499,9 @@ const std::set<std::string>& qk_norm_model_types() {
 // partial_rotary_factor (docs/findings.md). Those keys are ignored, not read.
 bool has_no_rope(const HfConfig& hf) { return hf.string_of("model_type") == "nemotron_h"; }
 
-constexpr const char* kRopeTypes = "default, linear, llama3, yarn (or mrope = default + MRoPE)";
+constexpr const char* kRopeTypes =
+    "docs/spec/attention.md §1 knows default, linear, llama3, yarn, and mrope (the default type "
+    "with the MRoPE sections)";
 
 // rope_type from rope_type or the legacy `type`, in rope_scaling / rope_parameters (or the
 // top level by its own name). mrope (Qwen2-VL, Qwen2.5-VL) is the default type with the MRoPE
@@ -516,8 +518,7 @@ void read_rope_type(HfConfig& hf, ModelConfig& c) {
     const std::string name = read_string(*cand.value, cand.path);
     if (name != "default" && name != "linear" && name != "llama3" && name != "yarn" &&
         name != "mrope")
-      throw Error(cand.path + " = \"" + name + "\": RoPE type not supported (" + kRopeTypes +
-                  "; docs/spec/attention.md §1)");
+      throw Error(cand.path + " = \"" + name + "\": RoPE type not supported; " + kRopeTypes);
     mrope = mrope || name == "mrope";
     const std::string mapped = name == "mrope" ? "default" : name;
     if (type && *type != mapped)

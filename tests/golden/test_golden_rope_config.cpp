@@ -67,7 +67,7 @@ const std::map<std::string, std::string>& without_case() {
       {"Nemotron-H-56B-Base-8K.json", "no RoPE in transformers' NemotronHConfig"},
       {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json", "no RoPE in transformers' NemotronHConfig"},
       {"DeepSeek-V4-Flash.json",
-       "two RoPE parameter sets (main, compress); attention.md §1 has one per model"},
+       "two RoPE parameter sets (main, compress); docs/spec/attention.md §1 has one per model"},
   };
   return files;
 }
