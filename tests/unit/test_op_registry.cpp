@@ -72,17 +72,17 @@ TEST(OpRegistry, EveryDescriptorIsAnAlternativeInRegistryOrder) {
 TEST(OpRegistry, ADescriptorWithoutAKernelIsRefusedByName) {
   auto backend = make_cpu_backend();
   const Workspace ws = backend->allocate(Layout::build(BufferSizes{}), 0);
-  const AttnGateOp gate{};
+  const MlaAttnOp mla{};
   try {
-    backend->execute(ws, gate);
-    FAIL() << "AttnGateOp executed without a kernel";
+    backend->execute(ws, mla);
+    FAIL() << "MlaAttnOp executed without a kernel";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "cpu backend has no kernel for AttnGateOp (Backend::attn_gate): " + gate.params());
+              "cpu backend has no kernel for MlaAttnOp (Backend::mla_attn): " + mla.params());
   }
   int planned = 0;
   for (const OpInfo& op : kOpRegistry) planned += op.status == OpStatus::planned ? 1 : 0;
-  EXPECT_EQ(planned, 16);
+  EXPECT_EQ(planned, 11);
 }
 
 }  // namespace

@@ -71,6 +71,9 @@ ModelConfig attn_config(bool gated = false) {
 
 using Part = AttnStageOp::Part;
 
+// 4 sequences of 8 blocks of 16 tokens.
+const KvCacheGeometry kCache{16, 32, 8};
+
 TEST(AttnStageOp, KScratchOnFp8PathPadsToCeil16WithPhantomRows) {
   // t = 5 on the FP8 path: K written as ceil16(5) = 16 rows, rows 5..15 phantom.
   const AttnStageOp op = AttnStageOp::make(attn_config(), Part::k_scratch, 0, 5, true, 0);
@@ -81,6 +84,7 @@ TEST(AttnStageOp, KScratchOnFp8PathPadsToCeil16WithPhantomRows) {
   EXPECT_EQ(flatten(op.accesses()),
             (std::vector<Acc>{
                 arena(B::qkv_output, 0, 5 * 256, kRead, "qkv"),      // [5,128] bf16: 1280
+                pool_read(),                                         // the RoPE table
                 arena(B::ssm_qkvz, 0, 5 * 64, kWrite, "k_scratch"),  // [5,32]: 320
                 arena(B::ssm_qkvz, 5 * 64, 11 * 64, kPhantom),       // rows 5..15: 320 + 704
             }));
@@ -102,6 +106,7 @@ TEST(AttnStageOp, BF16PathWritesExactlyTRows) {
   EXPECT_EQ(op.shape().rows, 5u);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
                                         arena(B::qkv_output, 0, 1280, kRead, "qkv"),
+                                        pool_read(),
                                         arena(B::ssm_qkvz, 0, 320, kWrite, "k_scratch"),
                                     }));
 }
@@ -113,6 +118,7 @@ TEST(AttnStageOp, QCopyOfAMixedStepReadsTheRowsAfterTheDecodePart) {
   EXPECT_EQ(op.shape().rows, 5u);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
                                         arena(B::qkv_output, 1024, 1280, kRead, "qkv"),
+                                        pool_read(),
                                         arena(B::ssm_deinterleaved, 0, 5 * 128, kWrite, "q_copy"),
                                     }));
 }
@@ -132,15 +138,15 @@ TEST(AttnStageOp, MetadataReadsAreCarriedThrough) {
                     "@meta.positions"};
   const AttnStageOp op = AttnStageOp::make(attn_config(), Part::q_copy, 0, 5, false, 0, {meta});
   const std::vector<Acc> acc = flatten(op.accesses());
-  ASSERT_EQ(acc.size(), 3u);
+  ASSERT_EQ(acc.size(), 4u);
   EXPECT_EQ(acc[1], arena(B::scratch, 64, 20, kRead, "@meta.positions"));
 }
 
 TEST(AttnPrefillOp, CoDispatchedStreamsReadTheirOwnKvRows) {
   // 2 streams of L = 3 (t = 6), V at row m = 20. K rows [0,3) and [3,6): bytes 0 and 192,
-  // 192 each; V at 20·64 = 1280 and 23·64 = 1472.
+  // 192 each; V at 20·64 = 1280 and 23·64 = 1472; the K and V caches (pool) whole.
   const PrefillLaunch launch{0, 6, 2, 0, 6};
-  const AttnPrefillOp op = AttnPrefillOp::make(attn_config(), false, launch, 20);
+  const AttnPrefillOp op = AttnPrefillOp::make(attn_config(), false, launch, 20, kCache);
   EXPECT_EQ(flatten(op.accesses()), (std::vector<Acc>{
                                         arena(B::ssm_deinterleaved, 0, 6 * 128, kRead, "q_copy"),
                                         arena(B::ssm_qkvz, 0, 192, kRead, "k_scratch"),
@@ -148,13 +154,14 @@ TEST(AttnPrefillOp, CoDispatchedStreamsReadTheirOwnKvRows) {
                                         arena(B::ssm_qkvz, 1280, 192, kRead, "v_scratch"),
                                         arena(B::ssm_qkvz, 1472, 192, kRead, "v_scratch"),
                                         pool_read(),
+                                        pool_read(),
                                         arena(B::attn_output, 0, 6 * 128, kWrite, "attn"),
                                     }));
 }
 
 TEST(AttnPrefillOp, MixedStepWritesAfterTheDecodeRows) {
   // 4 decode rows, t = 5: output rows 4..8 → byte 512, 640 bytes.
-  const AttnPrefillOp op = AttnPrefillOp::make(attn_config(), true, {4, 5, 1, 0, 5}, 20);
+  const AttnPrefillOp op = AttnPrefillOp::make(attn_config(), true, {4, 5, 1, 0, 5}, 20, kCache);
   EXPECT_EQ(op.out.offset, 512u);
   EXPECT_EQ(op.out.bytes(), 640u);
   EXPECT_EQ(op.q.offset, 0u);  // the Q copy holds the prefill part only
@@ -167,20 +174,21 @@ TEST(AttnPrefillOp, SlabReadsKvCausallyUpToItsLastRow) {
   // 262144 bytes; V from row 8192 (m) = byte 524288.
   const TensorRef lists{Space::arena, B::qsa_select_scratch, 1000, {2048, 2}, DType::i32};
   const AttnPrefillOp op =
-      AttnPrefillOp::make(attn_config(), false, {0, 5000, 1, 2048, 2048}, 8192, lists);
+      AttnPrefillOp::make(attn_config(), false, {0, 5000, 1, 2048, 2048}, 8192, kCache, lists);
   EXPECT_EQ(op.q.offset, 262144u);
   ASSERT_EQ(op.k.size(), 1u);
   EXPECT_EQ(op.k[0].bytes(), 262144u);
   EXPECT_EQ(op.v[0].offset, 524288u);
   EXPECT_EQ(op.shape().list_width, 2u);
   const std::vector<Acc> acc = flatten(op.accesses());
-  EXPECT_EQ(acc[4], arena(B::qsa_select_scratch, 1000, 2048 * 2 * 4, kRead, "qsa_lists"));
+  EXPECT_EQ(acc[5], arena(B::qsa_select_scratch, 1000, 2048 * 2 * 4, kRead, "qsa_lists"));
   EXPECT_EQ(op.out.offset, 262144u);
 }
 
 TEST(AttnPrefillOp, SlabAcrossStreamsSplitsItsKvReads) {
   // 2 streams of 2000, slab [0, 2048): stream 0 rows [0,2000), stream 1 rows [2000,2048).
-  const AttnPrefillOp op = AttnPrefillOp::make(attn_config(), false, {0, 4000, 2, 0, 2048}, 4000);
+  const AttnPrefillOp op =
+      AttnPrefillOp::make(attn_config(), false, {0, 4000, 2, 0, 2048}, 4000, kCache);
   ASSERT_EQ(op.k.size(), 2u);
   EXPECT_EQ(op.k[0].offset, 0u);
   EXPECT_EQ(op.k[0].shape[0], 2000u);
@@ -190,23 +198,25 @@ TEST(AttnPrefillOp, SlabAcrossStreamsSplitsItsKvReads) {
 }
 
 TEST(AttnPrefillOp, RejectsALaunchOutsideThePrefillPart) {
-  EXPECT_THROW(AttnPrefillOp::make(attn_config(), false, {0, 5, 1, 4, 2}, 20), Error);
-  EXPECT_THROW(AttnPrefillOp::make(attn_config(), false, {0, 5, 2, 0, 5}, 20), Error);
+  EXPECT_THROW(AttnPrefillOp::make(attn_config(), false, {0, 5, 1, 4, 2}, 20, kCache), Error);
+  EXPECT_THROW(AttnPrefillOp::make(attn_config(), false, {0, 5, 2, 0, 5}, 20, kCache), Error);
 }
 
 TEST(AttnDecodeOp, SplitKWritesEverySlotOfTheDecodeRows) {
   // rows 8, splits 4: slot ((seq·4)+head)·4+split, the last (7,3,3) = 127; 128 slots of
   // (16+2) f32 = 72 bytes → 9216 bytes from 0.
-  const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), false, 8, 4, false);
+  const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), false, 8, 8, 4, false, kCache);
   EXPECT_TRUE(op.split_k());
   EXPECT_EQ(op.name(), "attn_decode");
   EXPECT_EQ(flatten(op.accesses()),
             (std::vector<Acc>{
                 arena(B::qkv_output, 0, 8 * 256, kRead, "qkv"),
-                pool_read(),
+                pool_read(),  // K cache
+                pool_read(),  // V cache
+                pool_read(),  // RoPE table
                 arena(B::splitk_workspace, 0, 9216, kWrite, "splitk_partials"),
             }));
-  const SplitKMergeOp merge = SplitKMergeOp::make(attn_config(), 8, 4);
+  const SplitKMergeOp merge = SplitKMergeOp::make(attn_config(), 8, 8, 4);
   EXPECT_EQ(flatten(merge.accesses()),
             (std::vector<Acc>{
                 arena(B::splitk_workspace, 0, 9216, kRead, "splitk_partials"),
@@ -215,17 +225,17 @@ TEST(AttnDecodeOp, SplitKWritesEverySlotOfTheDecodeRows) {
 }
 
 TEST(AttnDecodeOp, OneSplitWritesTheOutputDirectly) {
-  const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), true, 8, 1, false);
+  const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), true, 8, 8, 1, false, kCache);
   EXPECT_FALSE(op.split_k());
   const std::vector<Acc> acc = flatten(op.accesses());
-  ASSERT_EQ(acc.size(), 3u);
-  EXPECT_EQ(acc[2], arena(B::attn_output, 0, 1024, kWrite, "attn"));
+  ASSERT_EQ(acc.size(), 5u);  // qkv, K cache, V cache, RoPE table, output
+  EXPECT_EQ(acc[4], arena(B::attn_output, 0, 1024, kWrite, "attn"));
 }
 
 TEST(AttnDecodeOp, VerifyNeverUsesSplitK) {
   // Split-K serves decode and mixed steps only (docs/spec/buffers.md §2): verify ignores the split
   // count.
-  const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), false, 17, 4, true);
+  const AttnDecodeOp op = AttnDecodeOp::make(attn_config(), false, 17, 17, 4, true, kCache);
   EXPECT_EQ(op.shape().splits, 1u);
   EXPECT_EQ(op.name(), "attn_verify");
   for (const Access& a : op.accesses()) EXPECT_NE(a.tensor.buffer, B::splitk_workspace);

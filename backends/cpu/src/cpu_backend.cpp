@@ -155,6 +155,30 @@ void CpuBackend::mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp&
   cpu::mamba2_gated_norm(host(ws), op);
 }
 
+void CpuBackend::attn_stage(const Workspace& ws, const AttnStageOp& op) {
+  cpu::attn_stage(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op) {
+  cpu::attn_cache_write(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::attn_prefill(const Workspace& ws, const AttnPrefillOp& op) {
+  cpu::attn_prefill(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::attn_decode(const Workspace& ws, const AttnDecodeOp& op) {
+  cpu::attn_decode(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::splitk_merge(const Workspace& ws, const SplitKMergeOp& op) {
+  cpu::splitk_merge(host(ws), op, kernel_mutant());
+}
+
+void CpuBackend::attn_gate(const Workspace& ws, const AttnGateOp& op) {
+  cpu::attn_gate(host(ws), op, kernel_mutant());
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }

@@ -2,6 +2,7 @@
 // reading extents from its descriptor only. Private to the CPU backend.
 #pragma once
 
+#include "bufferlab/core/ops/attention.h"
 #include "bufferlab/core/ops/embedding.h"
 #include "bufferlab/core/ops/ffn.h"
 #include "bufferlab/core/ops/fused_add_rmsnorm.h"
@@ -53,5 +54,14 @@ void mamba2_conv(const Workspace& ws, const Mamba2ConvOp& op);
 void mamba2_chunk(const Workspace& ws, const Mamba2ChunkOp& op, Mutant mutant);
 void mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp& op);
 void mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op);
+
+// Grouped-query attention (docs/spec/attention.md, ops/attention.h): cpu_attention_*.cpp.
+// `mutant`: the attention kernel mutants, else Mutant::none.
+void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant mutant);
+void attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op, Mutant mutant);
+void attn_prefill(const Workspace& ws, const AttnPrefillOp& op, Mutant mutant);
+void attn_decode(const Workspace& ws, const AttnDecodeOp& op, Mutant mutant);
+void splitk_merge(const Workspace& ws, const SplitKMergeOp& op, Mutant mutant);
+void attn_gate(const Workspace& ws, const AttnGateOp& op, Mutant mutant);
 
 }  // namespace bufferlab::cpu

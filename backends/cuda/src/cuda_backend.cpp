@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "attention_ops.h"
 #include "bufferlab/core/checked.h"
 #include "bufferlab/core/error.h"
 #include "cublas_context.h"
@@ -190,6 +191,30 @@ void CudaBackend::mamba2_recurrent(const Workspace& ws, const Mamba2RecurrentOp&
 
 void CudaBackend::mamba2_gated_norm(const Workspace& ws, const Mamba2GatedNormOp& op) {
   cuda::mamba2_gated_norm(device(ws), op);
+}
+
+void CudaBackend::attn_stage(const Workspace& ws, const AttnStageOp& op) {
+  cuda::attn_stage(device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op) {
+  cuda::attn_cache_write(device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::attn_prefill(const Workspace& ws, const AttnPrefillOp& op) {
+  cuda::attn_prefill(device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::attn_decode(const Workspace& ws, const AttnDecodeOp& op) {
+  cuda::attn_decode(device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::splitk_merge(const Workspace& ws, const SplitKMergeOp& op) {
+  cuda::splitk_merge(device(ws), op, kernel_mutant());
+}
+
+void CudaBackend::attn_gate(const Workspace& ws, const AttnGateOp& op) {
+  cuda::attn_gate(device(ws), op, kernel_mutant());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "bufferlab/core/buffer_sizes.h"
 #include "bufferlab/core/ops/attention.h"
 #include "bufferlab/core/target.h"
 #include "builder.h"
@@ -15,19 +16,36 @@
 namespace bufferlab::plan::detail {
 namespace {
 
+// The KV cache of the run shape (docs/spec/attention.md §3): max_batch_size sequences of
+// max_blocks blocks; an unpaged cache is one block of max_seq_len tokens per sequence.
+KvCacheGeometry run_cache(const Ctx& c) {
+  KvCacheGeometry g;
+  const bool paged = c.shape.kv_block_size > 0;
+  g.block_size = paged ? c.shape.kv_block_size : c.shape.max_seq_len;
+  g.max_blocks = paged ? block_table_entries(c.shape) : 1;
+  g.num_blocks = (Size(c.shape.max_batch_size) * g.max_blocks).value();
+  return g;
+}
+
 // Decode, verify and the decode rows of a mixed step: rows [0, decode_rows).
 void emit_decode_part(Builder& b, const Ctx& c, bool sliding) {
   const uint64_t rows = c.pass.decode_rows();
   if (rows == 0) return;
   const bool verify = c.pass.kind == PassKind::verify;
+  const uint64_t live = verify ? rows : c.pass.n;
+  const KvCacheGeometry cache = run_cache(c);
+  // The decode rows' keys enter the cache (through the stage function) before any query of
+  // the step attends (docs/spec/attention.md §3).
+  b.add(AttnCacheWriteOp::make(c.config, AttnCacheWriteOp::Source::qkv, 0, rows, 0, cache,
+                               attn_meta(c, {"positions", "slots"})));
   // The split count is the launch's own pure function of (target, nq, R) — never the live
   // batch, never the sizing's copy (bug B5 is the two disagreeing).
   const uint64_t splits = splitk_splits(c.target, c.config.num_attention_heads, c.lp.R);
-  const AttnDecodeOp op = AttnDecodeOp::make(
-      c.config, sliding, rows, splits, verify,
-      attn_meta(c, {"positions", "seq_slot", "slots", "seq_lens", "block_table"}));
+  const AttnDecodeOp op =
+      AttnDecodeOp::make(c.config, sliding, rows, live, splits, verify, cache,
+                         attn_meta(c, {"positions", "seq_slot", "seq_lens", "block_table"}));
   b.add(op);
-  if (op.split_k()) b.add(SplitKMergeOp::make(c.config, rows, op.dims.splits));
+  if (op.split_k()) b.add(SplitKMergeOp::make(c.config, rows, live, op.dims.splits));
 }
 
 // The prefill part: rows [decode_rows, decode_rows + t) of qkv_output.
@@ -38,15 +56,19 @@ void emit_prefill_part(Builder& b, const Ctx& c, bool sliding) {
   // K first, then V at the sizing's row m, in separate steps (§5 ssm_qkvz): on the FP8 path
   // K's phantom rows may reach row m when t = m, and V then overwrites them.
   b.add(AttnStageOp::make(c.config, Part::q_copy, d, t, false, 0, attn_meta(c, {"positions"})));
-  b.add(AttnStageOp::make(c.config, Part::k_scratch, d, t, c.fp8(), 0,
-                          attn_meta(c, {"positions", "slots"})));
   b.add(
-      AttnStageOp::make(c.config, Part::v_scratch, d, t, c.fp8(), c.lp.m, attn_meta(c, {"slots"})));
+      AttnStageOp::make(c.config, Part::k_scratch, d, t, c.fp8(), 0, attn_meta(c, {"positions"})));
+  b.add(AttnStageOp::make(c.config, Part::v_scratch, d, t, c.fp8(), c.lp.m));
+  // The chunk's keys enter the cache before its queries attend (docs/spec/attention.md §3); the
+  // core still reads them from the scratch.
+  const KvCacheGeometry cache = run_cache(c);
+  b.add(AttnCacheWriteOp::make(c.config, AttnCacheWriteOp::Source::scratch, d, t, c.lp.m, cache,
+                               attn_meta(c, {"slots"})));
   for (const PrefillLaunch& launch : prefill_launches(c)) {
     std::optional<TensorRef> lists;
     if (qsa_selects(c)) lists = emit_qsa_slab(b, c, launch);
     b.add(AttnPrefillOp::make(
-        c.config, sliding, launch, c.lp.m, std::move(lists),
+        c.config, sliding, launch, c.lp.m, cache, std::move(lists),
         attn_meta(c, {"block_table", "seq_lens", "ptr_tables", "cu_seqlens", "kv_lens"}, true)));
   }
 }

@@ -62,11 +62,12 @@ namespace bufferlab {
   X(planned, LoraOp, lora, void, projection)                                            \
   X(planned, EmbeddingOp, embedding, void, embedding)                                   \
   X(planned, UploadOp, upload_regions, void, embedding)                                 \
-  X(planned, AttnStageOp, attn_stage, void, attention)                                  \
-  X(planned, AttnPrefillOp, attn_prefill, void, attention)                              \
-  X(planned, AttnDecodeOp, attn_decode, void, attention)                                \
-  X(planned, SplitKMergeOp, splitk_merge, void, attention)                              \
-  X(planned, AttnGateOp, attn_gate, void, attention)                                    \
+  X(kernel, AttnStageOp, attn_stage, void, attention)                                   \
+  X(kernel, AttnCacheWriteOp, attn_cache_write, void, attention)                        \
+  X(kernel, AttnPrefillOp, attn_prefill, void, attention)                               \
+  X(kernel, AttnDecodeOp, attn_decode, void, attention)                                 \
+  X(kernel, SplitKMergeOp, splitk_merge, void, attention)                               \
+  X(kernel, AttnGateOp, attn_gate, void, attention)                                     \
   X(planned, MlaStageOp, mla_stage, void, mla)                                          \
   X(planned, MlaAttnOp, mla_attn, void, mla)                                            \
   X(planned, QsaIndexerOp, qsa_indexer, void, qsa)
