@@ -32,6 +32,10 @@ import transformers.models.deepseek_v4.modeling_deepseek_v4 as deepseek_v4
 import transformers.models.longcat_flash.modeling_longcat_flash as longcat_flash
 import transformers.activations as activations
 import transformers.models.nemotron_h.modeling_nemotron_h as nemotron_h
+import transformers.models.gpt_oss.modeling_gpt_oss as gpt_oss
+import transformers.models.qwen2_5_vl.modeling_qwen2_5_vl as qwen2_5_vl
+import transformers.masking_utils as masking_utils
+import transformers.modeling_rope_utils as rope_utils_module
 
 
 class _TorchFp64:
@@ -531,6 +535,167 @@ def mhc_case(w, seed, name, logit_range):
             "post": post[0].numpy(), "comb": comb[0].numpy(), "collapsed": collapsed[0].numpy()})
 
 
+# ---------------------------------------------------------------------------- attention
+
+class _Fixed(torch.nn.Module):
+    """A projection replaced by its output: the attention module reads exactly our qkv values."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+    def forward(self, hidden_states):
+        return self.value
+
+
+def _mask(T, window):
+    """transformers' own mask functions (masking_utils), as the additive float64 mask eager
+    attention adds: causal, or sliding-window causal."""
+    fn = (masking_utils.sliding_window_causal_mask_function(window) if window
+          else masking_utils.causal_mask_function)
+    q = torch.arange(T).view(T, 1)
+    k = torch.arange(T).view(1, T)
+    keep = fn(0, 0, q, k)
+    return torch.where(keep, torch.tensor(0.0, dtype=torch.float64),
+                       torch.tensor(-math.inf, dtype=torch.float64)).view(1, 1, T, T)
+
+
+def attention_case(w, seed, name, module, attn, rotary, T, nq, nkv, hd, positions, functions,
+                   params, q_norm=None, k_norm=None, gated=False, sinks=None, window=0):
+    """Runs `attn` (a transformers attention module) in float64 on seeded BF16-exact q/k/v (and
+    gate) projections in OUR qkv_output layout [Q | gate | K | V] (ops/attention.h), through
+    eager attention with transformers' own causal / sliding mask. Stores the inputs, the RoPE
+    frequencies transformers computed (inv_freq, attention_scaling), the Q/K transformers
+    rotated (after its q_norm / k_norm) and the attention output before o_proj (after the gate)."""
+    rng = np.random.default_rng(seed)
+    q = bf16_round(rng.standard_normal((T, nq, hd)))
+    k = bf16_round(rng.standard_normal((T, nkv, hd)))
+    v = bf16_round(rng.standard_normal((T, nkv, hd)))
+    parts = [q.reshape(T, -1)]
+    if gated:
+        gate = bf16_round(rng.standard_normal((T, nq, hd)))
+        parts.append(gate.reshape(T, -1))
+        # transformers' q_proj interleaves query and gate per head: [q_h | gate_h] for each h.
+        q_out = np.concatenate([q, gate], axis=-1).reshape(1, T, -1)
+    else:
+        q_out = q.reshape(1, T, -1)
+    parts += [k.reshape(T, -1), v.reshape(T, -1)]
+    qkv = np.concatenate(parts, axis=1).astype(np.float32)
+    recorded = {}
+    rope_fn = module.apply_rotary_pos_emb
+
+    def recording_rope(qs, ks, cos, sin, *a, **kw):
+        qe, ke = rope_fn(qs, ks, cos, sin, *a, **kw)
+        recorded["q"], recorded["k"] = qe, ke
+        return qe, ke
+
+    with torch.no_grad():
+        attn.q_proj = _Fixed(t64(q_out))
+        attn.k_proj = _Fixed(t64(k.reshape(1, T, -1)))
+        attn.v_proj = _Fixed(t64(v.reshape(1, T, -1)))
+        attn.o_proj = torch.nn.Identity()
+        if q_norm is not None:
+            attn.q_norm.weight.copy_(t64(q_norm))
+            attn.k_norm.weight.copy_(t64(k_norm))
+        if sinks is not None:
+            attn.sinks.copy_(t64(sinks))
+        attn.config._attn_implementation = "eager"
+        hidden = torch.zeros((1, T, 1), dtype=torch.float64)
+        pos = torch.from_numpy(np.asarray(positions, dtype=np.int64))
+        module.apply_rotary_pos_emb = recording_rope
+        try:
+            with fp64(module, rope_utils_module):
+                cos, sin = rotary(hidden, pos.view(pos.shape[0], 1, T) if pos.ndim == 2
+                                  else pos.view(1, T))
+                out, _ = attn(hidden_states=hidden, position_embeddings=(cos, sin),
+                              attention_mask=_mask(T, window))
+        finally:
+            module.apply_rotary_pos_emb = rope_fn
+    inv_freq = rotary.inv_freq
+    require_f64(out, recorded["q"], recorded["k"], inv_freq, cos, sin)
+    arrays = {"qkv": qkv, "positions": np.asarray(positions, dtype=np.int64).reshape(-1, T),
+              "inv_freq": inv_freq.numpy(),
+              "q_rope": recorded["q"][0].transpose(0, 1).numpy(),   # [T, nq, hd]
+              "k_rope": recorded["k"][0].transpose(0, 1).numpy(),   # [T, nkv, hd]
+              "out": out[0].numpy()}                                # [T, nq·hd]
+    if q_norm is not None:
+        arrays["q_norm"], arrays["k_norm"] = q_norm, k_norm
+    if sinks is not None:
+        arrays["sinks"] = sinks
+    params = dict(params, T=T, nq=nq, nkv=nkv, hd=hd, gated=gated, window=window,
+                  attention_factor=float(rotary.attention_scaling))
+    w.case(name, "attention", seed, functions, params, arrays)
+
+
+def qwen3_next_attention_case(w, seed):
+    # Gated, partial rotary 0.25, qk_norm ((1 + w) weights), GQA 2 — the real config's theta.
+    T, nq, nkv, hd, f, theta, eps = 20, 4, 2, 32, 0.25, 10000000.0, 1e-6
+    cfg = qwen3_next.Qwen3NextConfig(hidden_size=64, num_attention_heads=nq, num_key_value_heads=nkv,
+                                     head_dim=hd, partial_rotary_factor=f, rms_norm_eps=eps,
+                                     rope_parameters={"rope_type": "default", "rope_theta": theta,
+                                                      "partial_rotary_factor": f})
+    rng = np.random.default_rng(seed + 1000)
+    q_norm = bf16_round(rng.standard_normal(hd) * 0.25)
+    k_norm = bf16_round(rng.standard_normal(hd) * 0.25)
+    with fp64(qwen3_next):
+        attn = qwen3_next.Qwen3NextAttention(cfg, layer_idx=3).double()
+        rotary = qwen3_next.Qwen3NextRotaryEmbedding(cfg)
+    positions = np.arange(T) + 7
+    attention_case(w, seed, "attention_qwen3_next", qwen3_next, attn, rotary, T, nq, nkv, hd,
+                   positions,
+                   ["transformers Qwen3NextAttention.forward (eager, q_proj/k_proj/v_proj replaced "
+                    "by their outputs, o_proj by identity)", "Qwen3NextRotaryEmbedding.forward",
+                    "masking_utils.causal_mask_function"],
+                   {"model_type": "qwen3_next", "rope_theta": theta, "partial_rotary_factor": f,
+                    "rms_norm_eps": eps, "qk_norm": True},
+                   q_norm=q_norm, k_norm=k_norm, gated=True)
+
+
+def gpt_oss_attention_case(w, seed, sliding):
+    # Sliding window (alternate layers), sinks, yarn with the real config's parameters.
+    T, nq, nkv, hd, window = 20, 4, 2, 16, 6
+    rope = {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+            "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096}
+    cfg = gpt_oss.GptOssConfig(hidden_size=64, num_attention_heads=nq, num_key_value_heads=nkv,
+                               head_dim=hd, sliding_window=window, num_hidden_layers=2,
+                               layer_types=["sliding_attention", "full_attention"],
+                               rope_parameters=dict(rope), max_position_embeddings=131072)
+    rng = np.random.default_rng(seed + 1000)
+    sinks = bf16_round(rng.standard_normal(nq))
+    with fp64(gpt_oss, rope_utils_module):
+        attn = gpt_oss.GptOssAttention(cfg, layer_idx=0 if sliding else 1).double()
+        rotary = gpt_oss.GptOssRotaryEmbedding(cfg)
+    positions = np.arange(T) + 3
+    attention_case(w, seed, "attention_gpt_oss_" + ("sliding" if sliding else "full"), gpt_oss,
+                   attn, rotary, T, nq, nkv, hd, positions,
+                   ["transformers GptOssAttention.forward (eager with sinks, projections replaced "
+                    "by their outputs, o_proj by identity)", "GptOssRotaryEmbedding.forward (yarn)",
+                    "masking_utils." + ("sliding_window_causal_mask_function" if sliding
+                                        else "causal_mask_function")],
+                   dict({"model_type": "gpt_oss", "sliding": sliding}, **rope),
+                   sinks=sinks, window=window if sliding else 0)
+
+
+def qwen2_5_vl_attention_case(w, seed):
+    # MRoPE (sections [4, 6, 6] of hd/2 = 16), positions t != h != w.
+    T, nq, nkv, hd, theta = 20, 4, 2, 32, 1000000.0
+    section = [4, 6, 6]
+    cfg = qwen2_5_vl.Qwen2_5_VLTextConfig(
+        hidden_size=nq * hd, num_attention_heads=nq, num_key_value_heads=nkv,
+        rope_parameters={"rope_type": "default", "rope_theta": theta, "mrope_section": section})
+    with fp64(qwen2_5_vl):
+        attn = qwen2_5_vl.Qwen2_5_VLAttention(cfg, layer_idx=0).double()
+        rotary = qwen2_5_vl.Qwen2_5_VLRotaryEmbedding(cfg)
+    i = np.arange(T)
+    positions = np.stack([i + 3, i + 5 + i % 3, i + 9 + i % 7])
+    attention_case(w, seed, "attention_qwen2_5_vl", qwen2_5_vl, attn, rotary, T, nq, nkv, hd,
+                   positions,
+                   ["transformers Qwen2_5_VLAttention.forward (eager, projections replaced by their "
+                    "outputs, o_proj by identity)", "Qwen2_5_VLRotaryEmbedding.forward (MRoPE)",
+                    "masking_utils.causal_mask_function"],
+                   {"model_type": "qwen2_5_vl", "rope_theta": theta, "mrope_section": section})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -572,6 +737,10 @@ def main():
     # count shows in the comb (the planted "one iteration too few" is judged on this case).
     mhc_case(w, 1609, "mhc_deepseek_v4_range12", 12.0)
     mhc_case(w, 1619, "mhc_deepseek_v4_range60", 60.0)
+    qwen3_next_attention_case(w, 1620)
+    gpt_oss_attention_case(w, 1621, True)
+    gpt_oss_attention_case(w, 1622, False)
+    qwen2_5_vl_attention_case(w, 1623)
     rope_cases(w, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "configs"))
     manifest = {
         "generator": "scripts/golden/make_golden.py",
