@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bufferlab/core/error.h"
+#include "bufferlab/core/rope.h"
 #include "config_json_detail.h"
 
 namespace bufferlab {
@@ -271,8 +272,8 @@ bool is_normalized_key(const std::string& key) {
   BUFFERLAB_CONFIG_BOOL_FIELDS(BUFFERLAB_IS_KEY)
   BUFFERLAB_CONFIG_FLOAT_FIELDS(BUFFERLAB_IS_KEY)
 #undef BUFFERLAB_IS_KEY
-  return key == "scoring_func" || key == "layer_types" || key == "mlp_only_layers" ||
-         key == "mrope_section";
+  return key == "scoring_func" || key == "rope_type" || key == "layer_types" ||
+         key == "mlp_only_layers" || key == "mrope_section";
 }
 
 // Sets the field named `key` from `value`; false for an unknown key.
@@ -292,6 +293,7 @@ bool set_normalized_field(ModelConfig& c, const std::string& key, const json& va
 #undef BUFFERLAB_SET_FLOAT
   if (key == "scoring_func")
     return c.scoring_func = config_json_detail::read_string(value, path), true;
+  if (key == "rope_type") return c.rope_type = config_json_detail::read_string(value, path), true;
   if (key == "layer_types")
     return c.layer_types = config_json_detail::read_layer_types(value, path), true;
   if (key == "mlp_only_layers")
@@ -360,9 +362,13 @@ ExplainedConfig explain_config_json_text(const std::string& text, const std::str
   try {
     const json root = parse_json_object(text);
     ExplainedConfig e;
-    e.config = root.contains(kVersionKey) ? config_from_normalized_json(root, e.uses)
-                                          : config_json_detail::config_from_hf_json(root, e.uses);
+    const bool normalized = root.contains(kVersionKey);
+    e.config = normalized ? config_from_normalized_json(root, e.uses)
+                          : config_json_detail::config_from_hf_json(root, e.uses);
     e.config.validate();
+    // A model's config.json must describe attention a kernel can run; the normalized form also
+    // carries the sizing corpus's configs, which no RoPE fits (rope.h, validate_attention).
+    if (!normalized) validate_attention(e.config);
     config_json_detail::append_defaulted(e.config, e.uses);
     return e;
   } catch (const Error& e) {
@@ -400,6 +406,7 @@ json to_normalized_json(const ModelConfig& c) {
   BUFFERLAB_CONFIG_FLOAT_FIELDS(BUFFERLAB_WRITE_FLOAT)
 #undef BUFFERLAB_WRITE_FLOAT
   config["scoring_func"] = c.scoring_func;
+  config["rope_type"] = c.rope_type;
   json types = json::array();
   for (LayerType t : c.layer_types) types.push_back(to_string(t));
   config["layer_types"] = types;

@@ -45,10 +45,14 @@ struct Candidate {
 std::string why_ignored(const std::string& key) {
   static const std::vector<std::pair<const char*, const char*>> kKnown = {
       {"qk_head_dim", "MLA's q head is qk_nope_head_dim + qk_rope_head_dim (both read)"},
-      {"model_type", "sets attn_gated only for qwen3_next"},
-      {"rope_scaling", "no mrope_section / mrope_interleaved in it"},
-      {"rope_parameters", "no mrope_section / mrope_interleaved in it"},
-      {"max_position_embeddings", "the run shape's max_seq_len is a command-line option"},
+      {"model_type",
+       "sets attn_gated (qwen3_next), qk_norm and attn_sinks only for the listed types"},
+      {"rope_scaling", "none of the RoPE or MRoPE keys of docs/spec/attention.md §1 in it"},
+      {"rope_parameters", "none of the RoPE or MRoPE keys of docs/spec/attention.md §1 in it"},
+      {"use_sliding_window", "only false changes anything (sliding_window becomes 0)"},
+      {"max_position_embeddings",
+       "the run shape's max_seq_len is a command-line option (read only by yarn without "
+       "original_max_position_embeddings)"},
   };
   for (const auto& [known, why] : kKnown)
     if (key == known) return why;
@@ -178,7 +182,23 @@ bool has_own_rule(const std::string& field) {
                                                  "router_groups",
                                                  "router_topk_groups",
                                                  "mrope_interleaved",
-                                                 "rms_norm_eps"};
+                                                 "rms_norm_eps",
+                                                 "sliding_window",
+                                                 "rope_original_max_position",
+                                                 "rope_interleaved",
+                                                 "rope_truncate",
+                                                 "qk_norm",
+                                                 "attn_sinks",
+                                                 "rope_theta",
+                                                 "partial_rotary_factor",
+                                                 "rope_factor",
+                                                 "rope_low_freq_factor",
+                                                 "rope_high_freq_factor",
+                                                 "rope_beta_fast",
+                                                 "rope_beta_slow",
+                                                 "rope_mscale",
+                                                 "rope_mscale_all_dim",
+                                                 "rope_attention_factor"};
   return kOwnRule.count(field) != 0;
 }
 
@@ -426,19 +446,26 @@ void read_norm_eps(HfConfig& hf, ModelConfig& c) {
   if (eps) c.rms_norm_eps = *eps;
 }
 
-// The places the multimodal-RoPE fields may be: rope_scaling / rope_parameters (an object),
-// or the top level under their own names.
-std::vector<Candidate> mrope_candidates(const HfConfig& hf, const char* field) {
-  std::vector<Candidate> out = hf.candidates({field});
-  for (const char* rope_key : {"rope_scaling", "rope_parameters"}) {
-    const json* rope = hf.find(rope_key);
+// The places a RoPE or MRoPE field may be: the top level under `top_key` (its own name, or
+// the Hugging Face key where that is top-level), then `rope_key` inside rope_scaling and
+// rope_parameters (objects; null = absent). Both objects are read: a value given twice must
+// agree (resolve()).
+std::vector<Candidate> rope_candidates(const HfConfig& hf, const char* top_key,
+                                       const char* rope_key) {
+  std::vector<Candidate> out = hf.candidates({top_key});
+  for (const char* object_key : {"rope_scaling", "rope_parameters"}) {
+    const json* rope = hf.find(object_key);
     if (rope == nullptr) continue;
-    if (!rope->is_object()) bad_value(hf.path(rope_key), *rope, "an object");
-    const auto it = rope->find(field);
+    if (!rope->is_object()) bad_value(hf.path(object_key), *rope, "an object");
+    const auto it = rope->find(rope_key);
     if (it != rope->end() && !it->is_null())
-      out.push_back({rope_key, hf.path(rope_key) + "." + field, &*it});
+      out.push_back({object_key, hf.path(object_key) + "." + rope_key, &*it});
   }
   return out;
+}
+
+std::vector<Candidate> mrope_candidates(const HfConfig& hf, const char* field) {
+  return rope_candidates(hf, field, field);
 }
 
 void read_mrope(HfConfig& hf, ModelConfig& c) {
@@ -449,6 +476,160 @@ void read_mrope(HfConfig& hf, ModelConfig& c) {
   if (const auto i = resolve<bool>(hf, "mrope_interleaved",
                                    mrope_candidates(hf, "mrope_interleaved"), read_bool))
     c.mrope_interleaved = *i;
+}
+
+// ---- attention (docs/spec/attention.md §1) ----
+
+// The model types whose transformers modeling code applies a per-head RMSNorm to Q and K
+// (q_norm / k_norm over head_dim) before RoPE, as read in transformers' modeling files:
+// Qwen3Attention (qwen3), Qwen3MoeAttention (qwen3_moe), Qwen3NextAttention (qwen3_next),
+// Qwen3VLTextAttention (qwen3_vl, its text config qwen3_vl_text; a subclass of
+// Qwen3Attention) and Qwen3VLMoeTextAttention (qwen3_vl_moe, qwen3_vl_moe_text; a subclass of
+// Qwen3VLTextAttention). Not listed: olmo2 (its norm spans all heads, not one head), the
+// DeepSeek / GLM MLA types (q_a_layernorm is a norm of the latent) and types not checked.
+const std::set<std::string>& qk_norm_model_types() {
+  static const std::set<std::string> types = {
+      "qwen3",         "qwen3_moe",    "qwen3_next",       "qwen3_vl",
+      "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"};
+  return types;
+}
+
+// transformers' NemotronHConfig has no RoPE parameters: its attention layers use no position
+// embedding, although NVIDIA-Nemotron-3-Nano's config.json has rope_theta and
+// partial_rotary_factor (docs/findings.md). Those keys are ignored, not read.
+bool has_no_rope(const HfConfig& hf) { return hf.string_of("model_type") == "nemotron_h"; }
+
+constexpr const char* kRopeTypes =
+    "docs/spec/attention.md §1 knows default, linear, llama3, yarn, and mrope (the default type "
+    "with the MRoPE sections)";
+
+// rope_type from rope_type or the legacy `type`, in rope_scaling / rope_parameters (or the
+// top level by its own name). mrope (Qwen2-VL, Qwen2.5-VL) is the default type with the MRoPE
+// sections; transformers' older configs carry both "type": "mrope" and "rope_type": "default",
+// so spellings are compared after that mapping. Any other type is an Error naming it.
+void read_rope_type(HfConfig& hf, ModelConfig& c) {
+  std::vector<Candidate> candidates = rope_candidates(hf, "rope_type", "rope_type");
+  for (Candidate& legacy : rope_candidates(hf, "rope_type", "type"))
+    if (legacy.key != "rope_type") candidates.push_back(legacy);  // the top level is in already
+  std::optional<std::string> type;
+  const Candidate* first = nullptr;
+  bool mrope = false;
+  for (const Candidate& cand : candidates) {
+    const std::string name = read_string(*cand.value, cand.path);
+    if (name != "default" && name != "linear" && name != "llama3" && name != "yarn" &&
+        name != "mrope")
+      throw Error(cand.path + " = \"" + name + "\": RoPE type not supported; " + kRopeTypes);
+    mrope = mrope || name == "mrope";
+    const std::string mapped = name == "mrope" ? "default" : name;
+    if (type && *type != mapped)
+      throw Error("conflicting values: " + first->path + " = " + show(*first->value) + " but " +
+                  cand.path + " = " + show(*cand.value));
+    if (!type) type = mapped, first = &cand;
+  }
+  for (const Candidate& cand : candidates) hf.note_read(cand, "rope_type");
+  if (!type) return;
+  c.rope_type = *type;
+  if (!mrope) return;
+  hf.note_derived("rope_type", "= default (mrope: the default type with the MRoPE sections)");
+  if (c.mrope_section == std::array<uint64_t, 3>{0, 0, 0})
+    throw Error(first->path + " = \"mrope\" without mrope_section (the MRoPE sections)");
+}
+
+template <class T, class Read>
+void read_rope_field(HfConfig& hf, const char* field, const char* top_key, const char* rope_key,
+                     T& into, Read read) {
+  if (const auto v = resolve<T>(hf, field, rope_candidates(hf, top_key, rope_key), read)) into = *v;
+}
+
+// The RoPE base, partial rotary factor, type and scaling parameters, and the pair layout.
+// rope_theta and partial_rotary_factor are top-level keys (transformers 4) or keys of
+// rope_parameters (transformers 5); the scaling parameters sit in rope_scaling or
+// rope_parameters under their Hugging Face names, or at the top level under the field's own
+// name. Every parameter present is read whatever the type (the type's formula uses its own).
+void read_rope(HfConfig& hf, ModelConfig& c) {
+  if (has_no_rope(hf)) {
+    for (const char* key :
+         {"rope_theta", "partial_rotary_factor", "rope_scaling", "rope_parameters"})
+      if (hf.find(key) != nullptr)
+        hf.note_ignored(key,
+                        "model_type nemotron_h: its attention has no RoPE "
+                        "(transformers' NemotronHConfig carries no RoPE parameters)");
+    return;
+  }
+  read_rope_field(hf, "rope_theta", "rope_theta", "rope_theta", c.rope_theta, read_float);
+  read_rope_field(hf, "partial_rotary_factor", "partial_rotary_factor", "partial_rotary_factor",
+                  c.partial_rotary_factor, read_float);
+  read_rope_type(hf, c);
+  read_rope_field(hf, "rope_factor", "rope_factor", "factor", c.rope_factor, read_float);
+  read_rope_field(hf, "rope_low_freq_factor", "rope_low_freq_factor", "low_freq_factor",
+                  c.rope_low_freq_factor, read_float);
+  read_rope_field(hf, "rope_high_freq_factor", "rope_high_freq_factor", "high_freq_factor",
+                  c.rope_high_freq_factor, read_float);
+  read_rope_field(hf, "rope_original_max_position", "rope_original_max_position",
+                  "original_max_position_embeddings", c.rope_original_max_position, read_uint);
+  read_rope_field(hf, "rope_beta_fast", "rope_beta_fast", "beta_fast", c.rope_beta_fast,
+                  read_float);
+  read_rope_field(hf, "rope_beta_slow", "rope_beta_slow", "beta_slow", c.rope_beta_slow,
+                  read_float);
+  read_rope_field(hf, "rope_mscale", "rope_mscale", "mscale", c.rope_mscale, read_float);
+  read_rope_field(hf, "rope_mscale_all_dim", "rope_mscale_all_dim", "mscale_all_dim",
+                  c.rope_mscale_all_dim, read_float);
+  read_rope_field(hf, "rope_attention_factor", "rope_attention_factor", "attention_factor",
+                  c.rope_attention_factor, read_float);
+  read_rope_field(hf, "rope_truncate", "rope_truncate", "truncate", c.rope_truncate, read_bool);
+  // transformers' yarn falls back to max_position_embeddings for the original context.
+  if (c.rope_type == "yarn" && c.rope_original_max_position == 0)
+    if (const auto max_pos = hf.uint_of("max_position_embeddings")) {
+      c.rope_original_max_position = *max_pos;
+      hf.note_read("max_position_embeddings", "rope_original_max_position");
+      hf.note_derived("rope_original_max_position",
+                      "= max_position_embeddings = " + std::to_string(*max_pos) +
+                          " (yarn without original_max_position_embeddings)");
+    }
+  if (const auto i =
+          resolve<bool>(hf, "rope_interleaved",
+                        hf.candidates({"rope_interleave", "rope_interleaved"}), read_bool))
+    c.rope_interleaved = *i;
+}
+
+// A flag given by its own name, else true for the listed model types.
+bool flag_by_model_type(HfConfig& hf, const char* field, const std::set<std::string>& types) {
+  if (const auto v = resolve<bool>(hf, field, hf.candidates({field}), read_bool)) return *v;
+  const std::optional<std::string> type = hf.string_of("model_type");
+  if (!type || types.count(*type) == 0) return false;
+  hf.note_read("model_type", field);
+  hf.note_derived(field, "= true (model_type " + *type + ")");
+  return true;
+}
+
+// sliding_window (null = 0). Qwen2-style configs give a window and switch it off with
+// use_sliding_window = false (transformers then keeps no window): W = 0. Qwen2's other rule —
+// with use_sliding_window, only layers from max_window_layers on slide — is refused unless
+// layer_types says which layers slide. Without layer_types a window W > 0 makes every
+// attention layer sliding (the Mistral convention; ModelConfig::mixer_kind).
+void read_sliding_window(HfConfig& hf, ModelConfig& c) {
+  const auto w = uint_alias(hf, "sliding_window", {"sliding_window"});
+  const std::optional<bool> use = hf.bool_of("use_sliding_window");
+  if (use) hf.note_read("use_sliding_window", "sliding_window");
+  if (!w) return;
+  if (use == false) {
+    hf.note_derived("sliding_window", "= 0 (use_sliding_window = false)");
+    return;
+  }
+  const auto max_window = hf.uint_of("max_window_layers");
+  if (use == true && max_window && *max_window < c.num_hidden_layers && c.layer_types.empty())
+    throw Error(hf.path("use_sliding_window") + " = true with " + hf.path("max_window_layers") +
+                " = " + std::to_string(*max_window) +
+                ": only the layers from max_window_layers on slide; give layer_types");
+  c.sliding_window = *w;
+}
+
+// qk_norm and attn_sinks by model type (or their own names), the sliding window.
+void read_attention_kinds(HfConfig& hf, ModelConfig& c) {
+  c.qk_norm = flag_by_model_type(hf, "qk_norm", qk_norm_model_types());
+  static const std::set<std::string> kSinkTypes = {"gpt_oss"};
+  c.attn_sinks = flag_by_model_type(hf, "attn_sinks", kSinkTypes);
+  read_sliding_window(hf, c);
 }
 
 // ---- keys without a silent default ----
@@ -536,6 +717,8 @@ ModelConfig config_from_hf_json(const json& root, std::vector<ConfigKeyUse>& use
   read_layer_pattern(hf, c);
   read_norm_eps(hf, c);
   read_mrope(hf, c);
+  read_rope(hf, c);
+  read_attention_kinds(hf, c);
   require_mechanism_keys(c, [&](const std::string& key) { return hf.find(key) != nullptr; });
   uses = hf.uses();
   return c;

@@ -158,7 +158,9 @@ MixerKind ModelConfig::mixer_kind(uint64_t layer) const {
   if (!layer_types.empty()) return mixer_of_type(*this, layer_types[layer]);
   const bool full = full_attention_interval == 0 || (layer + 1) % full_attention_interval == 0;
   if (!full && has_gdn(*this)) return MixerKind::gdn;
-  return attention_kind(*this, MixerKind::full);
+  // Without layer_types a window W > 0 makes every attention layer sliding (the Mistral
+  // convention, docs/spec/attention.md §1).
+  return attention_kind(*this, sliding_window > 0 ? MixerKind::sliding : MixerKind::full);
 }
 
 FfnKind ModelConfig::ffn_kind(uint64_t layer) const {

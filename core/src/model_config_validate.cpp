@@ -20,6 +20,7 @@
 
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/model_config.h"
+#include "bufferlab/core/rope.h"
 
 namespace bufferlab {
 namespace {
@@ -299,7 +300,76 @@ void check_derived_sizes(const ModelConfig& c) {
                  [&] { return (Size(c.index_n_heads) + 1) * c.index_head_dim; });
 }
 
+// ---- attention (docs/spec/attention.md §1; validate_attention in rope.h) ----
+
+uint64_t attention_layer_count(const ModelConfig& c) {
+  return c.layer_types.empty() ? c.num_hidden_layers : c.layer_types.size();
+}
+
+// Whether some layer runs grouped-query attention (full or sliding), whose RoPE the rules
+// below constrain; MLA's rotary part is qk_rope_head_dim, outside these rules.
+bool has_gqa_layer(const ModelConfig& c) {
+  for (uint64_t i = 0; i < attention_layer_count(c); ++i) {
+    const MixerKind k = c.mixer_kind(i);
+    if (k == MixerKind::full || k == MixerKind::sliding) return true;
+  }
+  return false;
+}
+
+void check_rope_scaling(const ModelConfig& c) {
+  const std::string& t = c.rope_type;
+  if (t != "default" && t != "linear" && t != "llama3" && t != "yarn")
+    reject("rope_type = \"" + t + "\" is not one of default, linear, llama3, yarn");
+  const double theta = c.rope_theta;
+  if (!(std::isfinite(theta) && theta > 1.0))
+    reject(field_text("rope_theta", theta) + ": the RoPE base must be a finite number > 1");
+  const double f = c.rope_factor;
+  if (!(std::isfinite(f) && f > 0.0))
+    reject(field_text("rope_factor", f) + ": a RoPE scaling factor must be a finite number > 0");
+  if ((t == "llama3" || t == "yarn") && c.rope_original_max_position == 0)
+    reject(field_text("rope_original_max_position", c.rope_original_max_position) +
+           " with rope_type = \"" + t + "\": its formula needs the original context length");
+  if (t == "llama3" && c.rope_low_freq_factor == c.rope_high_freq_factor)
+    reject(field_text("rope_low_freq_factor", c.rope_low_freq_factor) + " = " +
+           field_text("rope_high_freq_factor", c.rope_high_freq_factor) +
+           ": llama3 divides by their difference");
+}
+
+void check_rotary_dim(const ModelConfig& c) {
+  const double f = c.partial_rotary_factor;
+  if (!(f > 0.0 && f <= 1.0))
+    reject(field_text("partial_rotary_factor", f) +
+           ": must be in (0, 1] (rotary_dim = int(head_dim · factor) <= head_dim)");
+  const uint64_t r = c.rotary_dim();
+  if (r == 0 || r % 2 != 0)
+    reject("rotary_dim = " + std::to_string(r) + " (int(" + field_text("head_dim", c.head_dim) +
+           " · " + field_text("partial_rotary_factor", f) +
+           ")) must be even and > 0: RoPE rotates pairs");
+  if (!c.uses_mrope()) return;
+  const auto& s = c.mrope_section;
+  if (s[0] + s[1] + s[2] != r / 2)
+    reject("mrope_section = [" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
+           std::to_string(s[2]) + "] sums to " + std::to_string(s[0] + s[1] + s[2]) +
+           " but rotary_dim / 2 = " + std::to_string(r / 2) +
+           ": every frequency takes its position from one stream");
+}
+
+void check_sliding_layers(const ModelConfig& c) {
+  if (c.sliding_window > 0) return;
+  for (uint64_t i = 0; i < attention_layer_count(c); ++i)
+    if (c.mixer_kind(i) == MixerKind::sliding)
+      reject("layer_types[" + std::to_string(i) + "] = sliding_attention but " +
+             field_text("sliding_window", c.sliding_window) + " (no window)");
+}
+
 }  // namespace
+
+void validate_attention(const ModelConfig& c) {
+  check_rope_scaling(c);
+  if (!has_gqa_layer(c)) return;
+  check_rotary_dim(c);
+  check_sliding_layers(c);
+}
 
 void ModelConfig::validate() const {
   check_core_dimensions(*this);

@@ -7,6 +7,7 @@
 
 #include "bufferlab/core/config_json.h"
 #include "bufferlab/core/error.h"
+#include "bufferlab/core/rope.h"
 #include "embedded_configs.h"
 
 namespace bufferlab {
@@ -79,10 +80,13 @@ void set_moe(ModelConfig& c, uint64_t experts, uint64_t top_k, uint64_t expert_w
 }
 
 // The Qwen3-Next hybrid: GDN linear attention with kd = vd = 128 (the chunked path) and a
-// 4-tap conv, gated full attention every 4th layer.
+// 4-tap conv, gated full attention every 4th layer with Q/K norm and a quarter of each head
+// rotated (docs/spec/attention.md §1).
 void set_gdn_hybrid(ModelConfig& c, uint64_t key_heads, uint64_t value_heads) {
   c.full_attention_interval = 4;
   c.attn_gated = true;
+  c.qk_norm = true;
+  c.partial_rotary_factor = 0.25;
   c.linear_num_key_heads = key_heads;
   c.linear_key_head_dim = 128;
   c.linear_num_value_heads = value_heads;
@@ -127,6 +131,7 @@ void set_indexer(ModelConfig& c, uint64_t heads, uint64_t head_dim, uint64_t top
 ModelConfig qwen3_next_80b() {
   ModelConfig c = trunk(2048, 48, 151936, 16, 2, 256);
   c.intermediate_size = 5120;
+  c.rope_theta = 1e7;
   set_gdn_hybrid(c, 16, 32);
   set_moe(c, 512, 10, 512, 512);
   return c;
@@ -284,6 +289,7 @@ ModelConfig preset(const std::string& name) {
     if (name != p.name) continue;
     ModelConfig c = p.make();
     c.validate();
+    validate_attention(c);
     return c;
   }
   throw Error("unknown preset \"" + name + "\" (known: " + known_names() + ")");

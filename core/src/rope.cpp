@@ -123,6 +123,31 @@ RopeType rope_type_from_string(const std::string& s) {
   throw Error("RoPE: rope_type \"" + s + "\" is not supported (default, linear, llama3, yarn)");
 }
 
+RopeParams rope_params(const ModelConfig& c) {
+  validate_attention(c);
+  RopeParams p;
+  p.type = rope_type_from_string(c.rope_type);
+  p.theta = c.rope_theta;
+  if (c.kv_lora_rank > 0) {
+    // MLA rotates qk_rope_head_dim of each head; int() truncates as transformers does.
+    const double d = static_cast<double>(c.qk_rope_head_dim) * c.partial_rotary_factor;
+    p.rotary_dim = d > 0 ? static_cast<uint64_t>(d) : 0;
+  } else {
+    p.rotary_dim = c.rotary_dim();
+  }
+  p.factor = c.rope_factor;
+  p.low_freq_factor = c.rope_low_freq_factor;
+  p.high_freq_factor = c.rope_high_freq_factor;
+  p.original_max_position = static_cast<double>(c.rope_original_max_position);
+  p.beta_fast = c.rope_beta_fast;
+  p.beta_slow = c.rope_beta_slow;
+  p.mscale = c.rope_mscale;
+  p.mscale_all_dim = c.rope_mscale_all_dim;
+  if (c.rope_attention_factor != 0.0) p.attention_factor = c.rope_attention_factor;
+  p.truncate = c.rope_truncate;
+  return p;
+}
+
 RopeTable rope_table(const RopeParams& p) {
   check(p);
   std::vector<double> f = base_inv_freq(p.theta, p.rotary_dim);

@@ -15,6 +15,7 @@
 #include "bufferlab/core/config_json.h"
 #include "bufferlab/core/error.h"
 #include "bufferlab/core/presets.h"
+#include "bufferlab/core/rope.h"
 #include "test_fixtures.h"
 
 namespace bufferlab {
@@ -736,6 +737,136 @@ TEST(ConfigValidation, LayerIndexOutOfRange) {
   const ModelConfig c = dense();
   expect_error([&] { c.mixer_kind(4); }, {"layer 4", "4 layers"});
   expect_error([&] { c.ffn_kind(100); }, {"layer 100"});
+}
+
+// ---- attention rules (docs/spec/attention.md §1; validate_attention in rope.h) ----
+
+// `c` after `change` fails validate_attention(), naming every fragment; validate() (the sizing
+// rules) still accepts it.
+template <class Change>
+void expect_bad_attention(ModelConfig c, Change change,
+                          std::initializer_list<std::string> fragments) {
+  change(c);
+  EXPECT_NO_THROW(c.validate());
+  expect_error([&] { validate_attention(c); }, fragments);
+}
+
+TEST(ConfigBadAttention, ShippedConfigsAndPresetsPass) {
+  for (const PresetInfo& p : list_presets()) {
+    SCOPED_TRACE(p.name);
+    EXPECT_NO_THROW(validate_attention(preset(p.name)));
+  }
+}
+
+TEST(ConfigBadAttention, PartialRotaryFactorAboveOne) {
+  expect_bad_attention(preset("tiny-dense"), [](ModelConfig& c) { c.partial_rotary_factor = 1.5; },
+                       {"partial_rotary_factor = 1.5", "(0, 1]"});
+}
+
+TEST(ConfigBadAttention, PartialRotaryFactorZeroOrNaN) {
+  expect_bad_attention(preset("tiny-dense"), [](ModelConfig& c) { c.partial_rotary_factor = 0; },
+                       {"partial_rotary_factor = 0"});
+  expect_bad_attention(preset("tiny-dense"),
+                       [](ModelConfig& c) { c.partial_rotary_factor = std::nan(""); },
+                       {"partial_rotary_factor = NaN"});
+}
+
+TEST(ConfigBadAttention, OddRotaryDim) {
+  // tiny-dense: head_dim 40; int(40 · 0.275) = 11.
+  expect_bad_attention(
+      preset("tiny-dense"), [](ModelConfig& c) { c.partial_rotary_factor = 0.275; },
+      {"rotary_dim = 11", "head_dim = 40", "partial_rotary_factor = 0.275", "even"});
+}
+
+TEST(ConfigBadAttention, OddHeadDim) {
+  expect_bad_attention(preset("tiny-dense"), [](ModelConfig& c) { c.head_dim = 33; },
+                       {"rotary_dim = 33", "head_dim = 33"});
+}
+
+TEST(ConfigBadAttention, MlaModelsAreOutsideTheRotaryRule) {
+  ModelConfig c = preset("tiny-mla");
+  c.head_dim = 33;  // MLA rotates qk_rope_head_dim; no full or sliding layer
+  EXPECT_NO_THROW(validate_attention(c));
+}
+
+TEST(ConfigBadAttention, MropeSectionsNotHalfTheRotaryDim) {
+  // tiny-dense: rotary_dim 40, so the sections must sum to 20.
+  expect_bad_attention(preset("tiny-dense"),
+                       [](ModelConfig& c) {
+                         c.mrope_section = {8, 6, 4};
+                       },
+                       {"mrope_section = [8, 6, 4]", "sums to 18", "rotary_dim / 2 = 20"});
+  ModelConfig ok = preset("tiny-dense");
+  ok.mrope_section = {8, 6, 6};
+  EXPECT_NO_THROW(validate_attention(ok));
+}
+
+TEST(ConfigBadAttention, MropeSectionsAgainstThePartialRotaryDim) {
+  // tiny-gdn: head_dim 72 · 0.25 = 18 rotated, so 9 frequencies.
+  expect_bad_attention(preset("tiny-gdn"),
+                       [](ModelConfig& c) {
+                         c.mrope_section = {12, 12, 12};
+                       },
+                       {"sums to 36", "rotary_dim / 2 = 9"});
+}
+
+TEST(ConfigBadAttention, FactorNotPositive) {
+  for (double f : {0.0, -2.0}) {
+    expect_bad_attention(preset("tiny-dense"),
+                         [f](ModelConfig& c) {
+                           c.rope_type = "linear";
+                           c.rope_factor = f;
+                         },
+                         {"rope_factor = " + std::string(f == 0 ? "0" : "-2"), "> 0"});
+  }
+}
+
+TEST(ConfigBadAttention, SlidingLayerWithoutWindow) {
+  expect_bad_attention(
+      preset("tiny-dense"),
+      [](ModelConfig& c) {
+        using enum LayerType;
+        c.layer_types = {full_attention, sliding_attention, full_attention, full_attention};
+      },
+      {"layer_types[1] = sliding_attention", "sliding_window = 0"});
+}
+
+TEST(ConfigBadAttention, UnknownRopeType) {
+  expect_bad_attention(preset("tiny-dense"), [](ModelConfig& c) { c.rope_type = "dynamic"; },
+                       {"rope_type = \"dynamic\"", "default, linear, llama3, yarn"});
+}
+
+TEST(ConfigBadAttention, ThetaNotAFiniteNumberAboveOne) {
+  for (double theta : {1.0, 0.5, static_cast<double>(INFINITY)}) {
+    SCOPED_TRACE(theta);
+    expect_bad_attention(preset("tiny-dense"), [theta](ModelConfig& c) { c.rope_theta = theta; },
+                         {"rope_theta = ", "finite number > 1"});
+  }
+}
+
+TEST(ConfigBadAttention, Llama3OrYarnWithoutOriginalContext) {
+  expect_bad_attention(preset("tiny-dense"), [](ModelConfig& c) { c.rope_type = "yarn"; },
+                       {"rope_original_max_position = 0", "rope_type = \"yarn\""});
+}
+
+TEST(ConfigBadAttention, Llama3EqualFrequencyFactors) {
+  expect_bad_attention(preset("llama-3.1-8b"),
+                       [](ModelConfig& c) { c.rope_low_freq_factor = c.rope_high_freq_factor; },
+                       {"rope_low_freq_factor = 4", "rope_high_freq_factor = 4"});
+}
+
+// The loader applies the same rules to a config.json, naming the field and value.
+TEST(ConfigBadAttention, ConfigJsonIsChecked) {
+  expect_bad_patch({{"partial_rotary_factor", 1.25}}, {"bad.json", "partial_rotary_factor = 1.25"});
+  expect_bad_patch({{"rope_scaling", {{"type", "mrope"}, {"mrope_section", {4, 4, 4}}}}},
+                   {"mrope_section = [4, 4, 4]", "rotary_dim / 2 = 16"});
+  expect_bad_patch({{"rope_scaling", {{"rope_type", "linear"}, {"factor", 0}}}},
+                   {"rope_factor = 0"});
+  expect_bad_patch({{"layer_types", {"sliding_attention", "full_attention"}}},
+                   {"layer_types[0] = sliding_attention", "sliding_window = 0"});
+  expect_bad_patch({{"rope_scaling", {{"rope_type", "longrope"}}}},
+                   {"rope_scaling.rope_type = \"longrope\"", "not supported"});
+  expect_bad_patch({{"rope_theta", 1}}, {"rope_theta = 1"});
 }
 
 }  // namespace

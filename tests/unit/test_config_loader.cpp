@@ -49,6 +49,8 @@ TEST(ConfigLoaderFiles, Qwen3_8B) {
   e.head_dim = 128;
   e.num_hidden_layers = 36;
   e.rms_norm_eps = 1e-6;
+  e.rope_theta = 1e6;
+  e.qk_norm = true;  // model_type qwen3
   EXPECT_CONFIG_EQ(load("Qwen3-8B.json"), e);
 }
 
@@ -67,6 +69,8 @@ TEST(ConfigLoaderFiles, Qwen3_30B_A3B) {
   e.norm_topk_prob = true;
   e.moe_layer_freq = 1;  // decoder_sparse_step
   e.rms_norm_eps = 1e-6;
+  e.rope_theta = 1e6;
+  e.qk_norm = true;  // model_type qwen3_moe
   const ModelConfig c = load("Qwen3-30B-A3B.json");
   EXPECT_CONFIG_EQ(c, e);
   EXPECT_TRUE(c.mlp_only_layers.empty());
@@ -95,6 +99,9 @@ TEST(ConfigLoaderFiles, Qwen3_Next_80B_Thinking) {
   e.norm_topk_prob = true;
   e.rms_norm_eps = 1e-6;
   const ModelConfig c = load("Qwen3-Next-80B-A3B-Thinking.json");
+  e.rope_theta = 1e7;
+  e.partial_rotary_factor = 0.25;
+  e.qk_norm = true;  // model_type qwen3_next
   EXPECT_CONFIG_EQ(c, e);
   EXPECT_TRUE(c.attn_gated);
   EXPECT_TRUE(c.layer_types.empty());
@@ -131,6 +138,13 @@ TEST(ConfigLoaderFiles, DeepSeek_V3_2) {
   e.index_topk = 2048;
   e.rms_norm_eps = 1e-6;
   const ModelConfig c = load("DeepSeek-V3.2.json");
+  e.rope_type = "yarn";  // rope_scaling.type (legacy key), MLA's rotary part
+  e.rope_factor = 40;
+  e.rope_original_max_position = 4096;
+  e.rope_beta_fast = 32;
+  e.rope_beta_slow = 1;
+  e.rope_mscale = 1.0;
+  e.rope_mscale_all_dim = 1.0;
   EXPECT_CONFIG_EQ(c, e);
   EXPECT_EQ(c.head_dim, 192u);
   EXPECT_EQ(c.n_groups, 0u) << "n_group (router groups) is not Mamba's n_groups";
@@ -166,6 +180,12 @@ TEST(ConfigLoaderFiles, DeepSeek_V4_Flash) {
   e.index_topk = 512;
   e.rms_norm_eps = 1e-6;
   const ModelConfig c = load("DeepSeek-V4-Flash.json");
+  e.rope_type = "yarn";  // rope_scaling.type; the compress set's scaling (docs/findings.md)
+  e.rope_factor = 16;
+  e.rope_original_max_position = 65536;
+  e.rope_beta_fast = 32;
+  e.rope_beta_slow = 1;
+  e.sliding_window = 128;  // no layer_types: every attention layer slides
   EXPECT_CONFIG_EQ(c, e);
   EXPECT_EQ(c.intermediate_size, 0u) << "the file has no intermediate_size";
   EXPECT_EQ(c.kv_lora_rank, 0u) << "V4 attention is modelled as MQA, not MLA";
@@ -219,6 +239,7 @@ TEST(ConfigLoaderFiles, Qwen2_5_VL_7B) {
   e.num_hidden_layers = 28;
   e.mrope_section = {16, 24, 24};  // rope_scaling.mrope_section
   e.rms_norm_eps = 1e-6;
+  e.rope_theta = 1e6;  // rope_scaling.type "mrope": the default type
   const ModelConfig c = load("Qwen2.5-VL-7B-Instruct.json");
   EXPECT_CONFIG_EQ(c, e);
   EXPECT_TRUE(c.uses_mrope());
@@ -235,6 +256,12 @@ TEST(ConfigLoaderFiles, Llama_3_1_8B) {
   e.head_dim = 4096 / 32;
   e.num_hidden_layers = 32;
   e.rms_norm_eps = 1e-5;
+  e.rope_theta = 500000;
+  e.rope_type = "llama3";
+  e.rope_factor = 8;
+  e.rope_low_freq_factor = 1;
+  e.rope_high_freq_factor = 4;
+  e.rope_original_max_position = 8192;
   const ModelConfig c = load("Meta-Llama-3.1-8B.json");
   EXPECT_CONFIG_EQ(c, e);
   EXPECT_FALSE(c.uses_mrope()) << "rope_scaling without mrope_section";
@@ -253,6 +280,8 @@ TEST(ConfigLoaderFiles, Mixtral_8x7B) {
   e.num_experts_per_tok = 2;
   e.moe_intermediate_size = 14336;  // absent on a MoE model: = intermediate_size
   e.rms_norm_eps = 1e-5;
+  e.rope_theta = 1e6;
+  e.sliding_window = 0;  // null
   EXPECT_CONFIG_EQ(load("Mixtral-8x7B-v0.1.json"), e);
 }
 
@@ -273,6 +302,15 @@ TEST(ConfigLoaderFiles, GptOss_20B) {
   e.moe_intermediate_size = 2880;
   e.swiglu_limit = 7.0;
   e.rms_norm_eps = 1e-5;
+  e.rope_theta = 150000;
+  e.rope_type = "yarn";
+  e.rope_factor = 32;
+  e.rope_original_max_position = 4096;
+  e.rope_beta_fast = 32;
+  e.rope_beta_slow = 1;
+  e.rope_truncate = false;
+  e.sliding_window = 128;
+  e.attn_sinks = true;  // model_type gpt_oss
   EXPECT_CONFIG_EQ(load("gpt-oss-20b.json"), e);
 }
 
@@ -306,6 +344,8 @@ TEST(ConfigLoaderFiles, Glm_5) {
   e.index_head_dim = 128;
   e.index_topk = 2048;
   e.rms_norm_eps = 1e-5;
+  e.rope_theta = 1e6;         // rope_parameters.rope_theta (transformers 5 layout)
+  e.rope_interleaved = true;  // rope_interleave
   EXPECT_CONFIG_EQ(load("GLM-5.json"), e);
 }
 
@@ -618,6 +658,7 @@ TEST(ConfigLoaderMapping, AttnGated) {
 
 TEST(ConfigLoaderMapping, MropeFromRopeParameters) {
   json j = dense_json();
+  j["head_dim"] = 128;  // the sections sum to rotary_dim / 2 (docs/spec/attention.md §1)
   j["rope_parameters"] = {
       {"rope_type", "default"}, {"mrope_section", {24, 20, 20}}, {"mrope_interleaved", true}};
   const ModelConfig c = from_json(j);
@@ -710,11 +751,12 @@ TEST(ConfigNormalized, Shape) {
   const json& c = j.at("config");
   EXPECT_EQ(c.at("hidden_size"), 136);
   EXPECT_EQ(c.at("scoring_func"), "softmax");
+  EXPECT_EQ(c.at("rope_type"), "default");
   EXPECT_EQ(c.at("layer_types")[0], "mamba");
   EXPECT_EQ(c.at("mrope_section"), json::array({0, 0, 0}));
   EXPECT_TRUE(c.at("mlp_only_layers").is_array());
-  // Every field of §1: the X-macro lists, scoring_func and the three lists.
-  size_t fields = 4;
+  // Every field of §1: the X-macro lists, scoring_func, rope_type and the three lists.
+  size_t fields = 5;
 #define BUFFERLAB_COUNT_FIELD(name, def) \
   ++fields;                              \
   EXPECT_TRUE(c.contains(#name)) << #name;

@@ -123,7 +123,87 @@ TEST(Presets, Qwen3Next80bMatchesSpecAndFile) {
   EXPECT_EQ(c.shared_expert_intermediate_size, 512u);
   EXPECT_TRUE(c.norm_topk_prob);
   EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  // docs/spec/attention.md §1: gated, a quarter of each head rotated, Q/K norm, θ = 10^7.
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.partial_rotary_factor, 0.25);
+  EXPECT_EQ(c.rotary_dim(), 64u);
+  EXPECT_EQ(c.rope_theta, 1e7);
+  EXPECT_EQ(c.rope_type, "default");
+  EXPECT_EQ(c.sliding_window, 0u);
+  EXPECT_FALSE(c.attn_sinks);
   EXPECT_CONFIG_EQ(c, preset("qwen3-next-80b-thinking"));
+}
+
+// ---- attention fields of the presets (docs/spec/attention.md §1), written by hand ----
+
+TEST(PresetAttention, GptOss20b) {
+  const ModelConfig c = preset("gpt-oss-20b");
+  EXPECT_EQ(c.sliding_window, 128u);
+  EXPECT_TRUE(c.attn_sinks);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.rope_type, "yarn");
+  EXPECT_EQ(c.rope_theta, 150000.0);
+  EXPECT_EQ(c.rope_factor, 32.0);
+  EXPECT_EQ(c.rope_original_max_position, 4096u);
+  EXPECT_EQ(c.rope_beta_fast, 32.0);
+  EXPECT_EQ(c.rope_beta_slow, 1.0);
+  EXPECT_FALSE(c.rope_truncate);
+  EXPECT_EQ(c.rope_attention_factor, 0.0) << "absent: derived from the factor";
+  for (uint64_t i = 0; i < c.num_hidden_layers; ++i)
+    EXPECT_EQ(c.mixer_kind(i), i % 2 == 0 ? MixerKind::sliding : MixerKind::full) << i;
+}
+
+TEST(PresetAttention, Llama31Llama3Scaling) {
+  const ModelConfig c = preset("llama-3.1-8b");
+  EXPECT_EQ(c.rope_type, "llama3");
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_factor, 8.0);
+  EXPECT_EQ(c.rope_low_freq_factor, 1.0);
+  EXPECT_EQ(c.rope_high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_original_max_position, 8192u);
+  EXPECT_FALSE(c.qk_norm);
+}
+
+TEST(PresetAttention, Qwen25VlMropeDefault) {
+  const ModelConfig c = preset("qwen2.5-vl-7b");
+  EXPECT_EQ(c.rope_type, "default");
+  EXPECT_TRUE(c.uses_mrope());
+  EXPECT_EQ(c.mrope_section[0] + c.mrope_section[1] + c.mrope_section[2], c.rotary_dim() / 2);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.sliding_window, 0u);
+}
+
+TEST(PresetAttention, Qwen3PresetsNormQAndK) {
+  for (const char* name :
+       {"qwen3-8b", "qwen3-30b-a3b", "qwen3-next-80b-thinking", "qwen3-next-80b", "tiny-gdn"}) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(preset(name).qk_norm);
+  }
+  for (const char* name : {"llama-3.1-8b", "mixtral-8x7b", "gpt-oss-20b", "qwen2.5-vl-7b",
+                           "deepseek-v3.2", "glm-5", "nemotron-h-56b", "tiny-dense"}) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(preset(name).qk_norm);
+  }
+}
+
+TEST(PresetAttention, TinyGdnHasQwen3NextsAttention) {
+  const ModelConfig c = preset("tiny-gdn");
+  EXPECT_TRUE(c.attn_gated);
+  EXPECT_EQ(c.partial_rotary_factor, 0.25);
+  EXPECT_EQ(c.rotary_dim(), 18u);  // int(72 · 0.25)
+}
+
+// The DeepSeek and Kimi-style configs keep loading: their yarn scaling is mapped (it applies
+// to MLA's rotary part), never refused.
+TEST(PresetAttention, DeepSeekYarnLoads) {
+  const ModelConfig v32 = preset("deepseek-v3.2");
+  EXPECT_EQ(v32.rope_type, "yarn");
+  EXPECT_EQ(v32.rope_factor, 40.0);
+  EXPECT_EQ(v32.rope_mscale, 1.0);
+  EXPECT_EQ(v32.rope_mscale_all_dim, 1.0);
+  const ModelConfig v4 = preset("deepseek-v4-flash");
+  EXPECT_EQ(v4.rope_type, "yarn");
+  EXPECT_EQ(v4.sliding_window, 128u);
 }
 
 // ---- tiny presets keep their family's structure ----
@@ -217,9 +297,10 @@ TEST(LayerPattern, DeepSeekV32) {
 }
 
 TEST(LayerPattern, DeepSeekV4Flash) {
-  // Full attention (MQA) everywhere; the first 3 MoE layers are hash-routed.
+  // Sliding attention (MQA) everywhere: sliding_window 128 and no layer_types (the Mistral
+  // convention of docs/spec/attention.md §1); the first 3 MoE layers are hash-routed.
   const ModelConfig c = preset("deepseek-v4-flash");
-  EXPECT_EQ(mixer_counts(c), (Counts{{"full", 43}}));
+  EXPECT_EQ(mixer_counts(c), (Counts{{"sliding", 43}}));
   EXPECT_EQ(ffn_counts(c), (Counts{{"hash_moe", 3}, {"moe", 40}}));
   EXPECT_EQ(c.ffn_kind(2), FfnKind::hash_moe);
   EXPECT_EQ(c.ffn_kind(3), FfnKind::moe);
