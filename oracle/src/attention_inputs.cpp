@@ -112,26 +112,8 @@ AttnCase attn_without_parts(const AttnCase& c) {
 
 }  // namespace
 
-RopeParams rope_params_of(const ModelConfig& config) {
-  RopeParams p;
-  p.type = rope_type_from_string(config.rope_type);
-  p.theta = config.rope_theta;
-  p.rotary_dim = config.rotary_dim();
-  p.factor = config.rope_factor;
-  p.low_freq_factor = config.rope_low_freq_factor;
-  p.high_freq_factor = config.rope_high_freq_factor;
-  p.original_max_position = static_cast<double>(config.rope_original_max_position);
-  p.beta_fast = config.rope_beta_fast;
-  p.beta_slow = config.rope_beta_slow;
-  p.mscale = config.rope_mscale;
-  p.mscale_all_dim = config.rope_mscale_all_dim;
-  if (config.rope_attention_factor != 0.0) p.attention_factor = config.rope_attention_factor;
-  p.truncate = config.rope_truncate;
-  return p;
-}
-
 std::vector<float> attn_rope_operand(const ModelConfig& config) {
-  const RopeTable t = rope_table(rope_params_of(config));
+  const RopeTable t = rope_table(rope_params(config));
   std::vector<float> out = t.inv_freq;
   out.push_back(static_cast<float>(t.attention_factor));
   return out;

@@ -65,10 +65,8 @@ struct AttnCaseSpec {
   double norm_w_scale = 0.25, sink_scale = 1.0;
 };
 
-// The RoPE parameters of a config's attention layers (docs/spec/attention.md §1 mapping):
-// rope_type, rope_theta, rotary_dim(), the scaling fields; rope_attention_factor 0 = absent.
-RopeParams rope_params_of(const ModelConfig& config);
-// The RoPE table operand: inv_freq then fp32(attention_factor) (ops/attention.h).
+// The RoPE table operand of a config, rope_table(rope_params(config)) (core/rope.h): inv_freq
+// then fp32(attention_factor) (ops/attention.h).
 std::vector<float> attn_rope_operand(const ModelConfig& config);
 
 // Error naming the knob: no part at all, L = 0 with streams > 0, a context list of the wrong
