@@ -203,7 +203,8 @@ BoundedCheck core_check(const Golden& x, const CoreVariant& bug = {}) {
           const double a = q[t * qw + h * hd + d], b = k[j * g.kv_width() + kh * hd + d];
           dot += a * b;
           S += std::fabs(a * b);
-          v_max = std::max<double>(v_max, std::fabs(bf16_bits_to_f32(v[j * g.kv_width() + kh * hd + d])));
+          v_max = std::max<double>(v_max,
+                                   std::fabs(bf16_bits_to_f32(v[j * g.kv_width() + kh * hd + d])));
         }
         s_max = std::max(s_max, S * scale);
         s_hi = std::max(s_hi, dot * scale);
@@ -217,8 +218,8 @@ BoundedCheck core_check(const Golden& x, const CoreVariant& bug = {}) {
       // FP64 head_dim^-0.5 — every score differs by the relative δ_c of that rounding.
       const double d_scale = std::fabs(static_cast<float>(scale) - scale) / scale;
       const double s_abs = std::max(std::fabs(s_hi), std::fabs(s_lo));
-      const double eps_w = std::expm1(2.0 * (gD * s_max + d_scale * s_abs) +
-                                      4.0 * kU64 * (1.0 + (s_hi - s_lo)));
+      const double eps_w =
+          std::expm1(2.0 * (gD * s_max + d_scale * s_abs) + 4.0 * kU64 * (1.0 + (s_hi - s_lo)));
       const double bound = 2.0 * (2.0 * eps_w + 2.0 * gT) * v_max;
       for (uint64_t d = 0; d < hd; ++d) {
         const uint64_t at = t * qw + h * hd + d;
@@ -281,7 +282,8 @@ TEST(GoldenAttention, PlantedBugsAreCaught) {
   }
   expect_caught(c);
   const Golden vl = load("attention_qwen2_5_vl");
-  AttnGeometry swapped = vl.geom;  // MRoPE sections h and w swapped (their sizes differ: 4/6/6 → ..)
+  AttnGeometry swapped =
+      vl.geom;  // MRoPE sections h and w swapped (their sizes differ: 4/6/6 → ..)
   std::swap(swapped.mrope_section[0], swapped.mrope_section[1]);
   expect_caught(stage_check(vl, swapped, false));
 }
@@ -311,8 +313,8 @@ TEST(GoldenAttention, BackendsAgreeWithTheOracleOnTheGoldenInputs) {
       double worst = 0.0;
       for (size_t i = 0; i < want.size(); ++i)
         worst = std::max(worst, std::fabs(bf16_bits_to_f32(out[i]) - want[i]));
-      fmt::print("golden: {} on {}: judge {}, max |backend - transformers| {:.3g}\n", name,
-                 b.name, r.passed() ? "AGREE" : "DISAGREE", worst);
+      fmt::print("golden: {} on {}: judge {}, max |backend - transformers| {:.3g}\n", name, b.name,
+                 r.passed() ? "AGREE" : "DISAGREE", worst);
       EXPECT_TRUE(r.passed()) << name << " on " << b.name << ":\n" << oracle::format_report(r);
     }
   }
