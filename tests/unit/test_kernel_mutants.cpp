@@ -24,12 +24,14 @@
 // (qwen2.5-vl-like), every other check of the pass passing:
 //   M-CAUSAL (a row also sees position p + 1): the diagnoses "attn (prefill core), causal" and
 //         "partials (split-K), causal" (the decode rows read the poisoned slot past their last
-//         key) with the core checks they explain; the merge of the stored partials passes;
+//         key) with the core checks they explain (the merge of those NaN partials fails on cpu
+//         only: see attention_mutants_caught);
 //   M-GQA (KV head q % nkv): the diagnoses "attn (prefill core), GQA map" and "partials
 //         (split-K), GQA map" with the core checks;
 //   M-MERGE (split-K merge with w_k = l_k): "merge" fails, the partials it merges pass;
 //   M-BLOCK (logical block as physical): the cores' checks fail on the shuffled cache while the
-//         cache writes pass; neither named diagnosis matches;
+//         cache writes pass; neither named diagnosis matches (the merge of the NaN partials the
+//         poison gives fails on cpu too: see attention_mutants_caught);
 //   M-MROPE (h and w streams exchanged): "q (stage)", "k (stage)" and "cache write (decode K)";
 //   M-SINK (the sink term added to the numerator): "attn (prefill core)" and "merge" fail, the
 //         partials (no sink) pass; neither named diagnosis matches.
@@ -357,19 +359,22 @@ oracle::AgreementReport attn_judged(Backend& b, const oracle::BoundModel& bm,
   return oracle::judge_attention(c, run, b.name(), kSeed, bm);
 }
 
-// Caught: every check of `fail` fails, every other check of the report passes; prints the first
-// named check's first bad element.
+// Caught: every check of `fail` fails, every other check of the report but those of `may_fail`
+// passes; prints the first named check's first bad element.
 bool attn_caught(Backend& b, const char* mutant, const oracle::AgreementReport& r,
-                 const std::vector<std::string>& fail) {
+                 const std::vector<std::string>& fail,
+                 const std::vector<std::string>& may_fail = {}) {
   bool ok = !r.passed();
   for (const std::string& name : fail) {
     const oracle::TensorComparison* c = check_named(r, name);
     ok = ok && c != nullptr && !c->passed();
   }
   for (const oracle::TensorComparison& c : r.checks)
-    if (!c.passed() && std::ranges::find(fail, c.name) == fail.end()) ok = false;
+    if (!c.passed() && std::ranges::find(fail, c.name) == fail.end() &&
+        std::ranges::find(may_fail, c.name) == may_fail.end())
+      ok = false;
   EXPECT_TRUE(ok) << mutant << " on " << b.name() << ": expected exactly {"
-                  << testing::PrintToString(fail) << "} to fail\n"
+                  << ::testing::PrintToString(fail) << "} to fail\n"
                   << oracle::format_report(r);
   if (ok) {
     const oracle::TensorComparison* c = check_named(r, fail.front());
@@ -392,13 +397,18 @@ int attention_mutants_caught(Backend& b, const oracle::BoundModel& bm) {
   int caught = 0;
   caught += attn_caught(b, "M-CAUSAL", run(Mutant::M_CAUSAL, sinks),
                         {"attn (prefill core), causal", "attn (prefill core)",
-                         "partials (split-K), causal", "partials (split-K)"});
+                         "partials (split-K), causal", "partials (split-K)"},
+                        {"merge"});  // NaN partials on cpu, as for M-BLOCK below
   caught += attn_caught(b, "M-GQA", run(Mutant::M_GQA, sinks),
                         {"attn (prefill core), GQA map", "attn (prefill core)",
                          "partials (split-K), GQA map", "partials (split-K)"});
   caught += attn_caught(b, "M-MERGE", run(Mutant::M_MERGE, sinks), {"merge"});
   caught += attn_caught(b, "M-BLOCK", run(Mutant::M_BLOCK, sinks),
-                        {"attn (prefill core)", "partials (split-K)"});
+                        {"attn (prefill core)", "partials (split-K)"},
+                        // The decode rows read poison (NaN partials): the CPU merge lets a NaN
+                        // l_k join where the reference and the CUDA merge skip it
+                        // (docs/findings.md), so the merge of those partials fails on cpu only.
+                        {"merge"});
   caught += attn_caught(b, "M-MROPE", run(Mutant::M_MROPE, mrope),
                         {"q (stage)", "k (stage)", "cache write (decode K)", "attn (decode core)"});
   caught += attn_caught(b, "M-SINK", run(Mutant::M_SINK, sinks), {"attn (prefill core)", "merge"});
