@@ -17,6 +17,14 @@
 //      acc_d = fmaf(e, v_j[d], acc_d) for its dimensions d = tid + 64·c.
 // A tile with no visible key changes nothing. The reduction order of a row is fixed by its
 // position and visible range alone: no other row, block or launch shape enters its bits.
+// acc_d += e·v_j[d] is one fmaf (one rounding where the pinned text writes two; the bound of
+// docs/spec/attention.md §5 holds for either, as for the dot).
+//
+// Decode runs two kernels: attn_decode_query_kernel stages each live row's query with the
+// stage function into the row's own output (one split) or split slots (split-K), then
+// attn_decode_kernel reads it back into shared memory and overwrites it with the result (see
+// attn_decode_query_kernel for why the staging is not inside the core kernel).
+//
 // The attention kernel mutants of the cores (docs/spec/bug-catalogue.md) are a template
 // parameter of the kernels (CoreMutant), so the real instantiation's code and registers are
 // what they were.
