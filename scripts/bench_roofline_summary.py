@@ -3,12 +3,14 @@
 per op family the best roofline_fraction, and how many benchmarks did not run (an op the
 backend refused reports "not run: ..." as an error, or has no roofline_fraction).
 
-Usage: bench_roofline_summary.py moe|mhc|gdn-ssd BENCH_JSON
+Usage: bench_roofline_summary.py moe|mhc|gdn-ssd|attn BENCH_JSON
 
   moe      BM_CudaMoe{Router,TopK,ExpertGemm,LmHead,Gemm} (bench_cuda_moe.cu), in that order
   mhc      BM_CudaMhc* (bench_cuda_mhc.cu); post split by its form (post-sinkhorn, post-lowrank)
   gdn-ssd  BM_Cuda{Gdn,Ssd}{Chunked,Recurrent} (bench_cuda_gdn_mamba2.cu), plus the range of the
            chunked benchmarks' speedup_vs_recurrent
+  attn     BM_CudaAttn{Prefill,Decode} (bench_cuda_attention.cu), decode split by one split /
+           split-K, plus the range of the split-K benchmarks' speedup_vs_one_split
 
 Fails (no output) when the JSON is missing or unreadable; gpu-check.sh prints its fallback.
 """
@@ -78,7 +80,25 @@ def gdn_ssd(benchmarks):
     return f"gdn/ssd best roofline: {shown}; {ratio}; not run {not_run}/{total}"
 
 
-SUMMARIES = {"moe": moe, "mhc": mhc, "gdn-ssd": gdn_ssd}
+def attn_family(name):
+    parts = name.split("/")
+    if parts[0] == "BM_CudaAttnPrefill":
+        return "prefill"
+    if parts[0] != "BM_CudaAttnDecode":
+        return None
+    return "decode-1split" if "splits:1" in parts else "decode-splitk"
+
+
+def attn(benchmarks):
+    best, ran, total, not_run = tally(benchmarks, attn_family)
+    speedups = [b["speedup_vs_one_split"] for b in ran if "speedup_vs_one_split" in b]
+    shown = ", ".join(f"{f} {v:.2f}" for f, v in best.items()) or "none"
+    ratio = (f"split-K/one-split speedup {min(speedups):.1f}-{max(speedups):.1f}x"
+             if speedups else "no split-K speedups")
+    return f"attn best roofline: {shown}; {ratio}; not run {not_run}/{total}"
+
+
+SUMMARIES = {"moe": moe, "mhc": mhc, "gdn-ssd": gdn_ssd, "attn": attn}
 
 if __name__ == "__main__":
     print(SUMMARIES[sys.argv[1]](load_benchmarks(sys.argv[2])))

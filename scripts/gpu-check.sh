@@ -10,8 +10,8 @@
 #                                            nvidia-smi, the CUDA tests (gtest XML),
 #                                            compute-sanitizer memcheck + racecheck, the GPU
 #                                            benchmarks (RMSNorm, MoE, mHC; GDN / SSD cores
-#                                            apart), PyTorch side-by-sides of all four
-#                                            (scripts/torch_*.py); each stage under
+#                                            and attention apart), PyTorch side-by-sides of
+#                                            all five (scripts/torch_*.py); each stage under
 #                                            `timeout`, about 5 minutes in all.
 #
 # BUILD_DIR defaults to build-cuda. Logs go to $OUT (or ./gpu-out); the summary table is
@@ -197,13 +197,14 @@ bench_summary() {
 
 # 4. GPU benchmarks: the RMSNorm kernel vs device-to-device copy of the same bytes; the MoE
 #    ops (bench_cuda_moe.cu) and the mHC ops (bench_cuda_mhc.cu) against the H200 roofline
-#    (4.3 TB/s, 790 TFLOP/s bf16; the mHC math against the FP32 peak). The GDN / SSD
-#    benchmarks run in stage 4b under their own cap (the leading '-' negates the filter).
+#    (4.3 TB/s, 790 TFLOP/s bf16; the mHC math against the FP32 peak). The GDN / SSD and
+#    attention benchmarks run in stages 4b and 4c under their own caps (the leading '-'
+#    negates the filter).
 if [ ! -x "$BENCH_BIN" ]; then
   record cuda-bench FAIL 0 "$BENCH_BIN missing"
 else
   run_stage cuda-bench 150 "$OUT/cuda-bench.log" "${OURS[@]}" "$BENCH_BIN" \
-    --benchmark_filter='-BM_CudaGdn|BM_CudaSsd' \
+    --benchmark_filter='-BM_CudaGdn|BM_CudaSsd|BM_CudaAttn' \
     --benchmark_out="$OUT/cuda-bench.json" --benchmark_out_format=json --benchmark_min_time=0.05
   if [ "$NO_GPU" -eq 1 ] || grep -q 'skipped: ' "$OUT/cuda-bench.log"; then
     record cuda-bench skipped "$SECS" "$(grep -m1 -oE "skipped: [^']*" "$OUT/cuda-bench.log")"
@@ -231,6 +232,26 @@ else
     record cuda-bench-ssm "FAIL($RC)" "$SECS" "see cuda-bench-ssm.log"
   else
     record cuda-bench-ssm ok "$SECS" "$(bench_summary gdn-ssd "$OUT/cuda-bench-ssm.json")"
+  fi
+fi
+
+# 4c. GPU benchmarks of the attention cores (bench_cuda_attention.cu): prefill and decode (one
+#     split, split-K + merge) on qwen3-next / gpt-oss (full and sliding) / llama shapes, against
+#     the roofline (4.3 TB/s, the FP32 peak; tc_roofline_fraction: the BF16 tensor-core peak).
+if [ ! -x "$BENCH_BIN" ]; then
+  record cuda-bench-attn FAIL 0 "$BENCH_BIN missing"
+else
+  run_stage cuda-bench-attn 90 "$OUT/cuda-bench-attn.log" "${OURS[@]}" "$BENCH_BIN" \
+    --benchmark_filter='BM_CudaAttn' \
+    --benchmark_out="$OUT/cuda-bench-attn.json" --benchmark_out_format=json --benchmark_min_time=0.05
+  if [ "$NO_GPU" -eq 1 ] || grep -q 'skipped: ' "$OUT/cuda-bench-attn.log"; then
+    record cuda-bench-attn skipped "$SECS" "$(grep -m1 -oE "skipped: [^']*" "$OUT/cuda-bench-attn.log")"
+  elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    record cuda-bench-attn TIMEOUT "$SECS" "partial results in cuda-bench-attn.log"
+  elif [ "$RC" -ne 0 ]; then
+    record cuda-bench-attn "FAIL($RC)" "$SECS" "see cuda-bench-attn.log"
+  else
+    record cuda-bench-attn ok "$SECS" "$(bench_summary attn "$OUT/cuda-bench-attn.json")"
   fi
 fi
 
@@ -299,12 +320,18 @@ torch_stage torch-mhc 60 10 scripts/torch_mhc.py
 #     eager PyTorch on the shapes of bench_cuda_gdn_mamba2.cu, our times from cuda-bench-ssm.json).
 torch_stage torch-gdn-ssd 60 10 scripts/torch_gdn_mamba2.py
 
+# 5e. The attention cores (scripts/torch_attention.py: F.scaled_dot_product_attention in BF16 on
+#     the shapes of bench_cuda_attention.cu, contiguous and paged-gathered K / V for decode; our
+#     times from cuda-bench-attn.json). Skipped with a message where torch does not import.
+torch_stage torch-attn 60 10 scripts/torch_attention.py
+
 echo
 echo "logs: $OUT   total $(($(date +%s) - START)) s of a ${BUDGET_S} s budget"
 [ -f "$OUT/torch.log" ] && [ "$NO_GPU" -eq 0 ] && cat "$OUT/torch.log"
 [ -f "$OUT/torch-moe.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-moe.log"; }
 [ -f "$OUT/torch-mhc.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-mhc.log"; }
 [ -f "$OUT/torch-gdn-ssd.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-gdn-ssd.log"; }
+[ -f "$OUT/torch-attn.log" ] && [ "$NO_GPU" -eq 0 ] && { echo; cat "$OUT/torch-attn.log"; }
 echo
 cat "$SUMMARY"
 if [ "$FAILED" -eq 1 ]; then exit 1; fi

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "bufferlab/core/checked.h"
@@ -425,22 +426,45 @@ struct CoreRows {
 };
 
 // The checks of one core output (one split): the two diagnoses, then the bounded comparison.
-void judge_core_output(const std::string& name, const AttnGeometry& g, AttnCoreInput in,
+// A core check and, before it, its two diagnoses: `alt` computes the reference of a variant (the
+// judge pays for the alternatives only when the core check fails; else they are reported as
+// checks with nothing to diagnose).
+void push_diagnosed(AgreementReport& r, TensorComparison main, const std::string& causal,
+                    const std::string& gqa, const std::vector<double>& got, const AttnValues& spec,
+                    const std::function<AttnValues(AttnVariant)>& alt, uint64_t group,
+                    uint64_t cols, const Where& where) {
+  const std::string why_c = "the reference that also attends to position p + 1";
+  const std::string why_g = "the reference reading KV head q % nkv";
+  if (main.passed()) {
+    r.checks.push_back(property(causal, main.rows, cols, "the core check passed: " + why_c));
+    r.checks.push_back(property(gqa, main.rows, cols, "the core check passed: " + why_g));
+  } else {
+    r.checks.push_back(
+        diagnose(causal, got, spec, alt(AttnVariant::causal_leak), group, cols, where, why_c));
+    r.checks.push_back(
+        diagnose(gqa, got, spec, alt(AttnVariant::gqa_modulo), group, cols, where, why_g));
+  }
+  r.checks.push_back(std::move(main));
+}
+
+// The checks of one core output (one split).
+void judge_core_output(const std::string& core, const AttnGeometry& g, AttnCoreInput in,
                        std::span<const uint16_t> got, const Where& where, const BoundModel& bm,
                        AgreementReport& r) {
   const AttnValues spec = stored_bf16_values(attn_core_fp64(g, in, &bm));
-  const std::vector<double> got_v = widen_bits(got);
-  in.variant = AttnVariant::causal_leak;
-  r.checks.push_back(diagnose(name + ", causal", got_v, spec,
-                              stored_bf16_values(attn_core_fp64(g, in, &bm)), g.hd, g.q_width(),
-                              where, "the reference that also attends to position p + 1"));
-  in.variant = AttnVariant::gqa_modulo;
-  r.checks.push_back(diagnose(name + ", GQA map", got_v, spec,
-                              stored_bf16_values(attn_core_fp64(g, in, &bm)), g.hd, g.q_width(),
-                              where, "the reference reading KV head q % nkv"));
-  r.checks.push_back(located(compare_bf16_bounded(name, got, spec.value, g.q_width(),
-                                                  {spec.bound, {}, attn_core_bounds_formula()}),
-                             where));
+  TensorComparison main =
+      located(compare_bf16_bounded("attn (" + core + ")", got, spec.value, g.q_width(),
+                                   {spec.bound, {}, attn_core_bounds_formula()}),
+              where);
+  push_diagnosed(
+      r, std::move(main), "attn (" + core + ", causal)", "attn (" + core + ", GQA map)",
+      widen_bits(got), spec,
+      [&](AttnVariant v) {
+        AttnCoreInput alt = in;
+        alt.variant = v;
+        return stored_bf16_values(attn_core_fp64(g, alt, &bm));
+      },
+      g.hd, g.q_width(), where);
 }
 
 void judge_prefill_core(const AttnLayout& l, const AttnRun& run, const BoundModel& bm,
@@ -454,14 +478,14 @@ void judge_prefill_core(const AttnLayout& l, const AttnRun& run, const BoundMode
     rows.seq.push_back(i / l.L);
   }
   AttnCoreInput in{rows.q, {}, rows.pos, rows.seq, sk.keys, l.c.sinks, l.window, AttnVariant::spec};
-  judge_core_output("attn (prefill core)", l.g, in, run.prefill_out, prefill_where(l), bm, r);
+  judge_core_output("prefill core", l.g, in, run.prefill_out, prefill_where(l), bm, r);
 }
 
-// The decode rows' queries: the oracle's own staging (the decode core fuses it), with the stage
-// bound as the uncertainty of the backend's query.
+// The decode rows' queries: the oracle's own staging (the decode core fuses it and stores no
+// query), with the uncertainty of the backend's stored BF16 query (attn_stage_stored: 0 unless a
+// BF16 rounding boundary lies within the stage's bound).
 CoreRows decode_rows(const AttnLayout& l, const BoundModel& bm) {
-  const AttnValues qs =
-      stored_bf16_values(attn_stage_fp64(l.g, stage_input(l, true, false), Mode::faithful, &bm));
+  const AttnValues qs = attn_stage_stored(l.g, stage_input(l, true, false), bm);
   CoreRows rows;
   const uint64_t qw = l.g.q_width();
   rows.q.assign(qs.value.begin(), qs.value.begin() + static_cast<std::ptrdiff_t>(l.live * qw));
@@ -497,7 +521,7 @@ void judge_decode_core(const AttnLayout& l, const AttnRun& run, const BoundModel
   const std::span<const uint16_t> live_out =
       std::span<const uint16_t>(run.decode_out).subspan(0, l.live * qw);
   if (!l.split_k()) {
-    judge_core_output("attn (decode core)", l.g, in, live_out, decode_where(l), bm, r);
+    judge_core_output("decode core", l.g, in, live_out, decode_where(l), bm, r);
     judge_pad_decode(l, run, r);
     return;
   }
@@ -507,19 +531,20 @@ void judge_decode_core(const AttnLayout& l, const AttnRun& run, const BoundModel
       std::span<const float>(run.partials).subspan(0, l.live * per_row);
   in.sinks = {};  // left to the merge
   const AttnValues spec = attn_partials_fp64(l.g, in, l.S, l.bs, stored, &bm);
-  const std::vector<double> got = widen_f32(stored);
   const Where pw = partial_where(l);
-  in.variant = AttnVariant::causal_leak;
-  r.checks.push_back(diagnose("partials (split-K), causal", got, spec,
-                              attn_partials_fp64(l.g, in, l.S, l.bs, stored, &bm), slot, slot, pw,
-                              "the reference that also attends to position p + 1"));
-  in.variant = AttnVariant::gqa_modulo;
-  r.checks.push_back(diagnose("partials (split-K), GQA map", got, spec,
-                              attn_partials_fp64(l.g, in, l.S, l.bs, stored, &bm), slot, slot, pw,
-                              "the reference reading KV head q % nkv"));
-  r.checks.push_back(located(compare_f32_bounded("partials (split-K)", stored, spec.value, slot,
-                                                 {spec.bound, {}, attn_partials_bounds_formula()}),
-                             pw));
+  TensorComparison main =
+      located(compare_f32_bounded("partials (split-K)", stored, spec.value, slot,
+                                  {spec.bound, {}, attn_partials_bounds_formula()}),
+              pw);
+  push_diagnosed(
+      r, std::move(main), "partials (split-K, causal)", "partials (split-K, GQA map)",
+      widen_f32(stored), spec,
+      [&](AttnVariant v) {
+        AttnCoreInput alt = in;
+        alt.variant = v;
+        return attn_partials_fp64(l.g, alt, l.S, l.bs, stored, &bm);
+      },
+      slot, slot, pw);
   if (l.R > l.live) {
     const std::span<const float> pad =
         std::span<const float>(run.partials).subspan(l.live * per_row);

@@ -94,12 +94,10 @@ StageRow normed_row(const AttnGeometry& g, const uint16_t* x, std::span<const ui
   return r;
 }
 
-}  // namespace
-}  // namespace attn_ref
-
-AttnValues attn_stage_fp64(const AttnGeometry& g, const AttnStageInput& in, Mode mode,
-                           const BoundModel* bm) {
-  using namespace attn_ref;
+// S(x) and, with bm, the error bound before the store (pre_store) or of the stored value.
+AttnValues stage_impl(const AttnGeometry& g, const AttnStageInput& in, Mode mode,
+                      const BoundModel* bm, bool pre_store) {
+  const auto store = [pre_store](double y, double e) { return pre_store ? e : stored_bf16(y, e); };
   const uint64_t hd = g.hd, half = g.rotary_dim / 2, width = mul(in.heads, hd);
   if (in.rows > 0)
     attn_need("stage source", in.src.size(), (in.rows - 1) * in.stride + in.col0 + width);
@@ -123,9 +121,9 @@ AttnValues attn_stage_fp64(const AttnGeometry& g, const AttnStageInput& in, Mode
       double* b = bm != nullptr ? out.bound.data() + r * width + h * hd : nullptr;
       if (b != nullptr && g.qk_norm)
         for (uint64_t i = half * 2; i < hd; ++i)
-          b[i] = stored_bf16(row.n[i],
-                             theta_n * std::fabs(row.n[i]) + 3.0 * kUnderflowPerOp +
-                                 gamma(static_cast<double>(hd + 16), kU64) * std::fabs(row.n[i]));
+          b[i] =
+              store(row.n[i], theta_n * std::fabs(row.n[i]) + 3.0 * kUnderflowPerOp +
+                                  gamma(static_cast<double>(hd + 16), kU64) * std::fabs(row.n[i]));
       for (uint64_t i = 0; i < half; ++i) {
         const uint64_t ia = g.rope_interleaved ? 2 * i : i;
         const uint64_t ib = g.rope_interleaved ? 2 * i + 1 : i + half;
@@ -136,13 +134,33 @@ AttnValues attn_stage_fp64(const AttnGeometry& g, const AttnStageInput& in, Mode
         y[ia] = a * c - bb * s;
         y[ib] = bb * c + a * s;
         if (b == nullptr) continue;
-        b[ia] =
-            stored_bf16(y[ia], attn_detail::rope_pair_error(a, bb, c, s, y[ia], af, theta_n, *bm));
-        b[ib] =
-            stored_bf16(y[ib], attn_detail::rope_pair_error(bb, a, c, s, y[ib], af, theta_n, *bm));
+        b[ia] = store(y[ia], attn_detail::rope_pair_error(a, bb, c, s, y[ia], af, theta_n, *bm));
+        b[ib] = store(y[ib], attn_detail::rope_pair_error(bb, a, c, s, y[ib], af, theta_n, *bm));
       }
     }
   return out;
+}
+
+}  // namespace
+}  // namespace attn_ref
+
+AttnValues attn_stage_fp64(const AttnGeometry& g, const AttnStageInput& in, Mode mode,
+                           const BoundModel* bm) {
+  return attn_ref::stage_impl(g, in, mode, bm, false);
+}
+
+// The backend stores bf16(ŷ) with |ŷ − y| ≤ e (the pre-store bound): round-to-nearest is monotone,
+// so bf16(ŷ) lies between bf16(y − e) and bf16(y + e); where both equal bf16(y) the stored value
+// is known exactly (uncertainty 0), else it is one of those neighbours.
+AttnValues attn_stage_stored(const AttnGeometry& g, const AttnStageInput& in,
+                             const BoundModel& bm) {
+  AttnValues v = attn_ref::stage_impl(g, in, Mode::faithful, &bm, true);
+  for (size_t i = 0; i < v.value.size(); ++i) {
+    const double y = v.value[i], e = v.bound[i], r = round_bf16(y);
+    v.value[i] = r;
+    v.bound[i] = std::max(std::fabs(round_bf16(y - e) - r), std::fabs(round_bf16(y + e) - r));
+  }
+  return v;
 }
 
 // --- core ------------------------------------------------------------------------------------

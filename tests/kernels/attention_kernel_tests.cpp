@@ -14,9 +14,12 @@
 //   - the cache writes put the K/V scratch rows (prefill) and the qkv V (decode) at exactly
 //     their slots and change no other slot; the cores write no cache;
 //   - decode padding rows write +0; attn_output holds the core outputs before the gate.
-// Then the bit-exact invariance bodies (properties/attention_checks.h) on fixed cases, each with
-// its planted twin failing, and the harness's refusals of bad metadata before any launch.
+// Then every stage is judged against the FP64 references on its own stored inputs
+// (oracle::judge_attention, the device bound model off the CPU). Then the bit-exact invariance
+// bodies (properties/attention_checks.h) on fixed cases, each with its planted twin failing, and
+// on a few random small passes; and the harness's refusals of bad metadata before any launch.
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
 
 #include <bit>
 #include <cmath>
@@ -30,8 +33,12 @@
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/oracle/attention_harness.h"
 #include "bufferlab/oracle/attention_inputs.h"
+#include "bufferlab/oracle/attention_judge.h"
+#include "bufferlab/oracle/bounds.h"
 #include "bufferlab/properties/attention_checks.h"
 #include "bufferlab/properties/attention_generators.h"
+#include "rapidcheck_cases.h"
+#include "report_checks.h"
 
 namespace bufferlab::attention_kernel_tests {
 namespace {
@@ -120,10 +127,19 @@ AttnCaseSpec spec_of(AttnFlavour f, uint64_t nq = 4, uint64_t nkv = 2, uint64_t 
   return s;
 }
 
+oracle::BoundModel bounds() {
+  return std::string(testing::backend_under_test_name()) == "cpu" ? oracle::cpu_bounds()
+                                                                  : oracle::device_bounds();
+}
+
+// The pass on the backend under test: the stored-value checks, then every stage judged on its
+// own stored inputs (oracle/attention_judge.h).
 AttnRun run_checked(const AttnCaseSpec& s, uint64_t seed) {
   const AttnCase c = oracle::make_attn_case(s, seed);
   const AttnRun r = oracle::run_attention(testing::backend_under_test(), c);
   check_stored(c, r);
+  testing::expect_passed(
+      oracle::judge_attention(c, r, testing::backend_under_test_name(), seed, bounds()));
   return r;
 }
 
@@ -279,6 +295,45 @@ TEST_F(AttentionKernel, InvarianceBodiesHoldAndTheirTwinsFail) {
     EXPECT_EQ(gen::attn_rotary_pass_through(b, c, false), "");
     EXPECT_NE(gen::attn_rotary_pass_through(b, c, true), "") << "pass-through twin passed";
   }
+}
+
+// The same bodies on random small passes of every flavour (properties/attention_generators.h,
+// cost ≤ 2^12: the simulator runs each pass ~100× slower than the CPU), kRandomCases each.
+constexpr int kRandomCases = 10;
+
+gen::AttnRanges small_ranges() {
+  gen::AttnRanges r = gen::ci_attn_ranges();
+  r.max_L = 8;
+  r.max_context = 20;
+  r.max_decode_rows = 3;
+  r.max_decode_context = 70;  // a second 64-key tile
+  r.head_dims = {8};
+  r.cost_cap = uint64_t{1} << 12;
+  return r;
+}
+
+void require_holds(const std::string& r) {
+  if (!r.empty()) RC_FAIL(r);
+}
+
+TEST_F(AttentionKernel, InvarianceBodiesHoldOnRandomPasses) {
+  testing::check_many(
+      [] {
+        Backend& b = testing::backend_under_test();
+        const gen::AttnGenCase g = *gen::attn_case(small_ranges(), gen::AttnParts::mixed);
+        const AttnCase c = oracle::make_attn_case(g.spec, g.seed);
+        if (c.prefill.L >= 2)
+          require_holds(
+              gen::attn_chunk_invariance(b, c, *rc::gen::inRange<U>(1, c.prefill.L), false));
+        require_holds(gen::attn_alone_invariance(b, c, false));
+        require_holds(gen::attn_block_numbering_invariance(b, c, g.seed + 1, false));
+        require_holds(gen::attn_live_batch_invariance(
+            b, c, *rc::gen::inRange<U>(1, c.decode.live + 1), false));
+        require_holds(gen::attn_invisible_keys_invariance(b, c, false));
+        require_holds(gen::attn_staged_equals_decoded(b, c, false));
+        require_holds(gen::attn_padding_rows(b, c, 1, false));
+      },
+      kRandomCases);
 }
 
 // ---- bad input: refused before any launch, naming the value -----------------------------------

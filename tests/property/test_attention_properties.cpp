@@ -3,6 +3,7 @@
 // (every flavour: gated + qk_norm + partial rotary, sliding + sinks + yarn, MRoPE, llama3,
 // plain partial rotary; 1..3 streams of 1..20 tokens, contexts up to 40, 1..5 decode rows with
 // 1..3 splits, block sizes 1, 2, 5, 16, shuffled blocks and poisoned free slots):
+//   0. every stage of the CPU pass passes oracle::judge_attention on its own stored inputs;
 //   1. prefill in two chunks (with the first chunk's cache) equals one shot;
 //   2. every stream and decode row equals itself run alone;
 //   3. renumbering the physical blocks changes no bit;
@@ -14,8 +15,8 @@
 //   9. padding decode rows read nothing (NaN in their blocks) and write zeros;
 //  10. OMP_NUM_THREADS 1 and 2 give the same bits.
 // Every property has a planted twin (suite AttnPlanted) that must fail: the bodies'
-// (properties/attention_checks.h) `plant` variants, and for the thread count a different input
-// under 2 threads.
+// (properties/attention_checks.h) `plant` variants; for the judge one stored attn_output bit
+// flipped; for the thread count a different input under 2 threads.
 //
 // Cost: gen::attn_case_cost ≤ 2^17 per case (ci_attn_ranges); the bodies run the harness two to
 // four times per case (the CPU backend ~1 ns per cost unit).
@@ -29,9 +30,11 @@
 
 #include "bufferlab/oracle/attention_harness.h"
 #include "bufferlab/oracle/attention_inputs.h"
+#include "bufferlab/oracle/attention_judge.h"
 #include "bufferlab/properties/attention_checks.h"
 #include "bufferlab/properties/attention_generators.h"
 #include "cpu_backend.h"
+#include "report_checks.h"
 
 namespace bufferlab::attention_properties {
 namespace {
@@ -178,6 +181,23 @@ void padding(bool plant) {
 RC_GTEST_PROP(AttnProperty, PaddingRowsReadNothingAndWriteZeros, ()) { padding(false); }
 RC_GTEST_PROP(AttnPlanted, NanInALiveRowsBlocksChangesBits, ()) { padding(true); }
 
+// ---- 0. the judge: every stage of the CPU pass on its own stored inputs ----
+RC_GTEST_PROP(AttnProperty, CpuPassPassesTheJudge, ()) {
+  const AttnGenCase g = *cases(AttnParts::mixed);
+  const AttnCase c = make(g);
+  testing::require_passed(
+      oracle::judge_attention(c, oracle::run_attention(cpu(), c), "cpu", g.seed));
+}
+RC_GTEST_PROP(AttnPlanted, OneStoredOutputBitFlippedFailsTheJudge, ()) {
+  const AttnGenCase g = *cases(AttnParts::mixed);
+  const AttnCase c = make(g);
+  oracle::AttnRun r = oracle::run_attention(cpu(), c);
+  // The exponent's top bit of one attn_output element before the gate: a factor 2^±64.
+  const U e = *rc::gen::inRange<U>(0, r.attn.size());
+  r.attn[e] ^= 0x2000;
+  RC_ASSERT(!oracle::judge_attention(c, r, "cpu", g.seed).passed());
+}
+
 // ---- 10. thread count ----
 // One pass under omp_set_num_threads(n); the count restored after.
 oracle::AttnRun run_threads(const AttnCase& c, int threads) {
@@ -220,9 +240,9 @@ RC_GTEST_PROP(AttnPlanted, TwoThreadsOnAChangedInputDiffer, ()) {
   const AttnGenCase g = *gen::attn_case(thread_ranges(), AttnParts::mixed);
   const AttnCase c = make(g);
   AttnCase changed = c;
-  // Row 0's first V element (an exponent bit): row 0 always sees its own key, so its output
-  // moves.
-  changed.qkv[c.geom.v_col0] ^= 0x0100;
+  // Row 0's V set to 64 in every element: row 0 always sees its own key (weight ≥ ~e^-8 of
+  // the row's keys at these score scales), so its output moves by far more than a BF16 step.
+  for (U e = 0; e < c.geom.kv_width(); ++e) changed.qkv[c.geom.v_col0 + e] = 0x4280;
   RC_ASSERT(!runs_differ(c, run_threads(c, 1), run_threads(changed, 2)).empty());
 }
 

@@ -32,7 +32,7 @@
 // rescale, a split-K part short of its last block, padding rows left unwritten, the logical
 // block used as the physical one, tiles of 32 inside a thread team, the prefix and the chunk's
 // keys in separate tiles, a window one key too wide, the decode query without qk_norm, the
-// gate's sigmoid of +g.
+// gate's sigmoid of +g, a block entry ≥ num_blocks dereferenced, the table capacity not clipped.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -300,6 +300,7 @@ struct PrefillIn {
   std::vector<int32_t> table;       // [streams, max_blocks]
   bool padded = false;              // the FP8 path's ceil16 K/V rows
   bool sliding = false;
+  std::vector<int64_t> slots;  // the cache write's slots; empty: each token's through the table
 };
 
 struct PrefillOut {
@@ -347,9 +348,10 @@ PrefillOut run_prefill(const World& w, const PrefillIn& in) {
   std::vector<int32_t> lens(streams);
   for (uint64_t b = 0; b < streams; ++b) {
     lens[b] = int32_t(in.ctx[b]);
-    for (uint64_t i = 0; i < in.L; ++i)
+    for (uint64_t i = 0; i < in.L && in.slots.empty(); ++i)
       slots[b * in.L + i] = slot_of(w, in.table, b, in.ctx[b] + i);
   }
+  if (!in.slots.empty()) slots = in.slots;
   rig.put(meta.slots, slots);
   rig.put(meta.lens, lens);
   rig.put(meta.block_table, in.table);
@@ -967,6 +969,77 @@ TEST(CpuAttentionReference, DecodeMatchesPrefillBitForBit) {
                          pre.k.begin() + int64_t((N - 1) * kvw)));
   EXPECT_TRUE(std::equal(dec.q.begin(), dec.q.end(), pre.q.begin() + int64_t((N - 1) * qw)));
   EXPECT_TRUE(std::equal(dec.out.begin(), dec.out.end(), pre.attn.begin() + int64_t((N - 1) * qw)));
+}
+
+// Metadata the harness refuses (block entries outside the cache, a sequence longer than its
+// table, slots outside the cache) never makes a kernel read or write outside the cache: such
+// keys are left out (ops/attention.h), such rows not written. The outputs are the FP64
+// references over the keys that remain.
+TEST(CpuAttentionReference, MetadataOutsideTheCacheIsSkipped) {
+  Spec s;
+  s.sinks = true;
+  World w(s);
+  const uint64_t kvw = w.g.kv_width(), hd = w.g.hd, qw = w.g.q_width(), mb = w.cache.max_blocks;
+  const uint64_t capacity = mb * w.cache.block_size, slots = w.cache.slots();
+  // Decode: row 0 (40 keys) with logical blocks 2 and 3 outside the cache; row 1 a seq_len 30
+  // past its table (its own key unwritten: slot −1); row 2 padding whose slot lies past the
+  // cache.
+  DecodeIn in = decode_case(w, 3, {40, capacity + 1}, 1);
+  in.table[2] = int32_t(w.cache.num_blocks + 5);
+  in.table[3] = -3;
+  in.seq_lens[1] = int32_t(capacity + 30);
+  in.slots[1] = -1;
+  in.slots[2] = int64_t(slots + 3);
+  const DecodeOut out = run_decode(w, in);
+  uint64_t cache_bad = 0;
+  const uint64_t own = uint64_t(in.slots[0]) * kvw;  // the one slot written
+  for (uint64_t e = 0; e < w.k_cache.size(); ++e)
+    if (e < own || e >= own + kvw) cache_bad += out.k_cache[e] != w.k_cache[e];
+  EXPECT_EQ(cache_bad, 0u) << "a skipped row wrote the cache";
+  Agreement agr;
+  for (uint64_t r = 0; r < 2; ++r)
+    for (uint64_t q = 0; q < w.g.nq; ++q) {
+      const uint64_t kvh = q / (w.g.nq / w.g.nkv), end = r == 0 ? 40 : capacity;
+      std::vector<const uint16_t*> ks, vs;
+      for (uint64_t j = 0; j < end; ++j) {
+        if (r == 0 && j >= 16 && j < 32) continue;  // blocks 2 and 3
+        const uint64_t at = uint64_t(slot_of(w, in.table, r, j)) * kvw + kvh * hd;
+        ks.push_back(out.k_cache.data() + at);
+        vs.push_back(out.v_cache.data() + at);
+      }
+      check_core(hd, out.q.data() + r * qw + q * hd, ks, vs, tiles_of(0, end - 1), &w.sinks[q], 1,
+                 out.out.data() + r * qw + q * hd, agr, "decode r" + std::to_string(r));
+    }
+  expect_agrees(agr, "decode with keys outside the cache left out");
+  // Prefill: a prefix of 165 keys in a table of 160 (keys 160…164 left out, the chunk's own
+  // keys from the scratch at 165…), logical block 5 outside the cache, the chunk's slots −1.
+  World wp(s);
+  PrefillIn pin = prefill_case(wp, {capacity}, 4);
+  pin.ctx = {capacity + 5};
+  pin.table[5] = -1;
+  pin.slots.assign(4, -1);
+  const PrefillOut pout = run_prefill(wp, pin);
+  EXPECT_EQ(pout.k_cache, wp.k_cache) << "a skipped row wrote the cache";
+  Agreement pagr;
+  for (uint64_t i = 0; i < 4; ++i)
+    for (uint64_t q = 0; q < w.g.nq; ++q) {
+      const uint64_t kvh = q / (w.g.nq / w.g.nkv);
+      std::vector<const uint16_t*> ks, vs;
+      for (uint64_t j = 0; j < capacity; ++j) {
+        if (j / w.cache.block_size == 5) continue;
+        const uint64_t at = uint64_t(slot_of(wp, pin.table, 0, j)) * kvw + kvh * hd;
+        ks.push_back(wp.k_cache.data() + at);
+        vs.push_back(wp.v_cache.data() + at);
+      }
+      for (uint64_t j = 0; j <= i; ++j) {
+        ks.push_back(pout.k.data() + j * kvw + kvh * hd);
+        vs.push_back(pout.v.data() + j * kvw + kvh * hd);
+      }
+      check_core(hd, pout.q.data() + i * qw + q * hd, ks, vs, tiles_of(0, capacity + 5 + i),
+                 &w.sinks[q], 1, pout.attn.data() + i * qw + q * hd, pagr,
+                 "prefill r" + std::to_string(i));
+    }
+  expect_agrees(pagr, "prefill with keys outside the table left out");
 }
 
 }  // namespace

@@ -52,11 +52,17 @@ void require_attention(const CompareSetup& s, const char* op) {
         s.model_label, op));
 }
 
+// The run shape's max_seq_len: the default, or the sequence when longer (positions must stay
+// below it: docs/spec/attention.md "Bad input").
+uint64_t run_max_seq_len(uint64_t sequence) {
+  return std::max<uint64_t>(RunShape{}.max_seq_len, sequence);
+}
+
 // The real arena of a pass of `rows` rows (m = rows), sizing corrected.
 Layout real_layout(const CompareSetup& s, uint64_t rows, uint64_t max_seq_len) {
   RunShape shape;
   shape.max_batch_tokens = rows;
-  shape.max_seq_len = std::max<uint64_t>(shape.max_seq_len, max_seq_len);
+  shape.max_seq_len = max_seq_len;
   return Layout::build(BufferSizes::from_config(s.config, shape, Target{}, Sizing::corrected()));
 }
 
@@ -108,10 +114,11 @@ CompareResult compare_attn_prefill(Backend& backend, const CompareSetup& s) {
   spec.streams = streams;
   spec.L = L;
   spec.context = {context};
-  spec.max_seq_len = context + L;
+  // The run shape's limit (MRoPE's h and w positions run ahead of the token's own).
+  spec.max_seq_len = run_max_seq_len(context + L);
   const oracle::AttnCase whole = oracle::make_attn_case(spec, s.seed);
   const uint64_t chunk_rows = std::min(chunk, L);
-  const Layout layout = real_layout(s, streams * chunk_rows, context + L);
+  const Layout layout = real_layout(s, streams * chunk_rows, spec.max_seq_len);
 
   CompareResult res;
   oracle::AttnRun run;
@@ -154,9 +161,9 @@ CompareResult compare_attn_decode(Backend& backend, const CompareSetup& s) {
   // The split count is the launch's pure function of (target, nq, R) (docs/spec/numerics.md §8).
   spec.splits = splitk_splits(Target{}, s.config.num_attention_heads, rows);
   spec.decode_context = {context};
-  spec.max_seq_len = context + 1;
+  spec.max_seq_len = run_max_seq_len(context + 1);
   const oracle::AttnCase c = oracle::make_attn_case(spec, s.seed);
-  const Layout layout = real_layout(s, rows, context + 1);
+  const Layout layout = real_layout(s, rows, spec.max_seq_len);
   CompareResult res;
   oracle::AttnRun run;
   run_pass(backend, s, c, layout, res.report, run, "");

@@ -141,6 +141,7 @@ void reduce_keys(const float* q, uint64_t hd, float scale, const KeySpan* spans,
                  Locate&& locate, OnlineSoftmax& st) {
   constexpr uint64_t T = kAttnKeyTile;
   float score[T];
+  const uint16_t* krow[T];
   const uint16_t* vrow[T];
   // The first key position at or after `from` in any span (none: UINT64_MAX).
   const auto next_key = [&](uint64_t from) {
@@ -154,32 +155,47 @@ void reduce_keys(const float* q, uint64_t hd, float scale, const KeySpan* spans,
   for (uint64_t key = next_key(0); key != UINT64_MAX;) {
     const uint64_t t0 = key / T * T, t1 = t0 + T;
     uint64_t count = 0;
-    float tmax = 0.0f;
     for (int s = 0; s < n; ++s) {
       const uint64_t b = spans[s].begin > t0 ? spans[s].begin : t0;
       const uint64_t e = spans[s].end < t1 ? spans[s].end : t1;
-      for (uint64_t j = b; j < e; ++j) {
-        const uint16_t* k = nullptr;
-        const uint16_t* v = nullptr;
-        if (!locate(j, k, v)) continue;
-        float dot = 0.0f;
-        for (uint64_t d = 0; d < hd; ++d) dot += q[d] * bf16(k[d]);
-        const float sc = dot * scale;
-        if (count == 0 || sc > tmax) tmax = sc;
-        score[count] = sc;
-        vrow[count] = v;
-        ++count;
-      }
+      for (uint64_t j = b; j < e; ++j)
+        if (locate(j, krow[count], vrow[count])) ++count;
     }
+    // Scores: each dot its own FP32 sum over d ascending; four keys at a time only so that
+    // four independent sums overlap (the same operations per key, in the same order).
+    uint64_t c = 0;
+    for (; c + 4 <= count; c += 4) {
+      const uint16_t *k0 = krow[c], *k1 = krow[c + 1], *k2 = krow[c + 2], *k3 = krow[c + 3];
+      float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+      for (uint64_t d = 0; d < hd; ++d) {
+        const float qd = q[d];
+        d0 += qd * bf16(k0[d]);
+        d1 += qd * bf16(k1[d]);
+        d2 += qd * bf16(k2[d]);
+        d3 += qd * bf16(k3[d]);
+      }
+      score[c] = d0 * scale;
+      score[c + 1] = d1 * scale;
+      score[c + 2] = d2 * scale;
+      score[c + 3] = d3 * scale;
+    }
+    for (; c < count; ++c) {
+      float dot = 0.0f;
+      for (uint64_t d = 0; d < hd; ++d) dot += q[d] * bf16(krow[c][d]);
+      score[c] = dot * scale;
+    }
+    float tmax = count > 0 ? score[0] : 0.0f;
+    for (c = 1; c < count; ++c)
+      if (score[c] > tmax) tmax = score[c];
     if (count > 0) {
       const float m_new = !st.started ? tmax : (tmax > st.m ? tmax : st.m);
       const float alpha = st.started ? std::exp(st.m - m_new) : 0.0f;
       st.l *= alpha;
       for (uint64_t d = 0; d < hd; ++d) st.acc[d] *= alpha;
-      for (uint64_t c = 0; c < count; ++c) {
-        const float e = std::exp(score[c] - m_new);
+      for (uint64_t i = 0; i < count; ++i) {
+        const float e = std::exp(score[i] - m_new);
         st.l += e;
-        const uint16_t* v = vrow[c];
+        const uint16_t* v = vrow[i];
         for (uint64_t d = 0; d < hd; ++d) st.acc[d] += e * bf16(v[d]);
       }
       st.m = m_new;
@@ -211,8 +227,9 @@ inline void store_output(const OnlineSoftmax& st, uint64_t hd, uint16_t* out) {
 }
 
 // body(item) for item in [0, items), (row, head) items: on the OpenMP team (dynamic schedule:
-// causal rows differ in work) when items · work_per_item reaches kParallelMinWork and more than
-// one thread is available, else in order. Each item's arithmetic is the same either way.
+// causal rows differ in work) when items · work_per_item (a rough count of one item's inner
+// operations: it only decides serial or team) reaches kParallelMinWork and more than one thread
+// is available, else in order. Each item's arithmetic is the same either way.
 template <class Body>
 void for_each_item(uint64_t items, uint64_t work_per_item, Body&& body) {
   const bool parallel = items > 1 && items * work_per_item >= kParallelMinWork;

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 
+#include "bufferlab/core/error.h"
 #include "cpu_attention_common.h"
 #include "cpu_ops.h"
 
@@ -122,6 +124,11 @@ void splitk_merge(const Workspace& ws, const SplitKMergeOp& op, Mutant mutant) {
   const SplitKMergeOp::Bound b = op.bind(ws);
   const SplitKMergeOp::Shape& s = op.shape();
   const uint64_t hd = s.hd, nq = s.nq, splits = s.splits;
+  // The merge's descriptor carries no AttnGeometry (whose check() the other binds run): its
+  // stack accumulator holds kMaxAttnHeadDim values.
+  if (hd > kMaxAttnHeadDim)
+    throw Error(op.params() + ": head_dim = " + std::to_string(hd) + " is above the kernels' " +
+                std::to_string(kMaxAttnHeadDim));
   attn::for_each_item(s.rows * nq, hd * splits, [&](uint64_t item) {
     const uint64_t r = item / nq, q = item % nq;
     uint16_t* out = b.out + (r * nq + q) * hd;

@@ -111,8 +111,9 @@ struct ModelConfig {
   BUFFERLAB_CONFIG_FLOAT_FIELDS(BUFFERLAB_DECLARE_FLOAT)
 #undef BUFFERLAB_DECLARE_FLOAT
   std::string scoring_func = "softmax";  // softmax | sigmoid | sqrtsoftplus
-  std::string rope_type = "default";     // default | linear | llama3 | yarn (attention.md §1)
-  std::vector<LayerType> layer_types;    // empty: derived from full_attention_interval
+  std::string rope_type =
+      "default";  // default | linear | llama3 | yarn (docs/spec/attention.md §1)
+  std::vector<LayerType> layer_types;  // empty: derived from full_attention_interval
   std::vector<uint64_t> mlp_only_layers;
   std::array<uint64_t, 3> mrope_section{0, 0, 0};
 

@@ -1,8 +1,9 @@
-// FP64 oracle of grouped-query attention (docs/spec/attention.md §2, §4, §5, numerics.md §8):
-// per-stage references on plain arrays and an AttnGeometry, each computed from the values the
-// backend STORED before that stage (the judge, attention_judge.h, feeds them from an AttnRun),
-// with the per-element bounds of an FP32 backend derived in oracle/src/attention_bounds.cpp.
-// Every formula, order and layout is the one core ops/attention.h pins.
+// FP64 oracle of grouped-query attention (docs/spec/attention.md §2, §4, §5;
+// docs/spec/numerics.md §8): per-stage references on plain arrays and an AttnGeometry, each
+// computed from the values the backend STORED before that stage (the judge, attention_judge.h,
+// feeds them from an AttnRun), with the per-element bounds of an FP32 backend derived in
+// oracle/src/attention_bounds.cpp. Every formula, order and layout is the one core
+// ops/attention.h pins.
 //
 //   stage:    S(x, positions) of one Q or K head row: qk_norm, RoPE (1-D or MRoPE, half-split or
 //             interleaved pairs), before the one BF16 store.
@@ -41,10 +42,10 @@ struct AttnValues {
   std::vector<double> bound;
 };
 
-// --- stage function (attention.md §2) --------------------------------------------------------
+// --- stage function (docs/spec/attention.md §2) ---------------------------------------------
 
 // The position stream frequency i (< rotary_dim / 2) takes its position from: 0 (t, the one
-// stream without MRoPE), 1 (h) or 2 (w), by the MRoPE rule of attention.md §2.
+// stream without MRoPE), 1 (h) or 2 (w), by the MRoPE rule of docs/spec/attention.md §2.
 uint64_t attn_rope_stream(const AttnGeometry& g, uint64_t i);
 
 // `rows` rows of `heads` head rows each: head h of row r at src[r·stride + col0 + h·hd].
@@ -61,10 +62,15 @@ struct AttnStageInput {
 // stored value (0 for the dimensions ≥ rotary_dim without qk_norm: a copy).
 AttnValues attn_stage_fp64(const AttnGeometry& g, const AttnStageInput& in, Mode mode,
                            const BoundModel* bm = nullptr);
+// What the backend STORES for S(x) (the decode core fuses the stage and stores no query): value
+// = the faithful BF16 value, bound = how far the backend's stored BF16 value can be from it — 0
+// where no BF16 rounding boundary lies within the pre-store bound of y (the backend's bits are
+// then known), else the distance to the farthest reachable neighbour (one BF16 ULP).
+AttnValues attn_stage_stored(const AttnGeometry& g, const AttnStageInput& in, const BoundModel& bm);
 // |faithful − exact| per element before the store: the FP32 angle's rounding.
 std::vector<double> attn_stage_angle_bounds(const AttnGeometry& g, const AttnStageInput& in);
 
-// --- core (attention.md §4) --------------------------------------------------------------------
+// --- core (docs/spec/attention.md §4) ---------------------------------------------------------
 
 // The keys of one sequence in logical order: key j at row j of k and v, bf16 [n, nkv·hd]. A
 // judge may append one row past the sequence (the key a row at the last position would see if

@@ -17,8 +17,10 @@
 // Before each core check, two named diagnoses of its failures (they never fail on their own:
 // a (row, head) fails one only when it breaks the core's bound AND agrees, within the bound,
 // with the reference of the named bug):
-//   "<core>, causal"   the row also attended to position p + 1 (M-CAUSAL);
-//   "<core>, GQA map"  query head q read KV head q % nkv instead of q / (nq / nkv).
+//   "attn (<core>, causal)", "partials (split-K, causal)": the row also attended to position
+//       p + 1 (M-CAUSAL);
+//   "attn (<core>, GQA map)", "partials (split-K, GQA map)": query head q read KV head q % nkv
+//       instead of q / (nq / nkv).
 // A first bad element names (sequence, token/position, head, dim) and the report the seed.
 #pragma once
 

@@ -13,7 +13,8 @@
 //   - qkv_output row: [Q (nq·hd) | gate (nq·hd, gated models only) | K (nkv·hd) | V (nkv·hd)];
 //     head h at columns [h·hd, (h+1)·hd) of its part. (transformers' Qwen3-Next q_proj
 //     interleaves query and gate per head; a weight loader permutes its rows into this layout.)
-//   - The stage function S(x, positions) of one Q or K head row (attention.md §2), used by the
+//   - The stage function S(x, positions) of one Q or K head row (docs/spec/attention.md §2), used
+//   by the
 //     Q copy, the K scratch, the decode cache write and the decode core alike, so staged and
 //     decoded Q/K agree bit for bit:
 //       qk_norm:  ss = Σ_i x_i² (FP32, i ascending); inv = 1 / sqrtf(ss / hd + eps) (IEEE
@@ -21,9 +22,13 @@
 //                 convention, w bf16 [hd]. Without qk_norm n_i = x_i. Kept in FP32.
 //       RoPE:     for a pair (a, b) of frequency i (a = n_i, b = n_{i+rd/2}; interleaved
 //                 a = n_{2i}, b = n_{2i+1}), θ = fp32(pos) · inv_freq_i (one FP32 multiply),
-//                 c = cosf(θ) · af, s = sinf(θ) · af (af = the table's FP32 attention factor),
-//                 a' = a·c − b·s, b' = b·c + a·s, each product and sum rounded (no FMA).
-//                 pos is the frequency's position stream (MRoPE rule of attention.md §2) or
+//                 c = cos(θ) · af, s = sin(θ) · af (af = the table's FP32 attention factor;
+//                 cos, sin within CUDA's documented 2-ulp bound of cosf/sinf: the CPU's libm,
+//                 the device's rope_sincos — FP64 reduction, correctly rounded — because
+//                 nvcc's cosf + sinf on one angle put their reduction table in local memory,
+//                 which the strict build refuses), a' = a·c − b·s, b' = b·c + a·s, each
+//                 product and sum rounded (no FMA).
+//                 pos is the frequency's position stream (MRoPE rule, docs/spec/attention.md §2) or
 //                 the one stream. Dimensions ≥ rotary_dim keep n_i.
 //       store:    one BF16 rounding (round to nearest even) of every dimension.
 //   - RoPE table operand: f32 [rotary_dim/2 + 1], inv_freq then fp32(attention_factor), as
@@ -36,16 +41,17 @@
 //     sequence. A slot or block entry outside [0, num_blocks·block_size) is never dereferenced:
 //     the cache write skips its row (a negative slot marks a padding row), the cores skip the
 //     key; the harness and compare refuse such metadata before a launch, naming the value.
-//   - The core (attention.md §4), per (query row, head q), KV head q / (nq / nkv): the query at
+//   - The core (docs/spec/attention.md §4), per (query row, head q), KV head q / (nq / nkv): the
+//   query at
 //     sequence position p sees keys j ∈ [lo, p], lo = max(0, p − W + 1) on a sliding layer
 //     (window W = sliding_window), else 0. Keys are reduced in tiles of kAttnKeyTile absolute
 //     positions [64·u, 64·u + 64) ∩ [lo, p], tiles ascending; a tile's visible keys only.
 //     score_j = dot(q, k_j) · fp32(1/sqrt(hd)), the dot in FP32 over d ascending (FMA
 //     contraction allowed; the bound covers either). Per tile: m' = max(m, max_j score_j);
 //     α = expf(m − m') (0 for the first tile); l = l·α, acc_d = acc_d·α; then per key
-//     ascending: e = expf(score_j − m'), l += e, acc_d += e·v_j[d]. At the end, sinks: m'' =
-//     max(m, sink_q), α = expf(m − m''), l = l·α + expf(sink_q − m''), acc ·= α. Output
-//     o_d = bf16(acc_d / l).
+//     ascending: e = expf(score_j − m'), l += e, acc_d += e·v_j[d] (FMA allowed). At the end,
+//     sinks: m'' = max(m, sink_q), α = expf(m − m''), l = l·α + expf(sink_q − m''), acc ·= α.
+//     Output o_d = bf16(acc_d / l).
 //   - Prefill: stream b of the launch holds L = tokens / streams query rows; its sequence has
 //     ctx_b = ctx_lens[b] keys in the cache before this chunk, so row i sits at p = ctx_b + i;
 //     keys j < ctx_b come from the cache (block_table row b), keys ≥ ctx_b from the K/V
@@ -58,9 +64,9 @@
 //     contiguous parts of cdiv(b1 − b0 + 1, S) blocks; part k reduces its keys by the rule
 //     above (tiles clipped to the part) and writes slot ((r·nq)+q)·S + k of (hd + 2) f32:
 //     [o = acc / l (hd) | m | l]; an empty part writes o = 0, m = −inf, l = 0. Sinks are left
-//     to the merge. Merge: m = max over parts with l_k > 0 of m_k, and the sink; w_k = l_k ·
-//     expf(m_k − m); l = Σ_k w_k (k ascending) + expf(sink − m); o_d = bf16((Σ_k w_k·o_k,d) /
-//     l). Rows ≥ live write zeros.
+//     to the merge. Merge: m = max over parts with l_k ≠ 0 (a NaN l propagates) of m_k, and the
+//     sink; w_k = l_k · expf(m_k − m); l = Σ_k w_k (k ascending) + expf(sink − m); o_d = bf16((Σ_k
+//     w_k·o_k,d) / l). Rows ≥ live write zeros.
 //   - Gate: y = bf16(a · (1 / (1 + expf(−g)))), a and g the BF16 attn_output and gate values.
 //   - Limits: hd ≤ kMaxAttnHeadDim, nq % nkv = 0, rotary_dim even and ≤ hd (Error otherwise).
 //     Kernels with the QSA indexer's selection lists are not implemented (bind refuses them).
