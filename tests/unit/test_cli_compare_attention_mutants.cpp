@@ -51,11 +51,11 @@ constexpr const char* kGptOssDecode =
 constexpr const char* kQwenVl = "--op attn-prefill --preset qwen2.5-vl-7b --tokens 6 --context 20";
 
 TEST_F(CliCompareAttentionMutants, CausalLeakNamesTheCausalCheck) {
-  expect_caught(kQwenNext, "M-CAUSAL", {"attn (prefill core), causal", "attn (prefill core)"});
+  expect_caught(kQwenNext, "M-CAUSAL", {"attn (prefill core, causal)", "attn (prefill core)"});
 }
 
 TEST_F(CliCompareAttentionMutants, GqaModuloNamesTheGqaMap) {
-  expect_caught(kQwenNext, "M-GQA", {"attn (prefill core), GQA map", "attn (prefill core)"});
+  expect_caught(kQwenNext, "M-GQA", {"attn (prefill core, GQA map)", "attn (prefill core)"});
 }
 
 TEST_F(CliCompareAttentionMutants, MergeWithoutRescaleFailsTheMerge) {
@@ -86,7 +86,7 @@ TEST_F(CliCompareAttentionMutants, SinkInTheNumeratorFailsCoreAndMerge) {
 TEST_F(CliCompareAttentionMutants, AcceptanceCommandNamesTheCausalCheck) {
   const std::string args = "--op attn-prefill --preset qwen3-next-80b --tokens 200 --context 300";
   expect_exit(run_compare(args + " --mutant M-CAUSAL"), 1,
-              {"first bad attn (prefill core), causal[", "DISAGREE"}, args + "\n");
+              {"first bad attn (prefill core, causal)[", "DISAGREE"}, args + "\n");
 }
 
 }  // namespace

@@ -22,12 +22,12 @@
 // seeded pass with shuffled blocks (oracle/attention_inputs.h), GQA nq = 4 / nkv = 2, contexts
 // that cross 4-key blocks, decode split-K 2 (gpt-oss-like: sinks) or MRoPE t ≠ h ≠ w
 // (qwen2.5-vl-like), every other check of the pass passing:
-//   M-CAUSAL (a row also sees position p + 1): the diagnoses "attn (prefill core), causal" and
-//         "partials (split-K), causal" (the decode rows read the poisoned slot past their last
+//   M-CAUSAL (a row also sees position p + 1): the diagnoses "attn (prefill core, causal)" and
+//         "partials (split-K, causal)" (the decode rows read the poisoned slot past their last
 //         key) with the core checks they explain (the merge of those NaN partials fails on cpu
 //         only: see attention_mutants_caught);
-//   M-GQA (KV head q % nkv): the diagnoses "attn (prefill core), GQA map" and "partials
-//         (split-K), GQA map" with the core checks;
+//   M-GQA (KV head q % nkv): the diagnoses "attn (prefill core, GQA map)" and "partials
+//         (split-K, GQA map)" with the core checks;
 //   M-MERGE (split-K merge with w_k = l_k): "merge" fails, the partials it merges pass;
 //   M-BLOCK (logical block as physical): the cores' checks fail on the shuffled cache while the
 //         cache writes pass; neither named diagnosis matches (the merge of the NaN partials the
@@ -396,12 +396,12 @@ int attention_mutants_caught(Backend& b, const oracle::BoundModel& bm) {
   };
   int caught = 0;
   caught += attn_caught(b, "M-CAUSAL", run(Mutant::M_CAUSAL, sinks),
-                        {"attn (prefill core), causal", "attn (prefill core)",
-                         "partials (split-K), causal", "partials (split-K)"},
+                        {"attn (prefill core, causal)", "attn (prefill core)",
+                         "partials (split-K, causal)", "partials (split-K)"},
                         {"merge"});  // NaN partials on cpu, as for M-BLOCK below
   caught += attn_caught(b, "M-GQA", run(Mutant::M_GQA, sinks),
-                        {"attn (prefill core), GQA map", "attn (prefill core)",
-                         "partials (split-K), GQA map", "partials (split-K)"});
+                        {"attn (prefill core, GQA map)", "attn (prefill core)",
+                         "partials (split-K, GQA map)", "partials (split-K)"});
   caught += attn_caught(b, "M-MERGE", run(Mutant::M_MERGE, sinks), {"merge"});
   caught += attn_caught(b, "M-BLOCK", run(Mutant::M_BLOCK, sinks),
                         {"attn (prefill core)", "partials (split-K)"},
