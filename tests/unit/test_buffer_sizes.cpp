@@ -227,7 +227,9 @@ TEST(SizingMutants, ChangeTheCataloguedFieldsOnly) {
   EXPECT_EQ(with(Mutant::B10).params.logits_tokens, 17u);  // min(m, ...) still caps at m
   // Mutants of layouts, plans and kernels leave the sizing alone.
   for (Mutant m : {Mutant::B3, Mutant::B7, Mutant::B13, Mutant::B14, Mutant::M_TIE, Mutant::M_SKCOL,
-                   Mutant::M_GDNCARRY, Mutant::M_SSDSTATE, Mutant::M_GROUP, Mutant::M_SKORDER})
+                   Mutant::M_GDNCARRY, Mutant::M_SSDSTATE, Mutant::M_GROUP, Mutant::M_SKORDER,
+                   Mutant::M_CAUSAL, Mutant::M_GQA, Mutant::M_MERGE, Mutant::M_BLOCK,
+                   Mutant::M_MROPE, Mutant::M_SINK})
     EXPECT_EQ(with(m).total_bytes(), good.total_bytes()) << to_string(m);
 }
 
@@ -260,7 +262,10 @@ TEST(SizingMutants, NamesFollowTheCatalogue) {
   EXPECT_EQ(mutant_from_string("B12"), Mutant::B12);
   EXPECT_THROW(mutant_from_string("B99"), Error);
   EXPECT_EQ(mutant_from_string("M-GROUP"), Mutant::M_GROUP);
-  EXPECT_EQ(all_mutants().size(), 21u);
+  EXPECT_STREQ(to_string(Mutant::M_CAUSAL), "M-CAUSAL");
+  EXPECT_EQ(mutant_from_string("M-MROPE"), Mutant::M_MROPE);
+  EXPECT_EQ(mutant_from_string("M-SINK"), Mutant::M_SINK);
+  EXPECT_EQ(all_mutants().size(), 27u);
 }
 
 }  // namespace

@@ -38,6 +38,11 @@ TEST(CliCompareTable, MutantToOpMap) {
   EXPECT_EQ(compare_ops_accepting(Mutant::M_GDNCARRY), "gdn");
   EXPECT_EQ(compare_ops_accepting(Mutant::B15), "gdn");
   EXPECT_EQ(compare_ops_accepting(Mutant::M_SSDSTATE), "ssd");
+  // The attention mutants: the chains whose kernels they change.
+  for (Mutant m :
+       {Mutant::M_CAUSAL, Mutant::M_GQA, Mutant::M_BLOCK, Mutant::M_MROPE, Mutant::M_SINK})
+    EXPECT_EQ(compare_ops_accepting(m), "attn-prefill, attn-decode") << to_string(m);
+  EXPECT_EQ(compare_ops_accepting(Mutant::M_MERGE), "attn-decode");
   for (Mutant m : {Mutant::B1, Mutant::B4, Mutant::B9, Mutant::B12})
     EXPECT_EQ(compare_ops_accepting(m), "") << to_string(m);
 }

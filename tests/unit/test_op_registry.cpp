@@ -32,6 +32,14 @@ TEST(OpRegistry, EveryKernelMutantChangesExactlyItsOp) {
   EXPECT_EQ(methods_changed_by(Mutant::M_GDNCARRY), V{"gdn_chunk"});
   EXPECT_EQ(methods_changed_by(Mutant::M_SSDSTATE), V{"mamba2_chunk"});
   EXPECT_EQ(methods_changed_by(Mutant::M_SKORDER), V{"mhc_pre"});
+  // The attention mutants change the kernels whose code they alter (docs/spec/bug-catalogue.md).
+  EXPECT_EQ(methods_changed_by(Mutant::M_CAUSAL), (V{"attn_prefill", "attn_decode"}));
+  EXPECT_EQ(methods_changed_by(Mutant::M_GQA), (V{"attn_prefill", "attn_decode"}));
+  EXPECT_EQ(methods_changed_by(Mutant::M_MERGE), V{"splitk_merge"});
+  EXPECT_EQ(methods_changed_by(Mutant::M_BLOCK), (V{"attn_prefill", "attn_decode"}));
+  EXPECT_EQ(methods_changed_by(Mutant::M_MROPE),
+            (V{"attn_stage", "attn_cache_write", "attn_decode"}));
+  EXPECT_EQ(methods_changed_by(Mutant::M_SINK), (V{"attn_prefill", "attn_decode", "splitk_merge"}));
   EXPECT_TRUE(methods_changed_by(Mutant::B8).empty());
   EXPECT_TRUE(methods_changed_by(Mutant::none).empty());
 }
@@ -40,7 +48,9 @@ TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
   for (Mutant m : all_mutants()) {
     const bool kernel = m == Mutant::B13 || m == Mutant::B14 || m == Mutant::M_TIE ||
                         m == Mutant::M_SKCOL || m == Mutant::M_GDNCARRY ||
-                        m == Mutant::M_SSDSTATE || m == Mutant::M_GROUP || m == Mutant::M_SKORDER;
+                        m == Mutant::M_SSDSTATE || m == Mutant::M_GROUP || m == Mutant::M_SKORDER ||
+                        m == Mutant::M_CAUSAL || m == Mutant::M_GQA || m == Mutant::M_MERGE ||
+                        m == Mutant::M_BLOCK || m == Mutant::M_MROPE || m == Mutant::M_SINK;
     EXPECT_EQ(is_kernel_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(Backend::is_backend_mutant(m), kernel) << to_string(m);
     EXPECT_EQ(is_static_mutant(m), !kernel) << to_string(m);
@@ -51,7 +61,8 @@ TEST(OpRegistry, StaticMutantsAreExactlyTheNonKernelOnes) {
 
 TEST(OpRegistry, MutantErrorListsTheKernelMutantsInCatalogueOrder) {
   EXPECT_EQ(kernel_mutant_list(),
-            "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER");
+            "B13, B14, M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER, M-CAUSAL, "
+            "M-GQA, M-MERGE, M-BLOCK, M-MROPE, M-SINK");
   auto backend = make_cpu_backend();
   try {
     backend->set_kernel_mutant(Mutant::B8);
@@ -59,7 +70,8 @@ TEST(OpRegistry, MutantErrorListsTheKernelMutantsInCatalogueOrder) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
                  "mutant B8 is not a kernel mutant of this backend (kernel mutants: B13, B14, "
-                 "M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER)");
+                 "M-TIE, M-SKCOL, M-GDNCARRY, M-SSDSTATE, M-GROUP, M-SKORDER, M-CAUSAL, M-GQA, "
+                 "M-MERGE, M-BLOCK, M-MROPE, M-SINK)");
   }
 }
 

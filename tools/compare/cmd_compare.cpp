@@ -67,7 +67,11 @@ kernel mutants (--mutant): B14 (router, topk: FP32 paths store BF16-rounded logi
             hc_eps = 0), M-SKORDER (hc-pre: column before row inside the Sinkhorn loop;
             invisible when hc_eps = 0, seen with --streams zero --logit-range 60),
             M-GDNCARRY (gdn: the state pass carries the BF16 snapshot),
-            M-SSDSTATE (ssd: the scan drops the state between chunks); B15 (gdn, a SIZING
+            M-SSDSTATE (ssd: the scan drops the state between chunks); attention (attn-prefill,
+            attn-decode): M-CAUSAL (a row also sees position p + 1), M-GQA (KV head
+            q % nkv), M-MERGE (attn-decode: split-K merge without the max rescale),
+            M-BLOCK (the logical block read as the physical one), M-MROPE (MRoPE's h and w
+            streams exchanged), M-SINK (the sink added to the numerator too); B15 (gdn, a SIZING
             mutant: the real layout of corrected+B15, short of chunks when N > 1 and
             --tokens % 64 != 0): the catalogue's bugs, for demonstrating a catch; refused
             (exit 2) on an op they do not change

@@ -14,6 +14,7 @@
 
 #include "bufferlab/core/number_formats.h"
 #include "bufferlab/core/ops/attention.h"
+#include "bufferlab/core/sizing.h"
 #include "cpu_parallel.h"
 
 namespace bufferlab::cpu::attn {
@@ -52,10 +53,19 @@ inline uint64_t position_stream(const AttnGeometry& g, uint64_t i) {
 struct TokenPositions {
   uint32_t p[3] = {0, 0, 0};
 };
+// Kernel mutant M-MROPE (docs/spec/bug-catalogue.md) exchanges the h and w streams: the
+// frequencies of the h section turn with the w position and the other way round — the same as
+// swapping the two positions before the stage function, so the stage function itself (and its
+// inner loop) stays the real one.
 inline TokenPositions token_positions(const AttnGeometry& g, const uint32_t* positions,
-                                      uint64_t stride, uint64_t i) {
+                                      uint64_t stride, uint64_t i, Mutant mutant = Mutant::none) {
   TokenPositions t;
   for (uint64_t s = 0; s < g.pos_streams(); ++s) t.p[s] = positions[s * stride + i];
+  if (mutant == Mutant::M_MROPE && g.pos_streams() == 3) {
+    const uint32_t h = t.p[1];
+    t.p[1] = t.p[2];
+    t.p[2] = h;
+  }
   return t;
 }
 
@@ -195,12 +205,16 @@ void reduce_keys(const float* q, uint64_t hd, float scale, const KeySpan* spans,
   }
 }
 
-// The sink logit joins m and l at the end, with no value row (ops/attention.h).
-inline void add_sink(OnlineSoftmax& st, float sink, uint64_t hd) {
+// The sink logit joins m and l at the end, with no value row (ops/attention.h). Kernel mutant
+// M-SINK adds its term to every acc_d as well, as if the sink had a value row of ones.
+inline void add_sink(OnlineSoftmax& st, float sink, uint64_t hd, Mutant mutant = Mutant::none) {
   const float m2 = !st.started ? sink : (sink > st.m ? sink : st.m);
   const float alpha = st.started ? std::exp(st.m - m2) : 0.0f;
-  st.l = st.l * alpha + std::exp(sink - m2);
+  const float e = std::exp(sink - m2);
+  st.l = st.l * alpha + e;
   for (uint64_t d = 0; d < hd; ++d) st.acc[d] *= alpha;
+  if (mutant == Mutant::M_SINK)
+    for (uint64_t d = 0; d < hd; ++d) st.acc[d] += e;
   st.m = m2;
   st.started = true;
 }
@@ -230,6 +244,9 @@ void for_each_item(uint64_t items, uint64_t work_per_item, Body&& body) {
 // Key j of a paged sequence whose block-table row is `table` (max_blocks entries): the K and V
 // head rows of its slot, or false when its logical block lies past the table or its entry
 // outside [0, num_blocks) (never dereferenced: ops/attention.h "Paged cache").
+// LogicalBlocks is kernel mutant M-BLOCK: the logical block index used as the physical one
+// (still never past the cache) — a template parameter, so the real lookup is what it was.
+template <bool LogicalBlocks = false>
 struct PagedSequence {
   const int32_t* table = nullptr;
   const uint16_t* k_cache = nullptr;
@@ -241,7 +258,9 @@ struct PagedSequence {
     if (block >= max_blocks) return false;
     const int64_t entry = table[block];
     if (entry < 0 || static_cast<uint64_t>(entry) >= num_blocks) return false;
-    const uint64_t slot = static_cast<uint64_t>(entry) * block_size + j % block_size;
+    const uint64_t physical = LogicalBlocks ? block : static_cast<uint64_t>(entry);
+    if (LogicalBlocks && physical >= num_blocks) return false;
+    const uint64_t slot = physical * block_size + j % block_size;
     const uint64_t at = slot * kv_width + head_offset;
     k = k_cache + at;
     v = v_cache + at;

@@ -10,7 +10,8 @@
 
 namespace bufferlab::cpu {
 
-void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant /*mutant*/) {
+// `mutant` M-MROPE: the h and w position streams exchanged (attn::token_positions).
+void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant mutant) {
   const AttnStageOp::Bound b = op.bind(ws);
   const AttnStageOp::Shape& s = op.shape();
   const AttnGeometry& g = op.geom;
@@ -24,7 +25,8 @@ void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant /*mutant*/) {
       std::memcpy(y, x, hd * sizeof(uint16_t));
       return;
     }
-    attn::stage_head(g, x, attn::token_positions(g, b.positions, op.meta_refs.pos_stride, i),
+    attn::stage_head(g, x,
+                     attn::token_positions(g, b.positions, op.meta_refs.pos_stride, i, mutant),
                      b.rope, b.norm, y);
   });
   // Phantom rows t..rows−1 (FP8 path): zero, so a GEMM reading them sees finite values.
@@ -32,7 +34,7 @@ void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant /*mutant*/) {
     std::memset(b.dst + s.tokens * s.width, 0, (s.rows - s.tokens) * s.width * sizeof(uint16_t));
 }
 
-void attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op, Mutant /*mutant*/) {
+void attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op, Mutant mutant) {
   const AttnCacheWriteOp::Bound b = op.bind(ws);
   const AttnCacheWriteOp::Shape& s = op.shape();
   const AttnGeometry& g = op.geom;
@@ -49,7 +51,8 @@ void attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op, Mutant /*
     const uint16_t* k = b.k_src + i * b.src_stride + k_col + h * hd;
     const uint16_t* v = b.v_src + i * b.src_stride + v_col + h * hd;
     if (qkv)
-      attn::stage_head(g, k, attn::token_positions(g, b.positions, op.meta_refs.pos_stride, i),
+      attn::stage_head(g, k,
+                       attn::token_positions(g, b.positions, op.meta_refs.pos_stride, i, mutant),
                        b.rope, b.k_norm, b.k_cache + at);
     else
       std::memcpy(b.k_cache + at, k, hd * sizeof(uint16_t));

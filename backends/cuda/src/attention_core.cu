@@ -24,6 +24,10 @@
 // stage function into the row's own output (one split) or split slots (split-K), then
 // attn_decode_kernel reads it back into shared memory and overwrites it with the result (see
 // attn_decode_query_kernel for why the staging is not inside the core kernel).
+//
+// The attention kernel mutants of the cores (docs/spec/bug-catalogue.md) are a template
+// parameter of the kernels (CoreMutant), so the real instantiation's code and registers are
+// what they were.
 #include <algorithm>
 #include <cstdint>
 
@@ -47,6 +51,12 @@ unsigned blocks_for(uint64_t items) {
 
 __device__ float neg_inf() { return __uint_as_float(0xff800000u); }
 
+// The cores' kernel mutants: kCausal M-CAUSAL (the row also sees key p + 1: prefill when its
+// stream holds it, decode when the block table maps it), kGqa M-GQA (KV head q % nkv), kBlock
+// M-BLOCK (the logical block index used as the physical one), kSink M-SINK (the sink term
+// added to every accumulator as well as to l; one split).
+enum CoreMutant : int { kReal, kCausal, kGqa, kBlock, kSink };
+
 // Where the keys of one (row, KV head) live: positions below `ctx` in the paged cache
 // (block-table row `table`), positions from `ctx` on in the scratch rows from `k_scr` / `v_scr`
 // (the row of position ctx, the head's column applied), `kv_width` elements apart.
@@ -60,7 +70,9 @@ struct KeyLookup {
 };
 
 // The K and V rows of key j; false (nothing dereferenced but the block-table entry) when the
-// key is not in the cache.
+// key is not in the cache. Logical: kernel mutant M-BLOCK (the logical block as the physical
+// one, still never past the cache).
+template <bool Logical>
 __device__ __forceinline__ bool key_rows(const KeyLookup& s, int64_t j, const uint16_t*& k,
                                          const uint16_t*& v) {
   if (j >= s.ctx) {
@@ -73,7 +85,9 @@ __device__ __forceinline__ bool key_rows(const KeyLookup& s, int64_t j, const ui
   if (logical >= s.cache.max_blocks) return false;
   const int32_t physical = s.table[logical];
   if (physical < 0 || static_cast<uint64_t>(physical) >= s.cache.num_blocks) return false;
-  const uint64_t slot = static_cast<uint64_t>(physical) * bs + static_cast<uint64_t>(j) % bs;
+  const uint64_t block = Logical ? logical : static_cast<uint64_t>(physical);
+  if (Logical && block >= s.cache.num_blocks) return false;
+  const uint64_t slot = block * bs + static_cast<uint64_t>(j) % bs;
   const uint64_t off = slot * s.kv_width + s.head_col;
   k = s.cache.k + off;
   v = s.cache.v + off;
@@ -124,7 +138,8 @@ struct TileShared {
 };
 
 // Reduces keys [lo, hi] (0 ≤ lo ≤ hi) into `st` tile by tile; every thread of the block calls
-// it with the same range (three barriers per tile).
+// it with the same range (three barriers per tile). Logical: M-BLOCK (key_rows).
+template <bool Logical>
 __device__ __forceinline__ void reduce_keys(const float* q, const KeyLookup& look, int64_t lo,
                                             int64_t hi, uint64_t hd, float scale,
                                             const TileShared& sh, Online& st) {
@@ -134,7 +149,7 @@ __device__ __forceinline__ void reduce_keys(const float* q, const KeyLookup& loo
     const uint16_t* vrow = nullptr;
     if (j >= lo && j <= hi) {
       const uint16_t* krow = nullptr;
-      if (key_rows(look, j, krow, vrow)) {
+      if (key_rows<Logical>(look, j, krow, vrow)) {
         sh.score[tid] = __fmul_rn(key_dot(q, krow, hd), scale);
       } else {
         vrow = nullptr;
@@ -180,12 +195,18 @@ __device__ __forceinline__ void reduce_keys(const float* q, const KeyLookup& loo
 }
 
 // The sink joins at the end: m'' = max(m, sink), α = expf(m − m''), l = l·α + expf(sink − m'').
+// InNumerator: kernel mutant M-SINK (the sink term added to every accumulator too).
+template <bool InNumerator>
 __device__ __forceinline__ void add_sink(Online& st, float sink) {
   const float m2 = st.empty || st.m < sink ? sink : st.m;
   const float alpha = st.empty ? 0.0f : expf(__fsub_rn(st.m, m2));
-  st.l = __fadd_rn(__fmul_rn(st.l, alpha), expf(__fsub_rn(sink, m2)));
+  const float e = expf(__fsub_rn(sink, m2));
+  st.l = __fadd_rn(__fmul_rn(st.l, alpha), e);
 #pragma unroll
-  for (int c = 0; c < kPer; ++c) st.acc[c] = __fmul_rn(st.acc[c], alpha);
+  for (int c = 0; c < kPer; ++c) {
+    st.acc[c] = __fmul_rn(st.acc[c], alpha);
+    if constexpr (InNumerator) st.acc[c] = __fadd_rn(st.acc[c], e);
+  }
   st.m = m2;
 }
 
@@ -199,6 +220,7 @@ __device__ __forceinline__ void store_output(const Online& st, uint16_t* out, ui
   }
 }
 
+template <int M>
 __global__ void __launch_bounds__(kTile) attn_prefill_kernel(AttnPrefillLaunch a) {
   BL_SHARED(float[kMaxHd], q_sh);
   BL_SHARED(float[kTile], score_sh);
@@ -208,7 +230,8 @@ __global__ void __launch_bounds__(kTile) attn_prefill_kernel(AttnPrefillLaunch a
   const int tid = static_cast<int>(threadIdx.x);
   const uint64_t hd = a.hd, qw = a.nq * hd, kvw = a.nkv * hd, group = a.nq / a.nkv;
   for (uint64_t item = blockIdx.x; item < a.rows * a.nq; item += gridDim.x) {
-    const uint64_t row = item / a.nq, head = item % a.nq, kvh = head / group;
+    const uint64_t row = item / a.nq, head = item % a.nq;
+    const uint64_t kvh = M == kGqa ? head % a.nkv : head / group;
     const uint64_t stream = row / a.L, i = row % a.L;
     const int64_t ctx = a.ctx_lens[stream], p = ctx + static_cast<int64_t>(i);
     const int64_t W = static_cast<int64_t>(a.window);
@@ -226,8 +249,9 @@ __global__ void __launch_bounds__(kTile) attn_prefill_kernel(AttnPrefillLaunch a
     look.head_col = kvh * hd;
     Online st;
     online_init(st);
-    if (p >= lo) reduce_keys(q_sh, look, lo, p, hd, a.scale, sh, st);
-    if (a.sinks != nullptr) add_sink(st, a.sinks[head]);
+    const int64_t hi = M == kCausal && i + 1 < a.L ? p + 1 : p;  // M-CAUSAL: within the stream
+    if (p >= lo) reduce_keys<M == kBlock>(q_sh, look, lo, hi, hd, a.scale, sh, st);
+    if (a.sinks != nullptr) add_sink<M == kSink>(st, a.sinks[head]);
     store_output(st, a.out + row * qw + head * hd, hd);
     __syncthreads();  // the next item overwrites q_sh
   }
@@ -255,6 +279,8 @@ struct StageToQuery {
 // kernel reads it back and then overwrites it. A kernel of its own: inside the core kernel,
 // ptxas keeps sincosf's argument-reduction array in local memory (32 bytes of stack, which the
 // build refuses); in a kernel this small it stays in registers.
+// SwapHW: kernel mutant M-MROPE (attn_device::stage_head).
+template <bool SwapHW>
 __global__ void __launch_bounds__(kTile) attn_decode_query_kernel(AttnDecodeLaunch a) {
   constexpr uint64_t kWarps = kTile / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -265,10 +291,11 @@ __global__ void __launch_bounds__(kTile) attn_decode_query_kernel(AttnDecodeLaun
     const uint16_t* x = a.qkv + row * a.qkv_dim + head * hd;
     const StageToQuery dst{S > 1 ? nullptr : a.out + row * qw + head * hd,
                            S > 1 ? a.partials + item * S * (hd + 2) : nullptr, hd + 2, S};
-    stage_head(x, row, a.stage, lane, dst);
+    stage_head<SwapHW>(x, row, a.stage, lane, dst);
   }
 }
 
+template <int M>
 __global__ void __launch_bounds__(kTile) attn_decode_kernel(AttnDecodeLaunch a) {
   BL_SHARED(float[kMaxHd], q_sh);
   BL_SHARED(float[kTile], score_sh);
@@ -280,7 +307,7 @@ __global__ void __launch_bounds__(kTile) attn_decode_kernel(AttnDecodeLaunch a) 
   const uint64_t S = a.splits, hd2 = hd + 2;
   for (uint64_t item = blockIdx.x; item < a.rows * a.nq * S; item += gridDim.x) {
     const uint64_t row = item / (a.nq * S), head = (item / S) % a.nq, split = item % S;
-    const uint64_t kvh = head / group;
+    const uint64_t kvh = M == kGqa ? head % a.nkv : head / group;
     float* part = S > 1 ? a.partials + ((row * a.nq + head) * S + split) * hd2 : nullptr;
     if (row >= a.live) {  // padding: reads nothing, writes zeros (m = −inf, l = 0)
       if (part != nullptr) {
@@ -307,24 +334,30 @@ __global__ void __launch_bounds__(kTile) attn_decode_kernel(AttnDecodeLaunch a) 
     KeyLookup look;
     look.cache = a.cache;
     look.table = a.cache.block_table + row * a.cache.max_blocks;
-    look.ctx = p + 1;  // every key from the cache
+    look.ctx = M == kCausal ? p + 2 : p + 1;  // every key from the cache
     look.kv_width = kvw;
     look.head_col = kvh * hd;
+    int64_t hi = p;
+    if constexpr (M == kCausal) {  // M-CAUSAL: key p + 1 too, when the block table maps it
+      const uint16_t* kr = nullptr;
+      const uint16_t* vr = nullptr;
+      if (p >= 0 && key_rows<false>(look, p + 1, kr, vr)) hi = p + 1;
+    }
     Online st;
     online_init(st);
     if (p >= lo) {
       // Blocks b0..b1 cut into S contiguous parts of cdiv(b1 − b0 + 1, S) blocks.
       const int64_t bs = static_cast<int64_t>(a.cache.block_size);
-      const int64_t b0 = lo / bs, b1 = p / bs, nS = static_cast<int64_t>(S);
+      const int64_t b0 = lo / bs, b1 = hi / bs, nS = static_cast<int64_t>(S);
       const int64_t per = (b1 - b0 + 1 + nS - 1) / nS, k = static_cast<int64_t>(split);
       const int64_t first = b0 + k * per, end = std::min(b0 + (k + 1) * per, b1 + 1);
       if (first < end) {
-        const int64_t klo = std::max(lo, first * bs), khi = std::min(p, end * bs - 1);
-        reduce_keys(q_sh, look, klo, khi, hd, a.scale, sh, st);
+        const int64_t klo = std::max(lo, first * bs), khi = std::min(hi, end * bs - 1);
+        reduce_keys<M == kBlock>(q_sh, look, klo, khi, hd, a.scale, sh, st);
       }
     }
     if (part == nullptr) {
-      if (a.sinks != nullptr) add_sink(st, a.sinks[head]);
+      if (a.sinks != nullptr) add_sink<M == kSink>(st, a.sinks[head]);
       store_output(st, a.out + row * qw + head * hd, hd);
     } else {
 #pragma unroll
@@ -343,23 +376,35 @@ __global__ void __launch_bounds__(kTile) attn_decode_kernel(AttnDecodeLaunch a) 
 
 }  // namespace
 
-void launch_attn_prefill(const AttnPrefillLaunch& a, cudaStream_t stream) {
+void launch_attn_prefill(const AttnPrefillLaunch& a, cudaStream_t stream, Mutant mutant) {
   const uint64_t items = a.rows * a.nq;
   if (items == 0 || a.hd == 0 || a.L == 0) return;
-  BL_LAUNCH(attn_prefill_kernel, blocks_for(items), kTile, 0, stream, a);
+  const auto kernel = mutant == Mutant::M_CAUSAL  ? attn_prefill_kernel<kCausal>
+                      : mutant == Mutant::M_GQA   ? attn_prefill_kernel<kGqa>
+                      : mutant == Mutant::M_BLOCK ? attn_prefill_kernel<kBlock>
+                      : mutant == Mutant::M_SINK  ? attn_prefill_kernel<kSink>
+                                                  : attn_prefill_kernel<kReal>;
+  BL_LAUNCH_NAMED("attn_prefill_kernel", kernel, blocks_for(items), kTile, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_attn_decode(const AttnDecodeLaunch& a, cudaStream_t stream) {
+void launch_attn_decode(const AttnDecodeLaunch& a, cudaStream_t stream, Mutant mutant) {
   const uint64_t items = a.rows * a.nq * a.splits;
   if (items == 0 || a.hd == 0) return;
   const uint64_t queries = a.live * a.nq, per_block = kTile / kWarpSize;
   if (queries > 0) {
-    BL_LAUNCH(attn_decode_query_kernel, blocks_for((queries + per_block - 1) / per_block), kTile, 0,
-              stream, a);
+    const auto query = mutant == Mutant::M_MROPE ? attn_decode_query_kernel<true>
+                                                 : attn_decode_query_kernel<false>;
+    BL_LAUNCH_NAMED("attn_decode_query_kernel", query,
+                    blocks_for((queries + per_block - 1) / per_block), kTile, 0, stream, a);
     BUFFERLAB_CUDA_CHECK(cudaGetLastError());
   }
-  BL_LAUNCH(attn_decode_kernel, blocks_for(items), kTile, 0, stream, a);
+  const auto kernel = mutant == Mutant::M_CAUSAL  ? attn_decode_kernel<kCausal>
+                      : mutant == Mutant::M_GQA   ? attn_decode_kernel<kGqa>
+                      : mutant == Mutant::M_BLOCK ? attn_decode_kernel<kBlock>
+                      : mutant == Mutant::M_SINK  ? attn_decode_kernel<kSink>
+                                                  : attn_decode_kernel<kReal>;
+  BL_LAUNCH_NAMED("attn_decode_kernel", kernel, blocks_for(items), kTile, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,10 +4,13 @@
 //   attention_core.cu   the prefill and decode / verify cores (one split or split-K partials)
 //   attention_merge.cu  the split-K merge and the sigmoid output gate
 // Arguments are device pointers already bound (bounds-checked) by the op descriptors and
-// extents from op.shape(); the host entry points (attention_ops.cpp) refuse what the kernels
-// cannot address. Every launcher checks its launch and enqueues on `stream`. FP32 math,
-// accurate expf / cosf / sinf, IEEE sqrt and division, every reduction in a fixed order: a
-// row's bits depend on its own position and data only (docs/spec/attention.md §4).
+// extents from op.shape(); `mutant` selects a kernel mutant's instantiation (the attention
+// mutants of docs/spec/bug-catalogue.md; template parameters, so the real kernels' code and
+// registers are what they were), Mutant::none the real one; the host entry points
+// (attention_ops.cpp) refuse what the kernels cannot address. Every launcher checks its launch and
+// enqueues on `stream`. FP32 math, accurate expf / cosf / sinf, IEEE sqrt and division, every
+// reduction in a fixed order: a row's bits depend on its own position and data only
+// (docs/spec/attention.md §4).
 #pragma once
 
 #include "cuda_platform.h"
@@ -15,6 +18,7 @@
 #include <cstdint>
 
 #include "bufferlab/core/ops/attention.h"
+#include "bufferlab/core/sizing.h"
 
 namespace bufferlab::BUFFERLAB_CUDA_NS {
 
@@ -42,7 +46,8 @@ struct AttnStageLaunch {
   bool staged = false;
   AttnStageArgs stage;
 };
-void launch_attn_stage(const AttnStageLaunch& a, cudaStream_t stream);
+void launch_attn_stage(const AttnStageLaunch& a, cudaStream_t stream,
+                       Mutant mutant = Mutant::none);  // M-MROPE
 
 // One warp per (row, KV head): slot = slots[row]; a slot outside [0, cache_slots) skips the
 // row. K from k_src (+ k_col0) through S when `staged` (qkv source), else copied; V copied.
@@ -57,7 +62,8 @@ struct AttnCacheWriteLaunch {
   bool staged = false;
   AttnStageArgs stage;
 };
-void launch_attn_cache_write(const AttnCacheWriteLaunch& a, cudaStream_t stream);
+void launch_attn_cache_write(const AttnCacheWriteLaunch& a, cudaStream_t stream,
+                             Mutant mutant = Mutant::none);  // M-MROPE
 
 // ---- the cores (attention_core.cu) ----
 
@@ -84,7 +90,9 @@ struct AttnPrefillLaunch {
   uint64_t rows = 0, L = 0, nq = 0, nkv = 0, hd = 0, window = 0;
   float scale = 0.0f;  // fp32(1/sqrt(hd))
 };
-void launch_attn_prefill(const AttnPrefillLaunch& a, cudaStream_t stream);
+// `mutant`: M-CAUSAL, M-GQA, M-BLOCK, M-SINK.
+void launch_attn_prefill(const AttnPrefillLaunch& a, cudaStream_t stream,
+                         Mutant mutant = Mutant::none);
 
 // Two kernels: first S of each live row's Q head into the row's own output (one split) or split
 // slots (split-K), then one 64-thread block per (row, head, split) reads it back and reduces
@@ -100,7 +108,9 @@ struct AttnDecodeLaunch {
   float scale = 0.0f;
   AttnStageArgs stage;  // the query's stage function (q_norm)
 };
-void launch_attn_decode(const AttnDecodeLaunch& a, cudaStream_t stream);
+// `mutant`: M-CAUSAL, M-GQA, M-BLOCK, M-MROPE, M-SINK.
+void launch_attn_decode(const AttnDecodeLaunch& a, cudaStream_t stream,
+                        Mutant mutant = Mutant::none);
 
 // ---- merge and gate (attention_merge.cu) ----
 
@@ -111,7 +121,9 @@ struct SplitKMergeLaunch {
   uint16_t* out = nullptr;          // bf16 [rows, nq·hd]
   uint64_t rows = 0, live = 0, nq = 0, hd = 0, splits = 0;
 };
-void launch_splitk_merge(const SplitKMergeLaunch& a, cudaStream_t stream);
+// `mutant`: M-MERGE, M-SINK.
+void launch_splitk_merge(const SplitKMergeLaunch& a, cudaStream_t stream,
+                         Mutant mutant = Mutant::none);
 
 // One thread per element: attn = bf16(attn · (1 / (1 + expf(−gate)))), in place.
 struct AttnGateLaunch {
@@ -252,8 +264,8 @@ struct StageToBf16 {
 // forms the qk_norm factor (the pinned sequential sum) and shuffles it out; the lanes then take
 // the units — rotary pairs i < rd/2, then the pass-through dimensions — in strides of 32.
 // Every output is one BF16 rounding of its own FP32 expression: no value depends on the lane
-// that computes it.
-template <class Dst>
+// that computes it. SwapHW is kernel mutant M-MROPE: the h and w position streams exchanged.
+template <bool SwapHW = false, class Dst>
 __device__ inline void stage_head(const uint16_t* x, uint64_t token, const AttnStageArgs& a,
                                   int lane, const Dst& dst) {
   float inv = 1.0f;
@@ -272,7 +284,9 @@ __device__ inline void stage_head(const uint16_t* x, uint64_t token, const AttnS
     const uint32_t d0 = a.interleaved ? 2 * u : u;
     const uint32_t d1 = a.interleaved ? 2 * u + 1 : u + half;
     const float x0 = stage_normed(x, d0, inv, a), x1 = stage_normed(x, d1, inv, a);
-    const uint32_t pos = a.positions[rope_stream(u, a) * a.pos_stride + token];
+    uint32_t stream = rope_stream(u, a);
+    if constexpr (SwapHW) stream = stream == 1 ? 2 : stream == 2 ? 1 : stream;
+    const uint32_t pos = a.positions[stream * a.pos_stride + token];
     const float theta = __fmul_rn(static_cast<float>(pos), a.rope[u]);
     float sin_t = 0.0f, cos_t = 0.0f;
     rope_sincos(theta, sin_t, cos_t);

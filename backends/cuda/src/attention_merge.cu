@@ -27,6 +27,9 @@ unsigned blocks_for(uint64_t items) {
       std::max<uint64_t>(1, std::min(kMaxBlocks, (items + kThreads - 1) / kThreads)));
 }
 
+// Kernel mutants as template parameters: NoRescale (M-MERGE: w_k = l_k), SinkInNumerator
+// (M-SINK: the sink term added to the numerator as well as to l).
+template <bool NoRescale, bool SinkInNumerator>
 __global__ void __launch_bounds__(kThreads) splitk_merge_kernel(SplitKMergeLaunch a) {
   const uint64_t hd = a.hd, hd2 = hd + 2, S = a.splits, n = a.rows * a.nq * hd;
   for (uint64_t item = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; item < n;
@@ -53,11 +56,15 @@ __global__ void __launch_bounds__(kThreads) splitk_merge_kernel(SplitKMergeLaunc
       const float* pk = parts + k * hd2;
       const float lk = pk[hd + 1];
       if (!(lk > 0.0f)) continue;
-      const float w = __fmul_rn(lk, expf(__fsub_rn(pk[hd], m)));
+      const float w = NoRescale ? lk : __fmul_rn(lk, expf(__fsub_rn(pk[hd], m)));
       l = __fadd_rn(l, w);
       num = fmaf(w, pk[d], num);
     }
-    if (sink) l = __fadd_rn(l, expf(__fsub_rn(sink_logit, m)));
+    if (sink) {
+      const float e = expf(__fsub_rn(sink_logit, m));
+      l = __fadd_rn(l, e);
+      if constexpr (SinkInNumerator) num = __fadd_rn(num, e);
+    }
     a.out[item] = f32_to_bf16_bits(num / l);
   }
 }
@@ -75,10 +82,13 @@ __global__ void __launch_bounds__(kThreads) attn_gate_kernel(AttnGateLaunch a) {
 
 }  // namespace
 
-void launch_splitk_merge(const SplitKMergeLaunch& a, cudaStream_t stream) {
+void launch_splitk_merge(const SplitKMergeLaunch& a, cudaStream_t stream, Mutant mutant) {
   const uint64_t items = a.rows * a.nq * a.hd;
   if (items == 0 || a.splits == 0) return;
-  BL_LAUNCH(splitk_merge_kernel, blocks_for(items), kThreads, 0, stream, a);
+  const auto kernel = mutant == Mutant::M_MERGE  ? splitk_merge_kernel<true, false>
+                      : mutant == Mutant::M_SINK ? splitk_merge_kernel<false, true>
+                                                 : splitk_merge_kernel<false, false>;
+  BL_LAUNCH_NAMED("splitk_merge_kernel", kernel, blocks_for(items), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 

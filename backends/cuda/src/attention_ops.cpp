@@ -5,7 +5,8 @@
 //   staging, cache write   attention_stage.cu
 //   prefill, decode        attention_core.cu
 //   merge, gate            attention_merge.cu
-// The kernel mutants of attention are not wired yet: `mutant` is accepted and ignored.
+// `mutant` (the attention kernel mutants of docs/spec/bug-catalogue.md) picks the launchers'
+// mutant instantiations; the gate has none.
 #include <cmath>
 #include <string>
 
@@ -66,7 +67,7 @@ AttnCacheView cache_view(const Op& op, const KvCacheGeometry& c, const uint16_t*
 
 }  // namespace
 
-void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant /*mutant*/) {
+void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant mutant) {
   const auto& d = op.shape();
   const AttnStageOp::Bound b = op.bind(ws);
   if (d.width != mul(d.heads, op.geom.hd))
@@ -82,10 +83,10 @@ void attn_stage(const Workspace& ws, const AttnStageOp& op, Mutant /*mutant*/) {
   a.col0 = d.col0;
   a.staged = op.staged();
   a.stage = stage_args(op.geom, b.rope, b.norm, b.positions, op.meta_refs.pos_stride);
-  launch_attn_stage(a, nullptr);
+  launch_attn_stage(a, nullptr, mutant);
 }
 
-void attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op, Mutant /*mutant*/) {
+void attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op, Mutant mutant) {
   const auto& d = op.shape();
   const AttnCacheWriteOp::Bound b = op.bind(ws);
   const AttnGeometry& g = op.geom;
@@ -108,10 +109,10 @@ void attn_cache_write(const Workspace& ws, const AttnCacheWriteOp& op, Mutant /*
   a.cache_slots = d.cache.slots();
   a.staged = qkv;
   a.stage = stage_args(g, b.rope, b.k_norm, b.positions, op.meta_refs.pos_stride);
-  launch_attn_cache_write(a, nullptr);
+  launch_attn_cache_write(a, nullptr, mutant);
 }
 
-void attn_prefill(const Workspace& ws, const AttnPrefillOp& op, Mutant /*mutant*/) {
+void attn_prefill(const Workspace& ws, const AttnPrefillOp& op, Mutant mutant) {
   const auto& d = op.shape();
   const AttnPrefillOp::Bound b = op.bind(ws);
   AttnPrefillLaunch a;
@@ -129,10 +130,10 @@ void attn_prefill(const Workspace& ws, const AttnPrefillOp& op, Mutant /*mutant*
   a.hd = d.hd;
   a.window = d.sliding ? d.window : 0;
   a.scale = score_scale(d.hd);
-  launch_attn_prefill(a, nullptr);
+  launch_attn_prefill(a, nullptr, mutant);
 }
 
-void attn_decode(const Workspace& ws, const AttnDecodeOp& op, Mutant /*mutant*/) {
+void attn_decode(const Workspace& ws, const AttnDecodeOp& op, Mutant mutant) {
   const auto& d = op.shape();
   const AttnDecodeOp::Bound b = op.bind(ws);
   require_cols(op, 0, op.geom.q_width(), d.qkv_dim, "Q");
@@ -154,10 +155,10 @@ void attn_decode(const Workspace& ws, const AttnDecodeOp& op, Mutant /*mutant*/)
   a.splits = d.splits;
   a.scale = score_scale(d.hd);
   a.stage = stage_args(op.geom, b.rope, b.q_norm, b.positions, op.meta_refs.pos_stride);
-  launch_attn_decode(a, nullptr);
+  launch_attn_decode(a, nullptr, mutant);
 }
 
-void splitk_merge(const Workspace& ws, const SplitKMergeOp& op, Mutant /*mutant*/) {
+void splitk_merge(const Workspace& ws, const SplitKMergeOp& op, Mutant mutant) {
   const auto& d = op.shape();
   const SplitKMergeOp::Bound b = op.bind(ws);
   SplitKMergeLaunch a;
@@ -169,7 +170,7 @@ void splitk_merge(const Workspace& ws, const SplitKMergeOp& op, Mutant /*mutant*
   a.nq = d.nq;
   a.hd = d.hd;
   a.splits = d.splits;
-  launch_splitk_merge(a, nullptr);
+  launch_splitk_merge(a, nullptr, mutant);
 }
 
 void attn_gate(const Workspace& ws, const AttnGateOp& op, Mutant /*mutant*/) {

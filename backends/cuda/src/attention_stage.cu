@@ -27,6 +27,8 @@ unsigned blocks_for(uint64_t items, uint64_t per_block) {
       std::max<uint64_t>(1, std::min(kMaxBlocks, (items + per_block - 1) / per_block)));
 }
 
+// SwapHW: kernel mutant M-MROPE (attn_device::stage_head).
+template <bool SwapHW>
 __global__ void __launch_bounds__(kThreads) attn_stage_kernel(AttnStageLaunch a) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const uint64_t hd = a.stage.hd, width = a.heads * hd, n = a.rows * a.heads;
@@ -40,13 +42,14 @@ __global__ void __launch_bounds__(kThreads) attn_stage_kernel(AttnStageLaunch a)
     }
     const uint16_t* x = a.src + row * a.src_stride + a.col0 + head * hd;
     if (a.staged) {
-      stage_head(x, row, a.stage, lane, StageToBf16{dst});
+      stage_head<SwapHW>(x, row, a.stage, lane, StageToBf16{dst});
     } else {
       for (uint64_t d = lane; d < hd; d += kWarpSize) dst[d] = x[d];
     }
   }
 }
 
+template <bool SwapHW>
 __global__ void __launch_bounds__(kThreads) attn_cache_write_kernel(AttnCacheWriteLaunch a) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const uint64_t hd = a.stage.hd, n = a.rows * a.nkv;
@@ -60,7 +63,7 @@ __global__ void __launch_bounds__(kThreads) attn_cache_write_kernel(AttnCacheWri
     const uint16_t* k = a.k_src + row * a.src_stride + a.k_col0 + head * hd;
     const uint16_t* v = a.v_src + row * a.src_stride + a.v_col0 + head * hd;
     if (a.staged) {
-      stage_head(k, row, a.stage, lane, StageToBf16{a.k_cache + at});
+      stage_head<SwapHW>(k, row, a.stage, lane, StageToBf16{a.k_cache + at});
     } else {
       for (uint64_t d = lane; d < hd; d += kWarpSize) a.k_cache[at + d] = k[d];
     }
@@ -70,17 +73,22 @@ __global__ void __launch_bounds__(kThreads) attn_cache_write_kernel(AttnCacheWri
 
 }  // namespace
 
-void launch_attn_stage(const AttnStageLaunch& a, cudaStream_t stream) {
+void launch_attn_stage(const AttnStageLaunch& a, cudaStream_t stream, Mutant mutant) {
   const uint64_t items = a.rows * a.heads;
   if (items == 0 || a.stage.hd == 0) return;
-  BL_LAUNCH(attn_stage_kernel, blocks_for(items, kWarps), kThreads, 0, stream, a);
+  const auto kernel =
+      mutant == Mutant::M_MROPE ? attn_stage_kernel<true> : attn_stage_kernel<false>;
+  BL_LAUNCH_NAMED("attn_stage_kernel", kernel, blocks_for(items, kWarps), kThreads, 0, stream, a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_attn_cache_write(const AttnCacheWriteLaunch& a, cudaStream_t stream) {
+void launch_attn_cache_write(const AttnCacheWriteLaunch& a, cudaStream_t stream, Mutant mutant) {
   const uint64_t items = a.rows * a.nkv;
   if (items == 0 || a.stage.hd == 0) return;
-  BL_LAUNCH(attn_cache_write_kernel, blocks_for(items, kWarps), kThreads, 0, stream, a);
+  const auto kernel =
+      mutant == Mutant::M_MROPE ? attn_cache_write_kernel<true> : attn_cache_write_kernel<false>;
+  BL_LAUNCH_NAMED("attn_cache_write_kernel", kernel, blocks_for(items, kWarps), kThreads, 0, stream,
+                  a);
   BUFFERLAB_CUDA_CHECK(cudaGetLastError());
 }
 

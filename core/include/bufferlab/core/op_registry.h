@@ -29,47 +29,49 @@ namespace bufferlab {
 //   mutants  the kernel mutants of docs/spec/bug-catalogue.md that change this op's kernels
 //            (Backend::set_kernel_mutant); none for most ops.
 // Order = the OpDescriptor alternatives' order (the first is the default-constructed one).
-#define BUFFERLAB_OPS(X)                                                                \
-  X(kernel, FusedAddRmsNormOp, fused_add_rmsnorm, void, fused_add_rmsnorm)              \
-  X(kernel, MoeRouterOp, moe_router, void, moe, Mutant::B14)                            \
-  X(kernel, MoeTopKOp, moe_topk, TopKDiagnostics, moe, Mutant::M_TIE, Mutant::M_GROUP)  \
-  X(kernel, MoeGatherOp, moe_gather, void, moe)                                         \
-  X(kernel, MoeExpertGemmOp, moe_expert_gemm, void, moe)                                \
-  X(kernel, SwigluOp, swiglu, void, ffn)                                                \
-  X(kernel, MoeCombineOp, moe_combine, void, moe)                                       \
-  X(kernel, GemmOp, gemm, void, projection) /* BF16 kinds only: Error for the others */ \
-  X(kernel, LmHeadOp, lm_head, void, embedding)                                         \
-  X(kernel, MhcExpandOp, mhc_expand, void, mhc)                                         \
-  X(kernel, MhcPreOp, mhc_pre, MhcDiagnostics, mhc, Mutant::M_SKCOL, Mutant::M_SKORDER) \
-  X(kernel, MhcLowRankSplitOp, mhc_lowrank_split, MhcDiagnostics, mhc)                  \
-  X(kernel, MhcLowRankSlabOp, mhc_lowrank_slab, MhcDiagnostics, mhc)                    \
-  X(kernel, MhcPostOp, mhc_post, void, mhc, Mutant::B13)                                \
-  X(kernel, MhcHeadOp, mhc_head, MhcDiagnostics, mhc)                                   \
-  X(kernel, GdnConvOp, gdn_conv, void, gdn)                                             \
-  X(kernel, GdnGatesOp, gdn_gates, void, gdn)                                           \
-  X(kernel, GdnChunkOp, gdn_chunk, void, gdn, Mutant::M_GDNCARRY)                       \
-  X(kernel, GdnRecurrentOp, gdn_recurrent, void, gdn)                                   \
-  X(kernel, GdnGatedNormOp, gdn_gated_norm, void, gdn)                                  \
-  X(kernel, Mamba2ConvOp, mamba2_conv, void, mamba2)                                    \
-  X(kernel, Mamba2ChunkOp, mamba2_chunk, void, mamba2, Mutant::M_SSDSTATE)              \
-  X(kernel, Mamba2RecurrentOp, mamba2_recurrent, void, mamba2)                          \
-  X(kernel, Mamba2GatedNormOp, mamba2_gated_norm, void, mamba2)                         \
-  X(planned, GdnDeinterleaveOp, gdn_deinterleave, void, gdn)                            \
-  X(planned, FfnActQuantOp, ffn_act_quant, void, ffn)                                   \
-  X(planned, Fp8QuantOp, fp8_quant, void, projection)                                   \
-  X(planned, Q8QuantOp, q8_quant, void, projection)                                     \
-  X(planned, Q2DequantOp, q2_dequant, void, projection)                                 \
-  X(planned, LoraOp, lora, void, projection)                                            \
-  X(planned, EmbeddingOp, embedding, void, embedding)                                   \
-  X(planned, UploadOp, upload_regions, void, embedding)                                 \
-  X(kernel, AttnStageOp, attn_stage, void, attention)                                   \
-  X(kernel, AttnCacheWriteOp, attn_cache_write, void, attention)                        \
-  X(kernel, AttnPrefillOp, attn_prefill, void, attention)                               \
-  X(kernel, AttnDecodeOp, attn_decode, void, attention)                                 \
-  X(kernel, SplitKMergeOp, splitk_merge, void, attention)                               \
-  X(kernel, AttnGateOp, attn_gate, void, attention)                                     \
-  X(planned, MlaStageOp, mla_stage, void, mla)                                          \
-  X(planned, MlaAttnOp, mla_attn, void, mla)                                            \
+#define BUFFERLAB_OPS(X)                                                                   \
+  X(kernel, FusedAddRmsNormOp, fused_add_rmsnorm, void, fused_add_rmsnorm)                 \
+  X(kernel, MoeRouterOp, moe_router, void, moe, Mutant::B14)                               \
+  X(kernel, MoeTopKOp, moe_topk, TopKDiagnostics, moe, Mutant::M_TIE, Mutant::M_GROUP)     \
+  X(kernel, MoeGatherOp, moe_gather, void, moe)                                            \
+  X(kernel, MoeExpertGemmOp, moe_expert_gemm, void, moe)                                   \
+  X(kernel, SwigluOp, swiglu, void, ffn)                                                   \
+  X(kernel, MoeCombineOp, moe_combine, void, moe)                                          \
+  X(kernel, GemmOp, gemm, void, projection) /* BF16 kinds only: Error for the others */    \
+  X(kernel, LmHeadOp, lm_head, void, embedding)                                            \
+  X(kernel, MhcExpandOp, mhc_expand, void, mhc)                                            \
+  X(kernel, MhcPreOp, mhc_pre, MhcDiagnostics, mhc, Mutant::M_SKCOL, Mutant::M_SKORDER)    \
+  X(kernel, MhcLowRankSplitOp, mhc_lowrank_split, MhcDiagnostics, mhc)                     \
+  X(kernel, MhcLowRankSlabOp, mhc_lowrank_slab, MhcDiagnostics, mhc)                       \
+  X(kernel, MhcPostOp, mhc_post, void, mhc, Mutant::B13)                                   \
+  X(kernel, MhcHeadOp, mhc_head, MhcDiagnostics, mhc)                                      \
+  X(kernel, GdnConvOp, gdn_conv, void, gdn)                                                \
+  X(kernel, GdnGatesOp, gdn_gates, void, gdn)                                              \
+  X(kernel, GdnChunkOp, gdn_chunk, void, gdn, Mutant::M_GDNCARRY)                          \
+  X(kernel, GdnRecurrentOp, gdn_recurrent, void, gdn)                                      \
+  X(kernel, GdnGatedNormOp, gdn_gated_norm, void, gdn)                                     \
+  X(kernel, Mamba2ConvOp, mamba2_conv, void, mamba2)                                       \
+  X(kernel, Mamba2ChunkOp, mamba2_chunk, void, mamba2, Mutant::M_SSDSTATE)                 \
+  X(kernel, Mamba2RecurrentOp, mamba2_recurrent, void, mamba2)                             \
+  X(kernel, Mamba2GatedNormOp, mamba2_gated_norm, void, mamba2)                            \
+  X(planned, GdnDeinterleaveOp, gdn_deinterleave, void, gdn)                               \
+  X(planned, FfnActQuantOp, ffn_act_quant, void, ffn)                                      \
+  X(planned, Fp8QuantOp, fp8_quant, void, projection)                                      \
+  X(planned, Q8QuantOp, q8_quant, void, projection)                                        \
+  X(planned, Q2DequantOp, q2_dequant, void, projection)                                    \
+  X(planned, LoraOp, lora, void, projection)                                               \
+  X(planned, EmbeddingOp, embedding, void, embedding)                                      \
+  X(planned, UploadOp, upload_regions, void, embedding)                                    \
+  X(kernel, AttnStageOp, attn_stage, void, attention, Mutant::M_MROPE)                     \
+  X(kernel, AttnCacheWriteOp, attn_cache_write, void, attention, Mutant::M_MROPE)          \
+  X(kernel, AttnPrefillOp, attn_prefill, void, attention, Mutant::M_CAUSAL, Mutant::M_GQA, \
+    Mutant::M_BLOCK, Mutant::M_SINK)                                                       \
+  X(kernel, AttnDecodeOp, attn_decode, void, attention, Mutant::M_CAUSAL, Mutant::M_GQA,   \
+    Mutant::M_BLOCK, Mutant::M_MROPE, Mutant::M_SINK)                                      \
+  X(kernel, SplitKMergeOp, splitk_merge, void, attention, Mutant::M_MERGE, Mutant::M_SINK) \
+  X(kernel, AttnGateOp, attn_gate, void, attention)                                        \
+  X(planned, MlaStageOp, mla_stage, void, mla)                                             \
+  X(planned, MlaAttnOp, mla_attn, void, mla)                                               \
   X(planned, QsaIndexerOp, qsa_indexer, void, qsa)
 
 // ---- Generators (expanded by backend.h, backend.cpp and the backend classes) ----

@@ -36,7 +36,13 @@ enum class SizingKind { spec, corrected };
   X(M_GDNCARRY)              \
   X(M_SSDSTATE)              \
   X(M_GROUP)                 \
-  X(M_SKORDER)
+  X(M_SKORDER)               \
+  X(M_CAUSAL)                \
+  X(M_GQA)                   \
+  X(M_MERGE)                 \
+  X(M_BLOCK)                 \
+  X(M_MROPE)                 \
+  X(M_SINK)
 
 enum class Mutant {
 #define BUFFERLAB_MUTANT_ENUM(name) name,
