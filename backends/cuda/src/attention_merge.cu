@@ -2,11 +2,11 @@
 // §4, ops/attention.h).
 //   merge:  one thread per (row, head, d). Each thread forms the row's merge constants itself
 //           from the partials' m and l (the same values in the same order in every thread of
-//           the (row, head), so the same bits): m = max over the parts with l_k > 0 of m_k and
+//           the (row, head), so the same bits): m = max over the parts with l_k ≠ 0 of m_k and
 //           the sink; w_k = l_k·expf(m_k − m); l = Σ_k w_k (k ascending) + expf(sink − m);
 //           then o_d = bf16((Σ_k w_k·o_k,d) / l), the numerator an fmaf chain over k
-//           ascending. Parts with l_k = 0 (empty) are skipped. Rows ≥ live write zeros and
-//           read nothing.
+//           ascending. Parts with l_k = 0 (empty) are skipped; a NaN l_k propagates. Rows ≥ live
+//           write zeros and read nothing.
 //   gate:   one thread per element, in place: y = bf16(a · (1 / (1 + expf(−g)))).
 #include <algorithm>
 #include <cstdint>
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) splitk_merge_kernel(SplitKMergeLaunc
     float m = 0.0f;
     for (uint64_t k = 0; k < S; ++k) {
       const float* pk = parts + k * hd2;
-      if (!(pk[hd + 1] > 0.0f)) continue;
+      if (pk[hd + 1] == 0.0f) continue;  // empty part; a NaN l propagates
       if (!any || m < pk[hd]) m = pk[hd];
       any = true;
     }
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) splitk_merge_kernel(SplitKMergeLaunc
     for (uint64_t k = 0; k < S; ++k) {
       const float* pk = parts + k * hd2;
       const float lk = pk[hd + 1];
-      if (!(lk > 0.0f)) continue;
+      if (lk == 0.0f) continue;
       const float w = NoRescale ? lk : __fmul_rn(lk, expf(__fsub_rn(pk[hd], m)));
       l = __fadd_rn(l, w);
       num = fmaf(w, pk[d], num);
