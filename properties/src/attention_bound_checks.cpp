@@ -118,12 +118,12 @@ std::vector<double> live_out(const AttnCase& c, const AttnRun& run) {
 
 }  // namespace
 
-AttnBoundResult attn_split_vs_one_split(Backend& b, const AttnCase& cS, bool plant) {
+AttnBoundResult attn_split_vs_one_split(Backend& b, const AttnCase& cS, bool plant,
+                                        const oracle::BoundModel& bm) {
   if (cS.decode.live == 0 || cS.decode.splits < 2)
     throw Error("attn_split_vs_one_split: needs live decode rows and splits >= 2");
   AttnCase c1 = cS;
   c1.decode.splits = 1;
-  const oracle::BoundModel bm = oracle::cpu_bounds();
   const AttnGeometry& geo = cS.geom;
   const U live = cS.decode.live, nq = geo.nq, hd = geo.hd, S = cS.decode.splits, slot = hd + 2;
   const U window = cS.sliding ? geo.window : 0;
@@ -204,10 +204,10 @@ AttnBoundResult attn_split_vs_one_split(Backend& b, const AttnCase& cS, bool pla
   return r;
 }
 
-AttnBoundResult attn_sliding_vs_window(Backend& b, AttnCase c, bool plant) {
+AttnBoundResult attn_sliding_vs_window(Backend& b, AttnCase c, bool plant,
+                                       const oracle::BoundModel& bm) {
   if (c.decode.live == 0 || c.decode.splits != 1 || !c.sliding)
     throw Error("attn_sliding_vs_window: needs live decode rows, one split, a sliding layer");
-  const oracle::BoundModel bm = oracle::cpu_bounds();
   const AttnGeometry& geo = c.geom;
   const U W = geo.window, kw = geo.kv_width(), hd = geo.hd;
   if (plant) {
@@ -248,7 +248,7 @@ AttnBoundResult attn_sliding_vs_window(Backend& b, AttnCase c, bool plant) {
   return r;
 }
 
-AttnBoundResult attn_sink_share(Backend& b, AttnCase c, bool plant) {
+AttnBoundResult attn_sink_share(Backend& b, AttnCase c, bool plant, const oracle::BoundModel& bm) {
   if (c.decode.live == 0 || c.decode.splits != 1 || c.sinks.empty())
     throw Error("attn_sink_share: needs live decode rows, one split, sinks");
   const AttnGeometry& geo = c.geom;
@@ -257,7 +257,6 @@ AttnBoundResult attn_sink_share(Backend& b, AttnCase c, bool plant) {
     for (U e = 0; e < kw; ++e) c.qkv[r * geo.qkv_dim + geo.v_col0 + e] = kBf16One;
   for (uint16_t& x : c.v_cache)
     if (x != oracle::kAttnCachePoison) x = kBf16One;
-  const oracle::BoundModel bm = oracle::cpu_bounds();
   const AttnRun run = oracle::run_attention(b, c);
   DecodeRows d = decode_rows(c, run, bm);
   const oracle::AttnValues core = oracle::attn_core_fp64(geo, d.input(c, window), &bm);

@@ -33,7 +33,8 @@
 // Each body returns the largest |diff| / bound over the live decode rows' outputs (> 1: the
 // property fails, and `where` names the first worst element). With `plant` the body computes its
 // twin instead, whose result must exceed 1; `applicable` is false when the case cannot show the
-// twin (the test discards it), true otherwise.
+// twin (the test discards it), true otherwise. `bm`: the backend's bound model (the judge's:
+// oracle::device_bounds() off the CPU).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,7 @@
 
 #include "bufferlab/core/backend.h"
 #include "bufferlab/oracle/attention_harness.h"
+#include "bufferlab/oracle/bounds.h"
 
 namespace bufferlab::gen {
 
@@ -53,10 +55,13 @@ struct AttnBoundResult {
 };
 
 // (1) `c`: live decode rows, splits ≥ 2; runs it and the same with one split.
-AttnBoundResult attn_split_vs_one_split(Backend& b, const oracle::AttnCase& c, bool plant);
+AttnBoundResult attn_split_vs_one_split(Backend& b, const oracle::AttnCase& c, bool plant,
+                                        const oracle::BoundModel& bm = oracle::cpu_bounds());
 // (2) `c`: live decode rows, one split, a sliding layer.
-AttnBoundResult attn_sliding_vs_window(Backend& b, oracle::AttnCase c, bool plant);
+AttnBoundResult attn_sliding_vs_window(Backend& b, oracle::AttnCase c, bool plant,
+                                       const oracle::BoundModel& bm = oracle::cpu_bounds());
 // (3) `c`: live decode rows, one split, sinks; the body sets every V to 1.
-AttnBoundResult attn_sink_share(Backend& b, oracle::AttnCase c, bool plant);
+AttnBoundResult attn_sink_share(Backend& b, oracle::AttnCase c, bool plant,
+                                const oracle::BoundModel& bm = oracle::cpu_bounds());
 
 }  // namespace bufferlab::gen
