@@ -35,6 +35,14 @@ void attention(ModelConfig& c) {
   c.head_dim =
       *rc::gen::oneOf(rc::gen::inRange<uint64_t>(1, 300), rc::gen::element<uint64_t>(64, 128, 256));
   c.attn_gated = flag();
+  // The fields of docs/spec/attention.md §1 that no size depends on, drawn independently (a
+  // window makes every attention layer sliding when there are no layer_types, §1).
+  if (flag()) c.sliding_window = dim(1, 4096);
+  c.qk_norm = flag();
+  c.attn_sinks = flag();
+  c.rope_interleaved = flag();
+  c.rope_truncate = flag();
+  if (flag()) c.rope_original_max_position = dim(1, 1u << 17);
 }
 
 void base(ModelConfig& c) {

@@ -94,7 +94,7 @@ TEST_F(CliCompareAttention, JsonReportCarriesThePass) {
   EXPECT_TRUE(p.at("agree").get<bool>()) << p.dump(1);
   EXPECT_NE(p.at("params").get<std::string>().find("streams=2,L=4"), std::string::npos)
       << p.dump(1);  // the first chunk's pass: 2 streams of 4 rows (then of 2)
-  expect_fields(p, {{"op", "attention"},
+  expect_fields(p, {{"op", "attn-prefill"},
                     {"model", "tiny-gdn"},
                     {"tokens", 6},
                     {"layer", "full"},
@@ -110,7 +110,7 @@ TEST_F(CliCompareAttention, JsonReportCarriesThePass) {
   const json d = json_report(
       run_compare("--op attn-decode --preset tiny-dense --tokens 2 --context 33 --json"));
   EXPECT_TRUE(d.at("agree").get<bool>()) << d.dump(1);
-  expect_fields(d, {{"op", "attention"}, {"tokens", 2}, {"layer", "full"}, {"context", 33}});
+  expect_fields(d, {{"op", "attn-decode"}, {"tokens", 2}, {"layer", "full"}, {"context", 33}});
   // The split count is the launch's (splitk_splits of the default target, nq = 6, R = 2).
   const uint64_t splits = d.at("splits").get<uint64_t>();
   EXPECT_GT(splits, 1u) << d.dump(1);

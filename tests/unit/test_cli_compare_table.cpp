@@ -48,9 +48,10 @@ TEST(CliCompareTable, MutantToOpMap) {
 }
 
 TEST(CliCompareTable, KernelMutantsByFamilyThenMutantOrder) {
-  const std::vector<Mutant> expected{Mutant::B14,        Mutant::M_TIE,     Mutant::M_GROUP,
-                                     Mutant::B13,        Mutant::M_SKCOL,   Mutant::M_SKORDER,
-                                     Mutant::M_GDNCARRY, Mutant::M_SSDSTATE};
+  const std::vector<Mutant> expected{
+      Mutant::B14,       Mutant::M_TIE,      Mutant::M_GROUP,    Mutant::B13,      Mutant::M_SKCOL,
+      Mutant::M_SKORDER, Mutant::M_GDNCARRY, Mutant::M_SSDSTATE, Mutant::M_CAUSAL, Mutant::M_GQA,
+      Mutant::M_MERGE,   Mutant::M_BLOCK,    Mutant::M_MROPE,    Mutant::M_SINK};
   EXPECT_EQ(compare_kernel_mutants(), expected);
 }
 
