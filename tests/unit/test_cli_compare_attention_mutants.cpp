@@ -72,12 +72,13 @@ TEST_F(CliCompareAttentionMutants, MropeSectionSwapFailsTheStaging) {
 }
 
 TEST_F(CliCompareAttentionMutants, SinkInTheNumeratorFailsCoreAndMerge) {
-  // Without sinks M-SINK changes nothing: gpt-oss-20b has them once the config loader sets
-  // attn_sinks for its model type (issue 17 item 1); the pass's geometry then says ",sinks".
+  // Without sinks M-SINK changes nothing: gpt-oss-20b has them (the loader sets attn_sinks for
+  // its model type, docs/spec/attention.md §1); the pass's geometry says ",sinks".
   const CliOutput probe =
       run_compare("--op attn-decode --preset gpt-oss-20b --tokens 1 --context 1");
-  if (probe.output.find(",sinks") == std::string::npos)
-    GTEST_SKIP() << "gpt-oss-20b has no attention sinks in this build's config:\n" << probe.output;
+  ASSERT_NE(probe.output.find(",sinks"), std::string::npos)
+      << "gpt-oss-20b has no attention sinks:\n"
+      << probe.output;
   expect_caught(kGptOssPrefill, "M-SINK", {"attn (prefill core)"});
   expect_caught(kGptOssDecode, "M-SINK", {"merge"});
 }
