@@ -24,6 +24,7 @@
 
 #include "bufferlab/core/rope.h"
 #include "golden_case.h"
+#include "golden_rope.h"
 
 namespace bufferlab::golden {
 namespace {
@@ -55,24 +56,6 @@ std::vector<std::string> rope_cases() {
   return names;
 }
 
-// The FP32 spacing at |v|: one ulp.
-double f32_ulp(double v) {
-  const float f = std::fabs(static_cast<float>(v));
-  return static_cast<double>(std::nextafter(f, INFINITY) - f);
-}
-
-// Entries of `t` outside 1 FP32 ulp of the reference (a length mismatch counts every entry),
-// with the table's summary in `what`.
-BoundedCheck judge(const GoldenCase& g, const RopeTable& t, const std::string& who) {
-  BoundedCheck c(fmt::format("{} {} inv_freq vs transformers (1 FP32 ulp)", who, g.name));
-  const std::vector<double>& want = g.values("inv_freq");
-  c.require(t.inv_freq.size() == want.size(),
-            fmt::format("{} entries against {}", t.inv_freq.size(), want.size()));
-  for (size_t i = 0; i < want.size() && i < t.inv_freq.size(); ++i)
-    c.add(t.inv_freq[i], want[i], f32_ulp(want[i]), fmt::format("i = {}", i));
-  return c;
-}
-
 TEST(GoldenRope, EveryShippedConfigsTableIsTransformersWithinOneUlp) {
   const std::vector<std::string> names = rope_cases();
   ASSERT_GE(names.size(), 12u) << "the rope cases of the manifest";
@@ -80,7 +63,7 @@ TEST(GoldenRope, EveryShippedConfigsTableIsTransformersWithinOneUlp) {
     SCOPED_TRACE(name);
     const GoldenCase g = load_golden(name);
     const RopeTable t = rope_table(params_of(g));
-    expect_passed(judge(g, t, "rope_table"));
+    expect_passed(judge_rope_table(g, t, "rope_table"));
     const double af = g.params.at("attention_factor_fp64").get<double>();
     EXPECT_LE(std::fabs(t.attention_factor - af), 0x1p-48 * std::fabs(af))
         << "attention_factor " << t.attention_factor << " against " << af;
@@ -99,19 +82,19 @@ TEST(GoldenRope, PlantedBugsAreCaught) {
     RopeParams p = params_of(g);
     ASSERT_FALSE(p.truncate) << "gpt-oss sets truncate false";
     p.truncate = true;
-    expect_caught(judge(g, rope_table(p), "yarn with truncate flipped:"));
+    expect_caught(judge_rope_table(g, rope_table(p), "yarn with truncate flipped:"));
   }
   {
     const GoldenCase g = load_golden("rope_meta_llama_3_1_8b");
     RopeParams p = params_of(g);
     std::swap(p.low_freq_factor, p.high_freq_factor);
-    expect_caught(judge(g, rope_table(p), "llama3 with the frequency factors swapped:"));
+    expect_caught(judge_rope_table(g, rope_table(p), "llama3 with the frequency factors swapped:"));
   }
   {
     const GoldenCase g = load_golden("rope_qwen3_next_80b_a3b_thinking");
     RopeParams p = params_of(g);
     p.rotary_dim *= 4;  // partial_rotary_factor 0.25 ignored
-    expect_caught(judge(g, rope_table(p), "partial rotary factor ignored:"));
+    expect_caught(judge_rope_table(g, rope_table(p), "partial rotary factor ignored:"));
   }
 }
 

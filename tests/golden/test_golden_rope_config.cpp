@@ -20,6 +20,7 @@
 #include "bufferlab/core/config_json.h"
 #include "bufferlab/core/rope.h"
 #include "golden_case.h"
+#include "golden_rope.h"
 
 namespace bufferlab::golden {
 namespace {
@@ -39,21 +40,6 @@ bool has_case(const std::string& name) {
   for (const nlohmann::json& c : golden_manifest().at("cases"))
     if (c.at("name") == name) return true;
   return false;
-}
-
-double f32_ulp(double v) {
-  const float f = std::fabs(static_cast<float>(v));
-  return static_cast<double>(std::nextafter(f, INFINITY) - f);
-}
-
-BoundedCheck judge(const GoldenCase& g, const RopeTable& t, const std::string& who) {
-  BoundedCheck c(fmt::format("{} {} inv_freq vs transformers (1 FP32 ulp)", who, g.name));
-  const std::vector<double>& want = g.values("inv_freq");
-  c.require(t.inv_freq.size() == want.size(),
-            fmt::format("{} entries against {}", t.inv_freq.size(), want.size()));
-  for (size_t i = 0; i < want.size() && i < t.inv_freq.size(); ++i)
-    c.add(t.inv_freq[i], want[i], f32_ulp(want[i]), fmt::format("i = {}", i));
-  return c;
 }
 
 bool attention_factor_matches(const GoldenCase& g, const RopeTable& t) {
@@ -85,7 +71,7 @@ TEST(GoldenRopeConfig, LoadedConfigsGiveTransformersTables) {
     SCOPED_TRACE(file);
     const GoldenCase g = load_golden(name);
     const RopeTable t = rope_table(rope_params(load_config_file(entry.path().string())));
-    expect_passed(judge(g, t, "rope_table(rope_params(config))"));
+    expect_passed(judge_rope_table(g, t, "rope_table(rope_params(config))"));
     EXPECT_TRUE(attention_factor_matches(g, t))
         << "attention_factor " << t.attention_factor << " against "
         << g.params.at("attention_factor_fp64").get<double>();
@@ -104,26 +90,26 @@ TEST(GoldenRopeConfig, PlantedMappingSlipsAreCaught) {
   {
     ModelConfig c = load_config_file(dir + "/Meta-Llama-3.1-8B.json");
     c.rope_type = "default";
-    expect_caught(judge(load_golden("rope_meta_llama_3_1_8b"), rope_table(rope_params(c)),
-                        "llama3 read as default:"));
+    expect_caught(judge_rope_table(load_golden("rope_meta_llama_3_1_8b"),
+                                   rope_table(rope_params(c)), "llama3 read as default:"));
   }
   {
     ModelConfig c = load_config_file(dir + "/gpt-oss-20b.json");
     c.rope_truncate = true;
-    expect_caught(
-        judge(load_golden("rope_gpt_oss_20b"), rope_table(rope_params(c)), "truncate not read:"));
+    expect_caught(judge_rope_table(load_golden("rope_gpt_oss_20b"), rope_table(rope_params(c)),
+                                   "truncate not read:"));
   }
   {
     ModelConfig c = load_config_file(dir + "/Qwen3-Next-80B-A3B-Thinking.json");
     c.partial_rotary_factor = 1.0;
-    expect_caught(judge(load_golden("rope_qwen3_next_80b_a3b_thinking"), rope_table(rope_params(c)),
-                        "partial factor not read:"));
+    expect_caught(judge_rope_table(load_golden("rope_qwen3_next_80b_a3b_thinking"),
+                                   rope_table(rope_params(c)), "partial factor not read:"));
   }
   {
     ModelConfig c = load_config_file(dir + "/DeepSeek-V3.2.json");
     c.kv_lora_rank = 0;  // rope_params then rotates int(head_dim 192 · 1) dims, not 64
-    expect_caught(judge(load_golden("rope_deepseek_v3_2"), rope_table(rope_params(c)),
-                        "MLA's whole head rotated:"));
+    expect_caught(judge_rope_table(load_golden("rope_deepseek_v3_2"), rope_table(rope_params(c)),
+                                   "MLA's whole head rotated:"));
   }
 }
 
